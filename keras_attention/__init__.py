@@ -1,0 +1,7 @@
+"""keras-attention: classic attention mechanisms as Keras 3 layers."""
+
+from keras_attention import ops as ops
+from keras_attention import scores as scores
+from keras_attention.layers.attention import Attention as Attention
+
+__version__ = "0.1.0.dev0"

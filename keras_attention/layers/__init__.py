@@ -1,0 +1,1 @@
+"""One public attention layer (or small family) per module."""

@@ -1,0 +1,118 @@
+"""Helpers shared by the attention layers (private)."""
+
+from keras import ops
+
+from keras_attention import ops as ka_ops
+
+
+def check_rate(name, value):
+    """Validates a probability in `[0, 1)` such as a dropout rate."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value < 1
+    ):
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"float in [0, 1). Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def check_query_value_key(layer_name, query_shape, value_shape, key_shape):
+    """Validates the shapes given to a query/value/key attention layer.
+
+    `query` is `(B, Dq)` or `(B, Tq, Dq)`; `value` is `(B, Tv, Dv)`; `key`, if
+    given, is `(B, Tv, Dk)`.
+    """
+    shapes = f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
+    if key_shape is not None:
+        shapes += f", key.shape={tuple(key_shape)}"
+    if len(query_shape) not in (2, 3):
+        raise ValueError(
+            f"{layer_name} expects `query` of shape `(batch_size, dim)` or "
+            f"`(batch_size, Tq, dim)`. Received: {shapes}"
+        )
+    if len(value_shape) != 3:
+        raise ValueError(
+            f"{layer_name} expects `value` of shape `(batch_size, Tv, dim)`. "
+            f"Received: {shapes}"
+        )
+    if key_shape is not None:
+        if len(key_shape) != 3:
+            raise ValueError(
+                f"{layer_name} expects `key` of shape `(batch_size, Tv, dim)`."
+                f" Received: {shapes}"
+            )
+        if (
+            key_shape[1] is not None
+            and value_shape[1] is not None
+            and key_shape[1] != value_shape[1]
+        ):
+            raise ValueError(
+                f"{layer_name} needs `key` and `value` with the same number "
+                f"of positions (axis 1). Received: {shapes}"
+            )
+    batch_sizes = {
+        s[0] for s in (query_shape, value_shape, key_shape or value_shape)
+    } - {None}
+    if len(batch_sizes) > 1:
+        raise ValueError(
+            f"{layer_name} needs the same batch size for all inputs. "
+            f"Received: {shapes}"
+        )
+
+
+def as_query_sequence(
+    query, query_mask, attention_mask, use_causal_mask, layer_name
+):
+    """Turns a single query vector `(B, D)` into a sequence `(B, 1, D)`.
+
+    For a single query vector, `query_mask` is `(B,)` and `attention_mask`
+    is `(B, Tv)`; both gain the query axis too.
+
+    Returns `(query, query_mask, attention_mask, squeeze)` where `squeeze`
+    says whether the outputs must lose their query axis again.
+    """
+    if len(query.shape) == 3:
+        if attention_mask is not None and len(attention_mask.shape) != 3:
+            raise ValueError(
+                f"{layer_name} expects `attention_mask` of shape "
+                "`(batch_size, Tq, Tv)` for a query sequence. Received: "
+                f"attention_mask.shape={tuple(attention_mask.shape)}, "
+                f"query.shape={tuple(query.shape)}"
+            )
+        return query, query_mask, attention_mask, False
+    if use_causal_mask:
+        raise ValueError(
+            f"{layer_name}: `use_causal_mask=True` needs a query sequence "
+            "`(batch_size, Tq, dim)`, not a single query vector. Received: "
+            f"query.shape={tuple(query.shape)}"
+        )
+    if query_mask is not None:
+        query_mask = ops.reshape(query_mask, (-1, 1))
+    if attention_mask is not None:
+        if len(attention_mask.shape) != 2:
+            raise ValueError(
+                f"{layer_name} expects `attention_mask` of shape "
+                "`(batch_size, Tv)` for a single query vector. Received: "
+                f"attention_mask.shape={tuple(attention_mask.shape)}, "
+                f"query.shape={tuple(query.shape)}"
+            )
+        attention_mask = ops.expand_dims(attention_mask, 1)
+    return ops.expand_dims(query, 1), query_mask, attention_mask, True
+
+
+def attention_mask_for(
+    query, value, query_mask, value_mask, key_mask, attention_mask, causal
+):
+    """`ops.combine_masks` for `(B, Tq, D)` query and `(B, Tv, D)` value."""
+    return ka_ops.combine_masks(
+        ops.shape(query)[1],
+        ops.shape(value)[1],
+        query_mask=query_mask,
+        value_mask=value_mask,
+        key_mask=key_mask,
+        attention_mask=attention_mask,
+        use_causal_mask=causal,
+    )

@@ -1,0 +1,193 @@
+"""Soft (and key-value) attention with a pluggable score."""
+
+import keras
+from keras import ops
+
+from keras_attention import ops as ka_ops
+from keras_attention import scores as scores_lib
+from keras_attention.layers import _common
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class Attention(keras.layers.Layer):
+    """Soft attention: `context = Σ_j softmax_j(s(q, k_j)) · v_j`.
+
+    The weights `a_j = softmax_j(s(q, k_j))` come from a score `s` (any of
+    `keras_attention.scores`) and the context is the weighted sum of the
+    values. With `key` given this is key-value attention; without it the
+    values serve as keys (`k = v`), the classic form of the seed articles.
+
+    The query may be one vector per example, `(batch_size, dim)`, as in
+    `context = Σ a_i h_i`, or a sequence `(batch_size, Tq, dim)`, each query
+    attending independently. The seeds' "multiple queries, concatenated"
+    attention is a query sequence followed by a reshape:
+    `keras.layers.Reshape((Tq * Dv,))(Attention()(queries, values))`.
+
+    Args:
+        score: A score name (`"dot"`, `"scaled_dot"`, `"cosine"`,
+            `"bilinear"`, `"additive"`, `"concat"`), a score config dict or a
+            `keras_attention.scores.Score` instance such as
+            `LocationScore(max_length=...)`. Defaults to `"scaled_dot"`.
+        dropout: Dropout rate on the attention weights during training.
+            Defaults to `0.0`.
+        seed: Seed of the dropout. Defaults to `None`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        query: `(batch_size, Dq)` or `(batch_size, Tq, Dq)`.
+        value: `(batch_size, Tv, Dv)`.
+        key: Optional `(batch_size, Tv, Dk)`. Defaults to `value`.
+        query_mask: Optional boolean `(batch_size, Tq)` (or `(batch_size,)`
+            for one query vector); a masked query gets zero weights and a
+            zero context. Taken from `query`'s Keras mask when not given.
+        value_mask: Optional boolean `(batch_size, Tv)`; `False` positions
+            get weight 0. Taken from `value`'s Keras mask when not given.
+        key_mask: Optional boolean `(batch_size, Tv)`, combined with
+            `value_mask`. Taken from `key`'s Keras mask when not given.
+        attention_mask: Optional boolean `(batch_size, Tq, Tv)` (or
+            `(batch_size, Tv)` for one query vector).
+        use_causal_mask: Whether query `i` only sees values `j <= i`.
+            Defaults to `False`.
+        return_attention_scores: Whether to also return the weights.
+            Defaults to `False`.
+        training: Whether dropout is active.
+
+    Returns:
+        The context, `(batch_size, Dv)` or `(batch_size, Tq, Dv)`, and with
+        `return_attention_scores=True` also the post-softmax weights
+        `(batch_size, Tv)` or `(batch_size, Tq, Tv)`.
+
+    Example:
+
+    >>> layer = keras_attention.Attention(score="additive")
+    >>> query = np.random.rand(2, 16).astype("float32")
+    >>> values = np.random.rand(2, 7, 16).astype("float32")
+    >>> context, weights = layer(query, values, return_attention_scores=True)
+    >>> context.shape, weights.shape
+    ((2, 16), (2, 7))
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    """
+
+    def __init__(self, score="scaled_dot", dropout=0.0, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.score = scores_lib.get(score)
+        self.dropout = _common.check_rate("dropout", dropout)
+        self.seed = seed
+        self.supports_masking = True
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        _common.check_query_value_key(
+            type(self).__name__, query_shape, value_shape, key_shape
+        )
+        query_seq_shape = (
+            tuple(query_shape)
+            if len(query_shape) == 3
+            else (query_shape[0], 1, query_shape[1])
+        )
+        key_shape = value_shape if key_shape is None else key_shape
+        if not self.score.built:
+            self.score.build(query_seq_shape, key_shape)
+
+    def _weights_and_mask(
+        self,
+        query,
+        value,
+        key,
+        query_mask,
+        value_mask,
+        key_mask,
+        attention_mask,
+        use_causal_mask,
+    ):
+        """Shared by the soft and hard layers: logits and the full mask."""
+        name = type(self).__name__
+        query, query_mask, attention_mask, squeeze = (
+            _common.as_query_sequence(
+                query, query_mask, attention_mask, use_causal_mask, name
+            )
+        )
+        key = value if key is None else key
+        mask = _common.attention_mask_for(
+            query,
+            value,
+            query_mask,
+            value_mask,
+            key_mask,
+            attention_mask,
+            use_causal_mask,
+        )
+        logits = self.score(query, key)
+        return logits, mask, squeeze
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        logits, mask, squeeze = self._weights_and_mask(
+            query,
+            value,
+            key,
+            query_mask,
+            value_mask,
+            key_mask,
+            attention_mask,
+            use_causal_mask,
+        )
+        weights = ops.cast(ka_ops.masked_softmax(logits, mask), value.dtype)
+        applied = self._dropout_layer(weights, training=training)
+        context = ops.matmul(applied, value)
+        if squeeze:
+            context = ops.squeeze(context, 1)
+            weights = ops.squeeze(weights, 1)
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        shape = self.compute_output_shape(query.shape, value.shape)
+        context = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return context
+        weights_shape = tuple(query.shape[:-1]) + (value.shape[1],)
+        return context, keras.KerasTensor(
+            weights_shape, dtype=self.compute_dtype
+        )
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "score": scores_lib.serialize(self.score),
+            "dropout": self.dropout,
+            "seed": self.seed,
+        }

@@ -1,0 +1,509 @@
+"""Attention score functions as Keras layers.
+
+A score maps `query (..., Tq, Dq)` and `key (..., Tk, Dk)` to logits
+`(..., Tq, Tk)`. Extra leading axes (such as attention heads) are carried
+through, so one score serves single-head and multi-head attention alike.
+Logits are computed in `float32` when the inputs are half precision.
+
+`get(identifier)` turns a name, a config dict or an instance into a score
+layer, like `keras.activations.get`.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention import ops as ka_ops
+
+_PACKAGE = "keras_attention"
+
+
+def _positive_int_or_none(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"positive integer or None. Received: {name}={value!r}"
+        )
+    return value
+
+
+def _shape_str(query_shape, key_shape):
+    return f"query.shape={tuple(query_shape)}, key.shape={tuple(key_shape)}"
+
+
+class Score(keras.layers.Layer):
+    """Base class of the score layers.
+
+    Subclasses implement `_logits(query, key)` on inputs already cast to the
+    logits dtype. Variables are never autocast, so under mixed precision the
+    logits are computed from `float32` weights and inputs.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+
+    def _check_ranks(self, query_shape, key_shape):
+        if len(query_shape) < 2 or len(key_shape) < 2:
+            raise ValueError(
+                f"{type(self).__name__} expects `query` of shape "
+                "`(..., Tq, Dq)` and `key` of shape `(..., Tk, Dk)`. "
+                f"Received: {_shape_str(query_shape, key_shape)}"
+            )
+
+    def build(self, query_shape, key_shape):
+        self._check_ranks(query_shape, key_shape)
+
+    def call(self, query, key):
+        dtype = ka_ops.logits_dtype(query.dtype)
+        return self._logits(ops.cast(query, dtype), ops.cast(key, dtype))
+
+    def _logits(self, query, key):
+        raise NotImplementedError
+
+    def compute_mask(self, query, previous_mask):
+        # Logits carry no mask: the attention layer combines the masks.
+        return None
+
+    def _weight(self, variable, dtype):
+        return ops.cast(variable, dtype)
+
+    def compute_output_shape(self, query_shape, key_shape):
+        return tuple(query_shape[:-1]) + (key_shape[-2],)
+
+    def compute_output_spec(self, query, key):
+        shape = self.compute_output_shape(query.shape, key.shape)
+        return keras.KerasTensor(
+            shape, dtype=ka_ops.logits_dtype(query.dtype)
+        )
+
+
+class _SameDepthScore(Score):
+    """A score that needs `Dq == Dk`."""
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        dq, dk = query_shape[-1], key_shape[-1]
+        if dq is not None and dk is not None and dq != dk:
+            raise ValueError(
+                f"{type(self).__name__} needs query and key of the same "
+                "depth (last axis); use 'bilinear' or 'additive' for "
+                f"different depths. Received: {_shape_str(query_shape, key_shape)}"
+            )
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class DotScore(_SameDepthScore):
+    """Dot-product score `s(q, k) = q·k` (Luong et al. 2015, "dot").
+
+    Example:
+
+    >>> score = keras_attention.scores.DotScore()
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    (2, 3, 5)
+
+    References:
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def _logits(self, query, key):
+        return ka_ops.dot_product(query, key)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class ScaledDotScore(_SameDepthScore):
+    """Scaled dot-product score `s(q, k) = q·k / sqrt(Dk)`.
+
+    Example:
+
+    >>> score = keras_attention.scores.ScaledDotScore()
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    (2, 3, 5)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    """
+
+    def _logits(self, query, key):
+        return ka_ops.scaled_dot_product(query, key)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class CosineScore(_SameDepthScore):
+    """Cosine score `s(q, k) = q·k / (‖q‖‖k‖)`, in `[-1, 1]`.
+
+    A zero vector scores `0` against everything (its norm is clipped at
+    `epsilon`).
+
+    Args:
+        epsilon: Smallest norm used in the division. Defaults to `1e-12`.
+
+    Example:
+
+    >>> score = keras_attention.scores.CosineScore()
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    (2, 3, 5)
+
+    References:
+        - [Graves et al., 2014, Neural Turing Machines](
+          https://arxiv.org/abs/1410.5401)
+    """
+
+    def __init__(self, epsilon=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(epsilon, (int, float)) or epsilon <= 0:
+            raise ValueError(
+                "Received an invalid value for argument `epsilon`, expected "
+                f"a positive number. Received: epsilon={epsilon!r}"
+            )
+        self.epsilon = float(epsilon)
+
+    def _logits(self, query, key):
+        def _unit(x):
+            norm = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
+            return x / ops.maximum(norm, self.epsilon)
+
+        return ka_ops.dot_product(_unit(query), _unit(key))
+
+    def get_config(self):
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+class _ParametricScore(Score):
+    def __init__(
+        self,
+        kernel_initializer="glorot_uniform",
+        kernel_regularizer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+
+    def _add_kernel(self, name, shape):
+        return self.add_weight(
+            name=name,
+            shape=shape,
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+        )
+
+    def _check_depths(self, query_shape, key_shape):
+        if query_shape[-1] is None or key_shape[-1] is None:
+            raise ValueError(
+                f"{type(self).__name__} needs the last axis of query and key "
+                f"to be known. Received: {_shape_str(query_shape, key_shape)}"
+            )
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+            "kernel_regularizer": keras.regularizers.serialize(
+                self.kernel_regularizer
+            ),
+        }
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BilinearScore(_ParametricScore):
+    """Bilinear score `s(q, k) = q W kᵀ` (Luong et al.'s "general").
+
+    Unlike the dot product it is asymmetric and lets query and key have
+    different depths.
+
+    Args:
+        kernel_initializer: Initializer of `kernel`. Defaults to
+            `"glorot_uniform"`.
+        kernel_regularizer: Optional regularizer of `kernel`.
+
+    Weights:
+        `kernel` of shape `(Dq, Dk)`.
+
+    Example:
+
+    >>> score = keras_attention.scores.BilinearScore()
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    (2, 3, 5)
+
+    References:
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        self._check_depths(query_shape, key_shape)
+        self.kernel = self._add_kernel(
+            "kernel", (query_shape[-1], key_shape[-1])
+        )
+
+    def _logits(self, query, key):
+        projected = ops.matmul(query, self._weight(self.kernel, query.dtype))
+        return ka_ops.dot_product(projected, key)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class AdditiveScore(_ParametricScore):
+    """Additive score `s(q, k) = vᵀ tanh(q W_q + k W_k)` (Bahdanau et al.).
+
+    The full form of Bahdanau attention, with both projections (Keras's own
+    `AdditiveAttention` has neither). It costs `O(Tq·Tk·units)` memory.
+
+    Args:
+        units: Size of the hidden layer. Defaults to `None`, the key depth.
+        use_bias: Whether to add a bias inside the `tanh`. Defaults to
+            `False`.
+        kernel_initializer: Initializer of the kernels and `v`. Defaults to
+            `"glorot_uniform"`.
+        bias_initializer: Initializer of `bias`. Defaults to `"zeros"`.
+        kernel_regularizer: Optional regularizer of the kernels and `v`.
+
+    Weights:
+        `query_kernel (Dq, units)`, `key_kernel (Dk, units)`, `v (units,)`
+        and, with `use_bias=True`, `bias (units,)`.
+
+    Example:
+
+    >>> score = keras_attention.scores.AdditiveScore(units=8)
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    (2, 3, 5)
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+    """
+
+    def __init__(
+        self,
+        units=None,
+        use_bias=False,
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = _positive_int_or_none("units", units)
+        self.use_bias = bool(use_bias)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        self._check_depths(query_shape, key_shape)
+        units = self.units or key_shape[-1]
+        self.query_kernel = self._add_kernel(
+            "query_kernel", (query_shape[-1], units)
+        )
+        self.key_kernel = self._add_kernel("key_kernel", (key_shape[-1], units))
+        self.v = self._add_kernel("v", (units,))
+        if self.use_bias:
+            self.bias = self.add_weight(
+                name="bias", shape=(units,), initializer=self.bias_initializer
+            )
+
+    def _hidden(self, query, key):
+        dtype = query.dtype
+        q = ops.matmul(query, self._weight(self.query_kernel, dtype))
+        k = ops.matmul(key, self._weight(self.key_kernel, dtype))
+        if self.use_bias:
+            q = q + self._weight(self.bias, dtype)
+        # (..., Tq, 1, units) + (..., 1, Tk, units)
+        return ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(k, -3))
+
+    def _logits(self, query, key):
+        hidden = self._hidden(query, key)
+        return ops.sum(hidden * self._weight(self.v, query.dtype), axis=-1)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "use_bias": self.use_bias,
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer
+            ),
+        }
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class ConcatScore(_ParametricScore):
+    """Concat score `s(q, k) = vᵀ tanh([q; k] W)` (Luong et al.'s "concat").
+
+    `[q; k] W` is computed as `q W[:Dq] + k W[Dq:]`, the same number without
+    materialising every concatenated pair.
+
+    Args:
+        units: Size of the hidden layer. Defaults to `None`, the key depth.
+        kernel_initializer: Initializer of `kernel` and `v`. Defaults to
+            `"glorot_uniform"`.
+        kernel_regularizer: Optional regularizer of `kernel` and `v`.
+
+    Weights:
+        `kernel (Dq + Dk, units)` and `v (units,)`.
+
+    Example:
+
+    >>> score = keras_attention.scores.ConcatScore(units=8)
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    (2, 3, 5)
+
+    References:
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(self, units=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units = _positive_int_or_none("units", units)
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        self._check_depths(query_shape, key_shape)
+        units = self.units or key_shape[-1]
+        self._query_depth = query_shape[-1]
+        self.kernel = self._add_kernel(
+            "kernel", (query_shape[-1] + key_shape[-1], units)
+        )
+        self.v = self._add_kernel("v", (units,))
+
+    def _logits(self, query, key):
+        kernel = self._weight(self.kernel, query.dtype)
+        q = ops.matmul(query, kernel[: self._query_depth])
+        k = ops.matmul(key, kernel[self._query_depth :])
+        hidden = ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(k, -3))
+        return ops.sum(hidden * self._weight(self.v, query.dtype), axis=-1)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LocationScore(_ParametricScore):
+    """Location-based score `s(q, k_j) = (q W)_j` (Luong et al.).
+
+    The logit of key position `j` depends on the query and on `j` only; the
+    keys' contents are ignored. Keys beyond `max_length` cannot be scored.
+
+    Args:
+        max_length: Largest number of key positions. Required.
+        kernel_initializer: Initializer of `kernel`. Defaults to
+            `"glorot_uniform"`.
+        kernel_regularizer: Optional regularizer of `kernel`.
+
+    Weights:
+        `kernel (Dq, max_length)`.
+
+    Example:
+
+    >>> score = keras_attention.scores.LocationScore(max_length=10)
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    (2, 3, 5)
+
+    References:
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(self, max_length, **kwargs):
+        super().__init__(**kwargs)
+        if (
+            isinstance(max_length, bool)
+            or not isinstance(max_length, int)
+            or max_length <= 0
+        ):
+            raise ValueError(
+                "Received an invalid value for argument `max_length`, "
+                "expected a positive integer. "
+                f"Received: max_length={max_length!r}"
+            )
+        self.max_length = max_length
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        if query_shape[-1] is None:
+            raise ValueError(
+                "LocationScore needs the last axis of query to be known. "
+                f"Received: {_shape_str(query_shape, key_shape)}"
+            )
+        self._check_length(key_shape)
+        self.kernel = self._add_kernel(
+            "kernel", (query_shape[-1], self.max_length)
+        )
+
+    def _check_length(self, key_shape):
+        if key_shape[-2] is not None and key_shape[-2] > self.max_length:
+            raise ValueError(
+                f"LocationScore(max_length={self.max_length}) cannot score "
+                f"{key_shape[-2]} key positions. Received: "
+                f"key.shape={tuple(key_shape)}"
+            )
+
+    def call(self, query, key):
+        self._check_length(key.shape)
+        return super().call(query, key)
+
+    def _logits(self, query, key):
+        logits = ops.matmul(query, self._weight(self.kernel, query.dtype))
+        return logits[..., : ops.shape(key)[-2]]
+
+    def get_config(self):
+        return {**super().get_config(), "max_length": self.max_length}
+
+
+_BY_NAME = {
+    "dot": DotScore,
+    "scaled_dot": ScaledDotScore,
+    "cosine": CosineScore,
+    "bilinear": BilinearScore,
+    "general": BilinearScore,
+    "additive": AdditiveScore,
+    "bahdanau": AdditiveScore,
+    "concat": ConcatScore,
+}
+
+
+def serialize(score: Score) -> dict:
+    """Returns the config dict of a score layer."""
+    return keras.saving.serialize_keras_object(score)
+
+
+def deserialize(config: dict) -> Score:
+    """Creates a score layer from a config dict made by `serialize`."""
+    return keras.saving.deserialize_keras_object(config)
+
+
+def get(identifier) -> Score:
+    """Returns a score layer for a name, a config dict or an instance.
+
+    Args:
+        identifier: One of `"dot"`, `"scaled_dot"`, `"cosine"`,
+            `"bilinear"` (alias `"general"`), `"additive"` (alias
+            `"bahdanau"`), `"concat"`; a dict made by `serialize`; or a
+            `Score` instance, returned as is. `"location"` needs
+            `max_length`, so pass `LocationScore(max_length=...)` instead.
+
+    Returns:
+        A `Score` layer.
+    """
+    if isinstance(identifier, Score):
+        return identifier
+    if isinstance(identifier, dict):
+        score = deserialize(identifier)
+        if not isinstance(score, Score):
+            raise ValueError(
+                "Expected a config of a keras_attention score. "
+                f"Received: score={identifier!r}"
+            )
+        return score
+    if isinstance(identifier, str):
+        name = identifier.lower()
+        if name == "location":
+            raise ValueError(
+                "The 'location' score needs `max_length`: pass "
+                "`keras_attention.scores.LocationScore(max_length=...)` "
+                f"instead of a name. Received: score={identifier!r}"
+            )
+        if name in _BY_NAME:
+            return _BY_NAME[name]()
+    raise ValueError(
+        "Could not interpret score identifier. Expected one of "
+        f"{sorted(_BY_NAME) + ['location']}, a config dict or a "
+        f"keras_attention.scores.Score instance. Received: score={identifier!r}"
+    )
