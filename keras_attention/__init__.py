@@ -3,5 +3,8 @@
 from keras_attention import ops as ops
 from keras_attention import scores as scores
 from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.structured import (
+    StructuredSelfAttention as StructuredSelfAttention,
+)
 
 __version__ = "0.1.0.dev0"
