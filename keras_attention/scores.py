@@ -73,9 +73,7 @@ class Score(keras.layers.Layer):
 
     def compute_output_spec(self, query, key):
         shape = self.compute_output_shape(query.shape, key.shape)
-        return keras.KerasTensor(
-            shape, dtype=ka_ops.logits_dtype(query.dtype)
-        )
+        return keras.KerasTensor(shape, dtype=ka_ops.logits_dtype(query.dtype))
 
 
 class _SameDepthScore(Score):
@@ -88,7 +86,8 @@ class _SameDepthScore(Score):
             raise ValueError(
                 f"{type(self).__name__} needs query and key of the same "
                 "depth (last axis); use 'bilinear' or 'additive' for "
-                f"different depths. Received: {_shape_str(query_shape, key_shape)}"
+                "different depths. Received: "
+                f"{_shape_str(query_shape, key_shape)}"
             )
 
 

@@ -91,7 +91,7 @@ def check_layer_basics(
 
     # Symbolic call in a functional model; .keras save/load in safe mode.
     model = _model_for(layer, inputs, call_kwargs)
-    for out, want in zip(_as_list(model.outputs), _as_list(eager)):
+    for out, want in zip(_as_list(model.outputs), _as_list(eager), strict=True):
         assert tuple(out.shape[1:]) == tuple(want.shape[1:]), (
             f"{name}: symbolic shape {out.shape} vs eager {want.shape}"
         )
@@ -121,7 +121,7 @@ def _as_list_of_shapes(shapes):
 def _assert_close(name, got, want, rtol, atol):
     got, want = _as_list(got), _as_list(want)
     assert len(got) == len(want), f"{name}: {len(got)} vs {len(want)} outputs"
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(
             keras.ops.convert_to_numpy(g),
             keras.ops.convert_to_numpy(w),
@@ -139,18 +139,20 @@ def _check_training_step(name, model, inputs):
     ]
     if not model.trainable_weights:
         return
-    before = [w.numpy() if hasattr(w, "numpy") else np.array(w)
-              for w in model.get_weights()]
+    before = model.get_weights()
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     history = model.fit(
-        inputs, targets if len(targets) > 1 else targets[0],
-        epochs=1, batch_size=len(inputs[0]), verbose=0,
+        inputs,
+        targets if len(targets) > 1 else targets[0],
+        epochs=1,
+        batch_size=len(inputs[0]),
+        verbose=0,
     )
     loss = history.history["loss"][-1]
     assert np.isfinite(loss), f"{name}: training loss {loss}"
     after = model.get_weights()
     changed = any(
-        not np.allclose(a, b) for a, b in zip(before, after)
+        not np.allclose(a, b) for a, b in zip(before, after, strict=True)
     )
     assert changed, f"{name}: one training step changed no weight"
 

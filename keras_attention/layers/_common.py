@@ -25,7 +25,9 @@ def check_query_value_key(layer_name, query_shape, value_shape, key_shape):
     `query` is `(B, Dq)` or `(B, Tq, Dq)`; `value` is `(B, Tv, Dv)`; `key`, if
     given, is `(B, Tv, Dk)`.
     """
-    shapes = f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
+    shapes = (
+        f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
+    )
     if key_shape is not None:
         shapes += f", key.shape={tuple(key_shape)}"
     if len(query_shape) not in (2, 3):

@@ -108,10 +108,8 @@ class Attention(keras.layers.Layer):
     ):
         """Shared by the soft and hard layers: logits and the full mask."""
         name = type(self).__name__
-        query, query_mask, attention_mask, squeeze = (
-            _common.as_query_sequence(
-                query, query_mask, attention_mask, use_causal_mask, name
-            )
+        query, query_mask, attention_mask, squeeze = _common.as_query_sequence(
+            query, query_mask, attention_mask, use_causal_mask, name
         )
         key = value if key is None else key
         mask = _common.attention_mask_for(

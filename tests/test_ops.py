@@ -1,0 +1,147 @@
+import keras
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+from keras import ops
+
+from keras_attention import ops as ka_ops
+
+
+def np_softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_masked_softmax_without_mask_is_softmax():
+    x = np.random.default_rng(0).normal(size=(2, 3, 5)).astype("float32")
+    got = ops.convert_to_numpy(ka_ops.masked_softmax(x))
+    np.testing.assert_allclose(got, np_softmax(x), rtol=1e-6, atol=1e-7)
+
+
+def test_masked_softmax_hand_computed():
+    logits = np.array([[0.0, np.log(3.0), 5.0]], "float32")
+    mask = np.array([[True, True, False]])
+    got = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask))
+    np.testing.assert_allclose(got, [[0.25, 0.75, 0.0]], rtol=1e-6)
+
+
+def test_fully_masked_row_gives_zero_weights_and_finite_gradient():
+    logits = keras.Variable(np.ones((2, 4), "float32"))
+    mask = np.array([[False] * 4, [True, False, True, False]])
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        w = ka_ops.masked_softmax(logits, mask)
+        loss = ops.sum(w * np.arange(4, dtype="float32"))
+    grad = tape.gradient(loss, logits.value)
+    w = ops.convert_to_numpy(w)
+    np.testing.assert_array_equal(w[0], np.zeros(4))
+    np.testing.assert_allclose(w[1], [0.5, 0, 0.5, 0])
+    assert np.all(np.isfinite(grad.numpy()))
+    np.testing.assert_array_equal(grad.numpy()[0], np.zeros(4))
+
+
+def test_float16_large_logits_are_exact_and_finite():
+    # Every value is exactly representable in float16.
+    values = [[60000.0, 59968.0, -60000.0], [1000.0, 999.0, -65504.0]]
+    logits = np.array(values, "float16")
+    w = ka_ops.masked_softmax(logits, np.ones((2, 3), bool))
+    assert keras.backend.standardize_dtype(w.dtype) == "float16"
+    w = ops.convert_to_numpy(w).astype("float32")
+    assert np.all(np.isfinite(w))
+    expected = np_softmax(np.array(values))
+    np.testing.assert_allclose(w, expected, atol=1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    length=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from(["float32", "float16"]),
+)
+def test_weights_sum_to_one_over_unmasked_keys(batch, length, seed, dtype):
+    rng = np.random.default_rng(seed)
+    logits = (rng.normal(size=(batch, 4, length)) * 20).astype(dtype)
+    mask = rng.random((batch, 4, length)) < 0.6
+    w = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask))
+    w = w.astype("float32")
+    assert np.all(np.isfinite(w))
+    assert np.all(w[~mask] == 0)
+    sums = w.sum(-1)
+    has_key = mask.any(-1)
+    np.testing.assert_allclose(sums[has_key], 1.0, atol=2e-3)
+    np.testing.assert_array_equal(sums[~has_key], 0.0)
+
+
+def test_causal_mask_is_lower_triangular():
+    got = ops.convert_to_numpy(ka_ops.causal_mask(3, 5))
+    np.testing.assert_array_equal(got, np.tril(np.ones((3, 5), bool)))
+
+
+def test_combine_masks_ands_every_mask():
+    q = np.array([[True, True, False]])
+    v = np.array([[True, False, True, True]])
+    a = np.ones((1, 3, 4), bool)
+    a[0, 0, 3] = False
+    got = ops.convert_to_numpy(
+        ka_ops.combine_masks(
+            3,
+            4,
+            query_mask=q,
+            value_mask=v,
+            attention_mask=a,
+            use_causal_mask=True,
+        )
+    )
+    want = q[:, :, None] & v[:, None, :] & a & np.tril(np.ones((3, 4), bool))
+    np.testing.assert_array_equal(np.broadcast_to(got, want.shape), want)
+    assert ka_ops.combine_masks(3, 4) is None
+
+
+def test_attention_matches_numpy_reference():
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(2, 3, 4)).astype("float32")
+    k = rng.normal(size=(2, 5, 4)).astype("float32")
+    v = rng.normal(size=(2, 5, 6)).astype("float32")
+    mask = rng.random((2, 1, 5)) < 0.7
+    mask[..., 0] = True
+    context, weights = ka_ops.attention(q, k, v, mask=mask)
+    logits = q @ k.transpose(0, 2, 1) / np.sqrt(4)
+    logits = np.where(mask, logits, -np.inf)
+    want_w = np_softmax(logits)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), want_w, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), want_w @ v, rtol=1e-5, atol=1e-5
+    )
+
+
+def test_attention_with_custom_score_and_dropout_fn():
+    q = np.ones((1, 1, 2), "float32")
+    k = np.array([[[1.0, 0.0], [0.0, 0.0]]], "float32")
+    v = np.array([[[2.0], [4.0]]], "float32")
+    context, weights = ka_ops.attention(
+        q, k, v, score_fn=ka_ops.dot_product, dropout_fn=lambda w: w * 0
+    )
+    e = np.exp([1.0, 0.0])
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[0, 0], e / e.sum())
+    np.testing.assert_array_equal(ops.convert_to_numpy(context), [[[0.0]]])
+
+
+def test_frobenius_penalty_matches_numpy():
+    rng = np.random.default_rng(2)
+    a = np_softmax(rng.normal(size=(3, 4, 6))).astype("float32")
+    eye = np.eye(4)
+    want = np.mean([np.sum((x @ x.T - eye) ** 2) for x in a.astype("float64")])
+    got = float(ops.convert_to_numpy(ka_ops.frobenius_penalty(a)))
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+def test_frobenius_penalty_is_zero_for_disjoint_one_hot_hops():
+    a = np.zeros((1, 3, 5), "float32")
+    a[0, 0, 0] = a[0, 1, 2] = a[0, 2, 4] = 1.0
+    assert float(ops.convert_to_numpy(ka_ops.frobenius_penalty(a))) == 0.0
