@@ -1,0 +1,16 @@
+"""Data for the examples: synthetic tasks, file readers, TFDS loaders."""
+
+from keras_attention.data.named import (
+    load_tfds_sentiment as load_tfds_sentiment,
+)
+from keras_attention.data.sentiment import SentimentData as SentimentData
+from keras_attention.data.sentiment import (
+    make_synthetic_sentiment as make_synthetic_sentiment,
+)
+from keras_attention.data.sentiment import (
+    make_text_vectorizer as make_text_vectorizer,
+)
+from keras_attention.data.sentiment import (
+    read_sentiment_tsv as read_sentiment_tsv,
+)
+from keras_attention.data.sentiment import tokens_for as tokens_for

@@ -1,0 +1,77 @@
+"""TFDS loaders, tested offline with `tfds.testing.mock_data`.
+
+The installed tensorflow-datasets ships no mock metadata files, so every
+test uses `MockPolicy.USE_CODE`: the dataset info comes from the builder's
+code and the examples are random (or ours, through `as_dataset_fn`); nothing
+is downloaded.
+"""
+
+import numpy as np
+import pytest
+
+from keras_attention.data import load_tfds_sentiment
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+
+def _mock(num_examples=4, **kwargs):
+    return tfds.testing.mock_data(
+        num_examples=num_examples,
+        policy=tfds.testing.MockPolicy.USE_CODE,
+        **kwargs,
+    )
+
+
+def _examples(text_feature, texts, labels):
+    """An `as_dataset_fn` that yields the given texts and labels."""
+
+    def as_dataset(self, *args, **kwargs):
+        import tensorflow as tf
+
+        return tf.data.Dataset.from_tensor_slices(
+            {text_feature: list(texts), "label": list(labels)}
+        )
+
+    return as_dataset
+
+
+@pytest.mark.parametrize(
+    "name, split", [("imdb_reviews", "train"), ("glue/sst2", "validation")]
+)
+def test_loads_sentences_and_int32_labels(name, split, tmp_path):
+    with _mock(num_examples=5):
+        sentences, labels = load_tfds_sentiment(
+            name, split, data_dir=str(tmp_path)
+        )
+    assert len(sentences) == len(labels) == 5
+    assert all(isinstance(s, str) for s in sentences)
+    assert labels.dtype == np.int32
+    assert set(np.unique(labels)) <= {0, 1}
+
+
+def test_imdb_text_is_lower_cased_without_break_tags():
+    texts = ["A <br />GREAT film.<br /><br />Really!", "Dull<BR>  plot"]
+    with _mock(as_dataset_fn=_examples("text", texts, [1, 0])):
+        sentences, labels = load_tfds_sentiment("imdb_reviews", "test")
+    assert sentences == ["a great film. really!", "dull plot"]
+    np.testing.assert_array_equal(labels, [1, 0])
+
+
+def test_sst2_reads_the_sentence_feature():
+    texts = ["it 's a charming journey . ", "unfunny"]
+    with _mock(as_dataset_fn=_examples("sentence", texts, [1, 0])):
+        sentences, labels = load_tfds_sentiment("glue/sst2", "train")
+    assert sentences == ["it 's a charming journey .", "unfunny"]
+    np.testing.assert_array_equal(labels, [1, 0])
+
+
+def test_unlabelled_split_raises():
+    with _mock(as_dataset_fn=_examples("sentence", ["a", "b"], [-1, -1])):
+        with pytest.raises(ValueError, match="'test'.*no labels"):
+            load_tfds_sentiment("glue/sst2", "test")
+
+
+@pytest.mark.parametrize("name", ["mnist", "sst2", "glue/cola"])
+def test_unknown_name_raises_naming_it(name):
+    with pytest.raises(ValueError, match=f"name='{name}'"):
+        load_tfds_sentiment(name, "train")
