@@ -1,0 +1,291 @@
+"""Where a model attends: matplotlib heatmaps and HTML token highlighting.
+
+matplotlib is imported inside the plotting functions, so importing
+`keras_attention` (or this module) never imports it. Figures are built as
+`matplotlib.figure.Figure` objects without `pyplot`: no GUI backend and no
+global figure state are involved, so the functions are safe on headless
+machines (Agg) and in threads. Show a figure in a notebook by evaluating
+it, or save it with `fig.savefig(path)`.
+
+Example:
+
+>>> fig = keras_attention.visualize.plot_attention(
+...     [[0.1, 0.7, 0.2]], x_labels=["not", "bad", "film"], title="hop 1"
+... )
+>>> page = keras_attention.visualize.attention_html(
+...     [["not", "bad"]], [[0.4, 0.6]]
+... )
+>>> page.count("<span")
+2
+"""
+
+import html
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _as_2d(weights, name: str) -> np.ndarray:
+    array = np.asarray(weights, dtype="float32")
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.size == 0:
+        raise ValueError(
+            f"`{name}` must be a non-empty 1-D or 2-D array (rows x "
+            f"columns). Received: {name}.shape={array.shape}"
+        )
+    return array
+
+
+def _check_labels(labels, expected: int, name: str, shape) -> list[str]:
+    labels = [str(label) for label in labels]
+    if len(labels) != expected:
+        raise ValueError(
+            f"`{name}` has shape ({len(labels)},) but the weights have shape "
+            f"{tuple(shape)}: expected {expected} labels."
+        )
+    return labels
+
+
+def plot_attention(
+    weights,
+    x_labels: Sequence[str],
+    y_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    ax=None,
+):
+    """Draws attention weights as a heatmap with token labels.
+
+    Rows are the attending side (hops, target words, heads) and columns the
+    attended tokens. A 1-D array is drawn as one row.
+
+    Args:
+        weights: Array `(rows, columns)` (or `(columns,)`), e.g.
+            `(num_hops, time)` from `StructuredSelfAttention` or
+            `(target_time, source_time)` from a decoder.
+        x_labels: One label per column, e.g. the tokens of the sentence.
+        y_labels: One label per row. Defaults to `0, 1, ...`.
+        title: Optional title of the plot.
+        ax: Optional `matplotlib.axes.Axes` to draw into; a new figure is
+            made when not given.
+
+    Returns:
+        The `matplotlib.figure.Figure` holding the plot.
+
+    Raises:
+        ValueError: If `weights` is not 1-D or 2-D, or the labels do not
+            match its shape (the message names both shapes).
+    """
+    array = _as_2d(weights, "weights")
+    rows, columns = array.shape
+    x_labels = _check_labels(x_labels, columns, "x_labels", array.shape)
+    if y_labels is None:
+        y_labels = [str(i) for i in range(rows)]
+    y_labels = _check_labels(y_labels, rows, "y_labels", array.shape)
+    if ax is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(
+            figsize=(min(2.0 + 0.45 * columns, 40.0), 1.6 + 0.4 * rows),
+            layout="constrained",
+        )
+        ax = fig.add_subplot()
+    fig = ax.figure
+    # Anchoring the colour scale at 0 keeps "no attention" one colour
+    # across plots; the top follows the data so small weights stay visible.
+    low = min(0.0, float(np.nanmin(array)))
+    high = max(float(np.nanmax(array)), low + 1e-6)
+    image = ax.imshow(array, cmap="viridis", aspect="auto", vmin=low, vmax=high)
+    ax.set_xticks(
+        range(columns),
+        labels=x_labels,
+        rotation=60,
+        ha="right",
+        rotation_mode="anchor",
+    )
+    ax.set_yticks(range(rows), labels=y_labels)
+    if title is not None:
+        ax.set_title(title)
+    fig.colorbar(image, ax=ax)
+    return fig
+
+
+def plot_attention_grid(
+    weights_list: Sequence,
+    x_labels_list: Sequence[Sequence[str]],
+    y_labels_list: Sequence[Sequence[str] | None] | None = None,
+    titles: Sequence[str | None] | None = None,
+    path: str | os.PathLike | None = None,
+):
+    """Stacks one attention heatmap per sentence in a single figure.
+
+    Args:
+        weights_list: One 1-D or 2-D weights array per sentence (see
+            `plot_attention`); the arrays may differ in shape.
+        x_labels_list: One list of column labels per sentence.
+        y_labels_list: Optional list of row labels per sentence (an entry
+            may be `None`).
+        titles: Optional title per sentence.
+        path: If given, the figure is also saved there (PNG by extension).
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+
+    Raises:
+        ValueError: If the lists differ in length, are empty, or a
+            sentence's labels do not match its weights.
+    """
+    from matplotlib.figure import Figure
+
+    count = len(weights_list)
+    if count == 0:
+        raise ValueError("`weights_list` is empty: nothing to plot.")
+    for name, values in (
+        ("x_labels_list", x_labels_list),
+        ("y_labels_list", y_labels_list),
+        ("titles", titles),
+    ):
+        if values is not None and len(values) != count:
+            raise ValueError(
+                f"`{name}` has {len(values)} entries but `weights_list` has "
+                f"{count}; give one per sentence."
+            )
+    arrays = [_as_2d(w, "weights") for w in weights_list]
+    widest = max(a.shape[1] for a in arrays)
+    heights = [1.2 + 0.4 * a.shape[0] for a in arrays]
+    fig = Figure(
+        figsize=(min(2.0 + 0.45 * widest, 40.0), sum(heights)),
+        layout="constrained",
+    )
+    axes = fig.subplots(count, 1, squeeze=False, height_ratios=heights)
+    for i, array in enumerate(arrays):
+        plot_attention(
+            array,
+            x_labels_list[i],
+            y_labels=None if y_labels_list is None else y_labels_list[i],
+            title=None if titles is None else titles[i],
+            ax=axes[i, 0],
+        )
+    if path is not None:
+        fig.savefig(path)
+    return fig
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Attention</title>
+<style>
+body {{ font-family: sans-serif; line-height: 2; margin: 2em; }}
+.sentence {{ margin: 0.4em 0; }}
+.title {{ font-weight: bold; margin-right: 0.6em; }}
+.token {{ padding: 0.15em 0.2em; border-radius: 0.2em; }}
+</style>
+</head>
+<body>
+{body}
+</body>
+</html>
+"""
+
+
+def _as_1d(weights, index: int) -> np.ndarray:
+    array = np.asarray(weights, dtype="float32")
+    if array.ndim != 1:
+        raise ValueError(
+            f"Sentence {index}: weights must be 1-D, one weight per token. "
+            f"Received: shape {array.shape}. For multi-hop or multi-head "
+            "weights, average over the hops (`weights.mean(axis=0)`) or "
+            "pick one hop first."
+        )
+    return array
+
+
+def attention_html(
+    tokens_list: Sequence[Sequence[str]],
+    weights_list: Sequence,
+    titles: Sequence[str] | None = None,
+) -> str:
+    """A standalone HTML page that highlights each token by its weight.
+
+    One line per sentence; every token is a `<span>` whose background
+    opacity is its weight divided by the largest weight of that sentence
+    (so the strongest token is fully coloured and opacity is proportional
+    to the weight); the weight itself is in the `title` attribute (shown
+    on hover). Tokens and titles are HTML-escaped.
+
+    The weights must be 1-D, one per token. Multi-hop weights
+    (`(num_hops, time)` from `StructuredSelfAttention`) or multi-head ones
+    should first be averaged over the hops (`weights.mean(axis=0)`) or one
+    hop picked (`weights[h]`). Padding positions may be dropped before
+    calling (pass `weights[:len(tokens)]`).
+
+    Args:
+        tokens_list: One list of tokens per sentence.
+        weights_list: One 1-D weights array per sentence, as long as its
+            tokens.
+        titles: Optional label per sentence (e.g. "label 1, predicted 0").
+
+    Returns:
+        The HTML page as a string.
+
+    Raises:
+        ValueError: If the lists differ in length, a weights array is not
+            1-D, or it does not match its sentence's number of tokens.
+    """
+    if len(tokens_list) != len(weights_list):
+        raise ValueError(
+            f"`tokens_list` has {len(tokens_list)} sentences but "
+            f"`weights_list` has {len(weights_list)}."
+        )
+    if titles is not None and len(titles) != len(tokens_list):
+        raise ValueError(
+            f"`titles` has {len(titles)} entries but there are "
+            f"{len(tokens_list)} sentences."
+        )
+    lines = []
+    for i, (tokens, weights) in enumerate(
+        zip(tokens_list, weights_list, strict=True)
+    ):
+        weights = _as_1d(weights, i)
+        if len(tokens) != weights.shape[0]:
+            raise ValueError(
+                f"Sentence {i}: {len(tokens)} tokens but weights of shape "
+                f"{weights.shape}; give one weight per token."
+            )
+        peak = float(weights.max()) if weights.size else 0.0
+        spans = []
+        for token, weight in zip(tokens, weights, strict=True):
+            opacity = float(weight) / peak if peak > 0 else 0.0
+            opacity = min(max(opacity, 0.0), 1.0)
+            spans.append(
+                f'<span class="token" title="{float(weight):.4f}" '
+                f'style="background-color: rgba(255, 120, 0, '
+                f'{opacity:.3f})">{html.escape(str(token))}</span>'
+            )
+        title = ""
+        if titles is not None:
+            title = f'<span class="title">{html.escape(str(titles[i]))}</span>'
+        lines.append(f'<div class="sentence">{title}{" ".join(spans)}</div>')
+    return _PAGE.format(body="\n".join(lines))
+
+
+def save_attention_html(
+    path: str | os.PathLike,
+    tokens_list: Sequence[Sequence[str]],
+    weights_list: Sequence,
+    titles: Sequence[str] | None = None,
+) -> None:
+    """Writes `attention_html(tokens_list, weights_list, titles)` to `path`.
+
+    Args:
+        path: Where to write the UTF-8 HTML file.
+        tokens_list: One list of tokens per sentence.
+        weights_list: One 1-D weights array per sentence.
+        titles: Optional label per sentence.
+    """
+    page = attention_html(tokens_list, weights_list, titles=titles)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
