@@ -5,6 +5,10 @@ from keras_attention import scores as scores
 from keras_attention.layers.attention import Attention as Attention
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss
+from keras_attention.layers.multi_head import (
+    MultiHeadAttention as MultiHeadAttention,
+)
+from keras_attention.layers.self_attention import SelfAttention as SelfAttention
 from keras_attention.layers.structured import (
     StructuredSelfAttention as StructuredSelfAttention,
 )

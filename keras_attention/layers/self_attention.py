@@ -1,0 +1,209 @@
+"""BERT-style multi-head self-attention on one input sequence."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers import multi_head
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class SelfAttention(multi_head._MultiHeadBase):
+    """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
+
+    With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
+    `V = H W_v` and computes `softmax(Q Kᵀ / sqrt(d_k)) V`; the heads are
+    concatenated and projected back to the input depth, so the output has the
+    shape of the input (the attention block of BERT and the Transformer
+    encoder). The three projections run as one fused matmul.
+
+    The variables are those of `keras.layers.MultiHeadAttention` called as
+    `mha(x, x)` with `output_shape=None` (`query`, `key`, `value` and
+    `attention_output` kernels and biases), so its weights can be copied
+    with `set_weights`. Padded positions (a Keras mask, e.g. from
+    `Embedding(mask_zero=True)`) are neither attended to nor attend: their
+    weights are all zero, and the mask is passed on to the output.
+
+    Args:
+        num_heads: Number of attention heads. Defaults to `1`.
+        key_dim: Size of each head for query and key. Defaults to `None`,
+            meaning `input_dim // num_heads`.
+        value_dim: Size of each head for value. Defaults to `None`, meaning
+            `key_dim`.
+        dropout: Dropout rate on the attention weights. Defaults to `0.0`.
+        use_bias: Whether the projections have biases. Defaults to `True`.
+        kernel_initializer: Initializer of the kernels. Defaults to
+            `"glorot_uniform"`.
+        bias_initializer: Initializer of the biases. Defaults to `"zeros"`.
+        kernel_regularizer: Optional regularizer of the kernels.
+        bias_regularizer: Optional regularizer of the biases.
+        activity_regularizer: Optional regularizer of each projection's
+            output (query, key, value and output projections).
+        kernel_constraint: Optional constraint of the kernels.
+        bias_constraint: Optional constraint of the biases.
+        seed: Seed of the dropout. Defaults to `None`.
+        score: Any `keras_attention.scores` identifier, shared by the heads.
+            Defaults to `"scaled_dot"`, the formula above.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch_size, T, dim)`.
+        mask: Optional boolean `(batch_size, T)`; `False` marks padding.
+            Taken from the inputs' Keras mask when not given.
+        attention_mask: Optional boolean `(batch_size, T, T)`, `(T, T)` or
+            `(batch_size, num_heads, T, T)`; `True` = attend.
+        use_causal_mask: Whether position `i` only sees positions `j <= i`.
+            Defaults to `False`.
+        return_attention_scores: Whether to also return the weights.
+            Defaults to `False`.
+        training: Whether dropout is active.
+
+    Returns:
+        The output `(batch_size, T, dim)`, and with
+        `return_attention_scores=True` also the post-softmax weights
+        `(batch_size, num_heads, T, T)`.
+
+    Example:
+
+    >>> layer = keras_attention.SelfAttention(num_heads=4)
+    >>> x = np.random.rand(2, 10, 32).astype("float32")
+    >>> output, weights = layer(x, return_attention_scores=True)
+    >>> output.shape, weights.shape
+    ((2, 10, 32), (2, 4, 10, 10))
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
+    """
+
+    def __init__(
+        self,
+        num_heads=1,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
+        score="scaled_dot",
+        **kwargs,
+    ):
+        super().__init__(
+            num_heads=num_heads,
+            key_dim=multi_head._positive_int(
+                "key_dim", key_dim, allow_none=True
+            ),
+            value_dim=value_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            seed=seed,
+            score=score,
+            **kwargs,
+        )
+
+    def _check_shape(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                "SelfAttention expects inputs of shape `(batch_size, T, dim)` "
+                "with a known `dim`. Received: "
+                f"input.shape={tuple(input_shape)}"
+            )
+
+    def build(self, input_shape):
+        self._check_shape(input_shape)
+        dim = input_shape[-1]
+        key_dim = self.key_dim
+        if key_dim is None:
+            if dim % self.num_heads:
+                raise ValueError(
+                    "With `key_dim=None`, the input depth must be divisible "
+                    f"by `num_heads`. Received: num_heads={self.num_heads}, "
+                    f"input.shape={tuple(input_shape)}"
+                )
+            key_dim = dim // self.num_heads
+        value_dim = self.value_dim or key_dim
+        self._head_dims = (key_dim, value_dim)
+        self._build_layers(
+            input_shape, input_shape, input_shape, key_dim, value_dim, (dim,)
+        )
+
+    def _fused_projections(self, inputs):
+        """`Q`, `K`, `V` from one matmul on the concatenated kernels."""
+        dim = inputs.shape[-1]
+        denses = (self._query_dense, self._key_dense, self._value_dense)
+        kernel = ops.concatenate(
+            [ops.reshape(d.kernel, (dim, -1)) for d in denses], axis=-1
+        )
+        bias = None
+        if self.use_bias:
+            bias = ops.concatenate([ops.reshape(d.bias, (-1,)) for d in denses])
+        qkv = self._linear(inputs, None, kernel=kernel, bias=bias)
+        key_dim, value_dim = self._head_dims
+        split = self.num_heads * key_dim
+        q, k, v = ops.split(qkv, [split, 2 * split], axis=-1)
+        for projection in (q, k, v):
+            self._activity(projection)
+        return (
+            self._split_heads(q, key_dim),
+            self._split_heads(k, key_dim),
+            self._split_heads(v, value_dim),
+        )
+
+    def call(
+        self,
+        inputs,
+        mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        combined = self._mask(
+            inputs,
+            inputs,
+            mask,
+            mask,
+            None,
+            attention_mask,
+            use_causal_mask,
+        )
+        q, k, v = self._fused_projections(inputs)
+        context, weights = self._attend(q, k, v, combined, training)
+        output = self._output(context)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_output_shape(self, input_shape):
+        self._check_shape(input_shape)
+        return tuple(input_shape)
+
+    def compute_output_spec(
+        self,
+        inputs,
+        mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        shape = self.compute_output_shape(inputs.shape)
+        output = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        weights_shape = (shape[0], self.num_heads, shape[1], shape[1])
+        return output, keras.KerasTensor(
+            weights_shape, dtype=self.compute_dtype
+        )
