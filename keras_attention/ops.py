@@ -46,16 +46,18 @@ def masked_softmax(logits, mask=None, axis: int = -1):
     logits = ops.convert_to_tensor(logits)
     in_dtype = _to_standard_dtype(logits.dtype)
     x = ops.cast(logits, logits_dtype(in_dtype))
-    if mask is None:
-        return ops.cast(ops.softmax(x, axis=axis), in_dtype)
-    mask = ops.cast(mask, "bool")
-    mask = ops.broadcast_to(mask, ops.shape(x))
-    # The fill value only has to lose to every unmasked logit: masked
-    # positions are zeroed again after `exp`, which is what makes an
-    # all-masked slice come out as zeros instead of a uniform distribution.
-    x = ops.where(mask, x, ops.full_like(x, -1e30))
+    if mask is not None:
+        mask = ops.broadcast_to(ops.cast(mask, "bool"), ops.shape(x))
+        # The fill value only has to lose to every unmasked logit: masked
+        # positions are zeroed again after `exp`, which is what makes an
+        # all-masked slice come out as zeros instead of a uniform one.
+        x = ops.where(mask, x, ops.full_like(x, -1e30))
     x = x - ops.stop_gradient(ops.max(x, axis=axis, keepdims=True))
-    e = ops.exp(x) * ops.cast(mask, x.dtype)
+    # Written out rather than `ops.softmax`, which warns on a size-1 axis
+    # (a single key is a legitimate attention input).
+    e = ops.exp(x)
+    if mask is not None:
+        e = e * ops.cast(mask, x.dtype)
     total = ops.sum(e, axis=axis, keepdims=True)
     # Dividing by 1 where the total is 0 keeps fully masked slices at 0 and
     # their gradient finite.
@@ -184,3 +186,213 @@ def frobenius_penalty(weights):
     gram = ops.matmul(a, ops.swapaxes(a, -1, -2))
     identity = ops.eye(ops.shape(a)[-2], dtype=dtype)
     return ops.mean(ops.sum(ops.square(gram - identity), axis=(-2, -1)))
+
+
+def _to_blocks(x, size: int, num_blocks: int):
+    """`(B, H, T, D)` → `(num_blocks, B, H, size, D)`, zero-padded in T."""
+    pad = num_blocks * size - ops.shape(x)[2]
+    x = ops.pad(x, [[0, 0], [0, 0], [0, pad], [0, 0]])
+    shape = ops.shape(x)
+    x = ops.reshape(x, (shape[0], shape[1], num_blocks, size, shape[3]))
+    return ops.transpose(x, (2, 0, 1, 3, 4))
+
+
+def _from_blocks(x, length: int):
+    """Inverse of `_to_blocks`: `(nb, B, H, size, D)` → `(B, H, length, D)`."""
+    shape = ops.shape(x)
+    x = ops.transpose(x, (1, 2, 0, 3, 4))
+    x = ops.reshape(x, (shape[1], shape[2], shape[0] * shape[3], shape[4]))
+    return x[:, :, :length]
+
+
+def _mask_blocks(mask, batch: int, length: int, size: int, num_blocks: int):
+    """A `(B, T)` padding mask (or `None`) → `(nb, B, size)`, padded False."""
+    valid = ops.ones((batch, length), dtype="bool")
+    if mask is not None:
+        valid = ops.logical_and(valid, ops.cast(mask, "bool"))
+    valid = ops.pad(valid, [[0, 0], [0, num_blocks * size - length]])
+    valid = ops.reshape(valid, (batch, num_blocks, size))
+    return ops.transpose(valid, (1, 0, 2))
+
+
+def chunked_attention(
+    query,
+    key,
+    value,
+    scale: float | None = None,
+    query_mask=None,
+    key_mask=None,
+    causal: bool = False,
+    query_chunk_size: int = 512,
+    key_chunk_size: int = 512,
+):
+    """Dot-product attention in blocks, with memory linear in the length.
+
+    Computes the same context as
+    `softmax(scale · Q Kᵀ, masked) V` without ever holding the
+    `(Tq, Tk)` weights: query blocks are processed one after another, and
+    each walks the key blocks with an online softmax (a running maximum and
+    running sum, Milakov & Gimelshein 2018; Rabe & Staats 2021; Dao et al.
+    2022). The backward pass is a custom gradient that recomputes each block
+    from the saved output and log-sum-exp instead of storing the weights, so
+    peak memory grows linearly with the sequence length in training too.
+    With `causal=True`, key blocks that lie wholly in a query block's future
+    are skipped.
+
+    Only dot-product logits can be computed this way (any `scale`, so dot,
+    scaled dot and, on unit-normalised inputs, cosine). Scores with a
+    hidden layer over each (query, key) pair, such as additive or concat,
+    need the pair explicitly and are not supported.
+
+    Args:
+        query: `(batch_size, heads, Tq, D)`.
+        key: `(batch_size, heads, Tk, D)`.
+        value: `(batch_size, heads, Tk, Dv)`.
+        scale: Factor on the logits. Defaults to `1 / sqrt(D)`.
+        query_mask: Optional boolean `(batch_size, Tq)`; masked queries get
+            a zero context.
+        key_mask: Optional boolean `(batch_size, Tk)`; masked keys get weight
+            0. A query with no unmasked key gets a zero context.
+        causal: Whether query `i` only sees keys `j <= i`. Defaults to
+            `False`.
+        query_chunk_size: Queries per block. Defaults to `512`.
+        key_chunk_size: Keys per block. Defaults to `512`.
+
+    Returns:
+        The context, `(batch_size, heads, Tq, Dv)`, in the dtype of `value`.
+        Half-precision inputs are computed in `float32`.
+    """
+    out_dtype = _to_standard_dtype(value.dtype)
+    dtype = logits_dtype(out_dtype)
+    q, k, v = (ops.cast(t, dtype) for t in (query, key, value))
+    batch, _, q_len, depth = ops.shape(q)
+    k_len = ops.shape(k)[2]
+    if scale is None:
+        scale = 1.0 / float(depth) ** 0.5
+    # Static lengths give static block counts (what XLA needs); a dynamic
+    # length keeps the requested block size.
+    qc = (
+        min(query_chunk_size, q_len)
+        if isinstance(q_len, int)
+        else (query_chunk_size)
+    )
+    kc = (
+        min(key_chunk_size, k_len)
+        if isinstance(k_len, int)
+        else (key_chunk_size)
+    )
+    nq = -(-q_len // qc)
+    nk = -(-k_len // kc)
+    q_valid = _mask_blocks(query_mask, batch, q_len, qc, nq)
+    k_valid = _mask_blocks(key_mask, batch, k_len, kc, nk)
+    q_offsets = ops.arange(qc)
+    k_offsets = ops.arange(kc)
+    neg = -1e30
+
+    def last_key_block(i):
+        if not causal:
+            return nk
+        return ops.minimum(nk, ((i + 1) * qc - 1) // kc + 1)
+
+    def first_query_block(j):
+        return (j * kc) // qc if causal else 0
+
+    @ops.custom_gradient
+    def _attend(q, k, v):
+        q_blocks = _to_blocks(q, qc, nq)
+        k_blocks = _to_blocks(k, kc, nk)
+        v_blocks = _to_blocks(v, kc, nk)
+
+        def block_logits(i, j):
+            """Logits of query block i against key block j, and validity."""
+            q_i = ops.take(q_blocks, i, axis=0)
+            k_j = ops.take(k_blocks, j, axis=0)
+            s = ops.matmul(q_i, ops.swapaxes(k_j, -1, -2)) * scale
+            valid = ops.logical_and(
+                ops.take(q_valid, i, axis=0)[:, None, :, None],
+                ops.take(k_valid, j, axis=0)[:, None, None, :],
+            )
+            if causal:
+                q_pos = i * qc + q_offsets
+                k_pos = j * kc + k_offsets
+                valid = ops.logical_and(valid, q_pos[:, None] >= k_pos[None, :])
+            return s, valid
+
+        def forward_block(i):
+            shape = ops.shape(q_blocks)[1:-1] + (1,)
+            m = ops.full(shape, neg, dtype=dtype)
+            total = ops.zeros(shape, dtype=dtype)
+            acc = ops.zeros(shape[:-1] + (ops.shape(v)[-1],), dtype=dtype)
+
+            def body(j, carry):
+                m, total, acc = carry
+                s, valid = block_logits(i, j)
+                s = ops.where(valid, s, neg)
+                m_new = ops.maximum(m, ops.max(s, axis=-1, keepdims=True))
+                p = ops.exp(s - m_new) * ops.cast(valid, dtype)
+                correction = ops.exp(m - m_new)
+                total = total * correction + ops.sum(p, axis=-1, keepdims=True)
+                acc = acc * correction + ops.matmul(
+                    p, ops.take(v_blocks, j, axis=0)
+                )
+                return m_new, total, acc
+
+            m, total, acc = ops.fori_loop(
+                0, last_key_block(i), body, (m, total, acc)
+            )
+            safe = ops.where(total > 0, total, ops.ones_like(total))
+            return acc / safe, m + ops.log(safe)
+
+        out_blocks, lse = ops.map(forward_block, ops.arange(nq))
+        out = _from_blocks(out_blocks, q_len)
+
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            d_out = ops.cast(upstream, dtype)
+            delta = ops.sum(d_out * out, axis=-1, keepdims=True)
+            do_blocks = _to_blocks(d_out, qc, nq)
+            delta_blocks = _to_blocks(delta, qc, nq)
+
+            def ds_block(i, j):
+                """Recomputed weights p and logit gradient ds of a block."""
+                s, valid = block_logits(i, j)
+                lse_i = ops.take(lse, i, axis=0)
+                p = ops.exp(ops.where(valid, s - lse_i, neg))
+                do_i = ops.take(do_blocks, i, axis=0)
+                v_j = ops.take(v_blocks, j, axis=0)
+                dp = ops.matmul(do_i, ops.swapaxes(v_j, -1, -2))
+                ds = p * (dp - ops.take(delta_blocks, i, axis=0))
+                return p, do_i, ds
+
+            def dq_block(i):
+                def body(j, dq):
+                    _, _, ds = ds_block(i, j)
+                    k_j = ops.take(k_blocks, j, axis=0)
+                    return dq + ops.matmul(ds, k_j) * scale
+
+                start = ops.zeros(ops.shape(q_blocks)[1:], dtype=dtype)
+                return ops.fori_loop(0, last_key_block(i), body, start)
+
+            def dkv_block(j):
+                def body(i, carry):
+                    dk, dv = carry
+                    p, do_i, ds = ds_block(i, j)
+                    q_i = ops.take(q_blocks, i, axis=0)
+                    dv = dv + ops.matmul(ops.swapaxes(p, -1, -2), do_i)
+                    dk = dk + ops.matmul(ops.swapaxes(ds, -1, -2), q_i) * scale
+                    return dk, dv
+
+                start = (
+                    ops.zeros(ops.shape(k_blocks)[1:], dtype=dtype),
+                    ops.zeros(ops.shape(v_blocks)[1:], dtype=dtype),
+                )
+                return ops.fori_loop(first_query_block(j), nq, body, start)
+
+            dq = _from_blocks(ops.map(dq_block, ops.arange(nq)), q_len)
+            dk, dv = ops.map(dkv_block, ops.arange(nk))
+            return dq, _from_blocks(dk, k_len), _from_blocks(dv, k_len)
+
+        return out, grad
+
+    return ops.cast(_attend(q, k, v), out_dtype)

@@ -1,0 +1,165 @@
+"""`keras_attention.ops.chunked_attention` against the dense path."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from keras_attention import ops as ka_ops
+
+
+def dense(q, k, v, query_mask, key_mask, causal, scale=None):
+    mask = ka_ops.combine_masks(
+        q.shape[2],
+        k.shape[2],
+        query_mask=query_mask,
+        value_mask=key_mask,
+        use_causal_mask=causal,
+    )
+    if mask is not None and len(mask.shape) == 3:
+        mask = mask[:, None]  # broadcast over heads
+
+    def score(a, b):
+        factor = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+        return ka_ops.dot_product(a, b) * factor
+
+    return ka_ops.attention(q, k, v, score_fn=score, mask=mask)[0]
+
+
+def outputs_and_grads(fn, q, k, v, upstream):
+    q, k, v = (tf.constant(x) for x in (q, k, v))
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        out = fn(q, k, v)
+        loss = tf.reduce_sum(tf.cast(out, "float32") * upstream)
+    grads = tape.gradient(loss, [q, k, v])
+    return [np.asarray(x, "float32") for x in [out, *grads]]
+
+
+def check_against_dense(
+    tq, tk, qc, kc, causal, masked, seed, dtype="float32", atol=2e-5
+):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(2, 3, tq, 8)).astype(dtype)
+    k = rng.normal(size=(2, 3, tk, 8)).astype(dtype)
+    v = rng.normal(size=(2, 3, tk, 5)).astype(dtype)
+    upstream = rng.normal(size=(2, 3, tq, 5)).astype("float32")
+    query_mask = key_mask = None
+    if masked:
+        query_mask = rng.random((2, tq)) < 0.8
+        key_mask = rng.random((2, tk)) < 0.7
+        key_mask[1] = False  # a whole example without keys
+    chunked = outputs_and_grads(
+        lambda a, b, c: ka_ops.chunked_attention(
+            a,
+            b,
+            c,
+            query_mask=query_mask,
+            key_mask=key_mask,
+            causal=causal,
+            query_chunk_size=qc,
+            key_chunk_size=kc,
+        ),
+        q,
+        k,
+        v,
+        upstream,
+    )
+    reference = outputs_and_grads(
+        lambda a, b, c: dense(a, b, c, query_mask, key_mask, causal),
+        q,
+        k,
+        v,
+        upstream,
+    )
+    for name, got, want in zip(
+        ["output", "dq", "dk", "dv"], chunked, reference, strict=True
+    ):
+        assert np.all(np.isfinite(got)), name
+        np.testing.assert_allclose(
+            got, want, atol=atol, rtol=1e-3, err_msg=name
+        )
+    return chunked
+
+
+@pytest.mark.parametrize(
+    "tq, tk, qc, kc, causal, masked",
+    [
+        (8, 8, 4, 4, False, False),
+        (7, 7, 3, 2, True, False),  # lengths not multiples of the blocks
+        (10, 13, 4, 5, True, True),
+        (5, 11, 8, 3, False, True),  # block larger than the length
+        (16, 16, 16, 16, True, True),  # a single block
+    ],
+)
+def test_chunked_equals_dense_outputs_and_gradients(
+    tq, tk, qc, kc, causal, masked
+):
+    check_against_dense(tq, tk, qc, kc, causal, masked, seed=tq * tk)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    tq=st.integers(1, 12),
+    tk=st.integers(1, 12),
+    qc=st.integers(1, 6),
+    kc=st.integers(1, 6),
+    causal=st.booleans(),
+    masked=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_chunked_equals_dense_for_random_shapes(
+    tq, tk, qc, kc, causal, masked, seed
+):
+    check_against_dense(tq, tk, qc, kc, causal, masked, seed)
+
+
+def test_fully_masked_rows_give_zero_output_and_gradient():
+    out, dq, dk, dv = check_against_dense(6, 6, 2, 4, False, True, seed=3)
+    assert np.all(out[1] == 0)
+    assert np.all(dk[1] == 0) and np.all(dv[1] == 0)
+
+
+def test_float16_inputs_are_computed_in_float32():
+    rng = np.random.default_rng(0)
+    # Logits of ~1e5 overflow float16 if they were formed in float16.
+    q = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")
+    k = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")
+    v = rng.normal(size=(1, 2, 9, 4)).astype("float16")
+    out = ka_ops.chunked_attention(
+        q, k, v, causal=True, query_chunk_size=4, key_chunk_size=4
+    )
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+    want = dense(*(x.astype("float32") for x in (q, k, v)), None, None, True)
+    np.testing.assert_allclose(
+        np.asarray(out, "float32"), np.asarray(want), atol=2e-2
+    )
+
+
+def test_custom_scale_and_xla_gradient():
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(1, 2, 10, 4)).astype("float32") for _ in "qkv")
+
+    @tf.function(jit_compile=True)
+    def chunked_grads(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = ka_ops.chunked_attention(
+                q, k, v, scale=0.3, query_chunk_size=3, key_chunk_size=4
+            )
+            loss = tf.reduce_sum(out**2)
+        return [out, *tape.gradient(loss, [q, k, v])]
+
+    got = chunked_grads(*(tf.constant(x) for x in (q, k, v)))
+    want = outputs_and_grads(
+        lambda a, b, c: dense(a, b, c, None, None, False, scale=0.3),
+        q,
+        k,
+        v,
+        2 * np.asarray(dense(q, k, v, None, None, False, scale=0.3)),
+    )
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w, atol=2e-5, rtol=1e-4)
