@@ -98,7 +98,7 @@ class DotScore(_SameDepthScore):
     Example:
 
     >>> score = keras_attention.scores.DotScore()
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape)
     (2, 3, 5)
 
     References:
@@ -116,7 +116,7 @@ class ScaledDotScore(_SameDepthScore):
     Example:
 
     >>> score = keras_attention.scores.ScaledDotScore()
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape)
     (2, 3, 5)
 
     References:
@@ -140,7 +140,7 @@ class CosineScore(_SameDepthScore):
     Example:
 
     >>> score = keras_attention.scores.CosineScore()
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape)
     (2, 3, 5)
 
     References:
@@ -224,7 +224,7 @@ class BilinearScore(_ParametricScore):
     Example:
 
     >>> score = keras_attention.scores.BilinearScore()
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
     (2, 3, 5)
 
     References:
@@ -266,7 +266,7 @@ class AdditiveScore(_ParametricScore):
     Example:
 
     >>> score = keras_attention.scores.AdditiveScore(units=8)
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
     (2, 3, 5)
 
     References:
@@ -342,7 +342,7 @@ class ConcatScore(_ParametricScore):
     Example:
 
     >>> score = keras_attention.scores.ConcatScore(units=8)
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
     (2, 3, 5)
 
     References:
@@ -393,7 +393,7 @@ class LocationScore(_ParametricScore):
     Example:
 
     >>> score = keras_attention.scores.LocationScore(max_length=10)
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
     (2, 3, 5)
 
     References:

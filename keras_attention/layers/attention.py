@@ -63,7 +63,7 @@ class Attention(keras.layers.Layer):
     >>> query = np.random.rand(2, 16).astype("float32")
     >>> values = np.random.rand(2, 7, 16).astype("float32")
     >>> context, weights = layer(query, values, return_attention_scores=True)
-    >>> context.shape, weights.shape
+    >>> tuple(context.shape), tuple(weights.shape)
     ((2, 16), (2, 7))
 
     References:

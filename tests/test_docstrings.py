@@ -1,0 +1,44 @@
+"""Every docstring example runs, and every public class documents itself."""
+
+import doctest
+import importlib
+import inspect
+import pkgutil
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention
+
+MODULES = sorted(
+    m.name
+    for m in pkgutil.walk_packages(
+        keras_attention.__path__, prefix="keras_attention."
+    )
+)
+
+PUBLIC_CLASSES = sorted(
+    name
+    for name, obj in vars(keras_attention).items()
+    if inspect.isclass(obj) and not name.startswith("_")
+)
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_docstring_examples_run(module_name):
+    module = importlib.import_module(module_name)
+    globs = {"np": np, "keras": keras, "keras_attention": keras_attention}
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(module, module_name, globs=globs):
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} failing examples"
+
+
+@pytest.mark.parametrize("name", PUBLIC_CLASSES)
+def test_public_class_docstring_has_every_section(name):
+    doc = inspect.getdoc(getattr(keras_attention, name))
+    for section in ("Args:", "Returns:", "Example:", ">>>", "References:"):
+        assert section in doc, f"{name} docstring lacks {section!r}"
