@@ -2,6 +2,7 @@
 
 from keras_attention import ops as ops
 from keras_attention import scores as scores
+from keras_attention import seq2seq as seq2seq
 from keras_attention.layers.attention import Attention as Attention
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss

@@ -1,0 +1,27 @@
+"""Attention for RNN encoder-decoders: mechanisms, decoder cell, decoding.
+
+Bahdanau (additive) and Luong (dot / general / concat / location) attention
+over an encoder memory, `AttentionDecoderCell` (input feeding, any Keras RNN
+cell), `AttentionDecoder` for teacher-forced training, and greedy and
+beam-search decoding that return the alignment history.
+"""
+
+from keras_attention.seq2seq.attention import (
+    AttentionMechanism as AttentionMechanism,
+)
+from keras_attention.seq2seq.attention import (
+    BahdanauAttention as BahdanauAttention,
+)
+from keras_attention.seq2seq.attention import LuongAttention as LuongAttention
+from keras_attention.seq2seq.attention import (
+    NormalizedAdditiveScore as NormalizedAdditiveScore,
+)
+from keras_attention.seq2seq.cell import AttentionDecoder as AttentionDecoder
+from keras_attention.seq2seq.cell import (
+    AttentionDecoderCell as AttentionDecoderCell,
+)
+from keras_attention.seq2seq.decoding import DecodeResult as DecodeResult
+from keras_attention.seq2seq.decoding import (
+    beam_search_decode as beam_search_decode,
+)
+from keras_attention.seq2seq.decoding import greedy_decode as greedy_decode

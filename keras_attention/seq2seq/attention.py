@@ -1,0 +1,338 @@
+"""Attention mechanisms over an encoder memory, for RNN decoders.
+
+A mechanism scores one decoder query (the decoder state `h_t`) against every
+position of the encoder memory `h̄_s`, normalises the logits over the valid
+(unpadded) source positions and returns the context `c_t = Σ_s a_ts h̄_s`
+with the weights `a_t`. The logits come from the score layers of
+`keras_attention.scores`, so the numbers are those of the layers of the same
+name elsewhere in the library.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention import ops as ka_ops
+from keras_attention import scores as scores_lib
+
+_PACKAGE = "keras_attention"
+
+
+def _shapes(query_shape, memory_shape):
+    return (
+        f"query.shape={tuple(query_shape)}, memory.shape={tuple(memory_shape)}"
+    )
+
+
+class AttentionMechanism(keras.layers.Layer):
+    """Base class: attention of a decoder query over an encoder memory.
+
+    Subclasses set `self.score`, a `keras_attention.scores.Score` layer.
+    `call(query, memory, memory_mask=None)` returns `(context, weights)`.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def _check_shapes(self, query_shape, memory_shape):
+        if len(memory_shape) != 3:
+            raise ValueError(
+                f"{type(self).__name__} expects `memory` of shape "
+                "`(batch_size, source_time, memory_depth)`. Received: "
+                f"{_shapes(query_shape, memory_shape)}"
+            )
+        if len(query_shape) not in (2, 3):
+            raise ValueError(
+                f"{type(self).__name__} expects `query` of shape "
+                "`(batch_size, query_depth)` or `(batch_size, target_time, "
+                f"query_depth)`. Received: {_shapes(query_shape, memory_shape)}"
+            )
+
+    def build(self, query_shape, memory_shape):
+        self._check_shapes(query_shape, memory_shape)
+        query_seq_shape = (query_shape[0], 1, query_shape[-1])
+        if not self.score.built:
+            self.score.build(query_seq_shape, memory_shape)
+
+    def call(self, query, memory, memory_mask=None):
+        self._check_shapes(query.shape, memory.shape)
+        single = len(query.shape) == 2
+        if single:
+            query = ops.expand_dims(query, 1)
+        logits = self.score(query, memory)
+        mask = None
+        if memory_mask is not None:
+            mask = ops.expand_dims(ops.cast(memory_mask, "bool"), 1)
+        weights = ops.cast(ka_ops.masked_softmax(logits, mask), memory.dtype)
+        context = ops.matmul(weights, memory)
+        if single:
+            return ops.squeeze(context, 1), ops.squeeze(weights, 1)
+        return context, weights
+
+    def compute_mask(self, query, previous_mask=None):
+        return None
+
+    def compute_output_shape(self, query_shape, memory_shape):
+        self._check_shapes(query_shape, memory_shape)
+        lead = tuple(query_shape[:-1])
+        return lead + (memory_shape[-1],), lead + (memory_shape[1],)
+
+    def compute_output_spec(self, query, memory, memory_mask=None):
+        context_shape, weights_shape = self.compute_output_shape(
+            query.shape, memory.shape
+        )
+        return (
+            keras.KerasTensor(context_shape, dtype=memory.dtype),
+            keras.KerasTensor(weights_shape, dtype=memory.dtype),
+        )
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class NormalizedAdditiveScore(scores_lib.AdditiveScore):
+    """Weight-normalised additive score (tfa's `normalize=True`).
+
+    `s(q, k) = (g v / ‖v‖)ᵀ tanh(q W_q + k W_k + b)`.
+
+    Salimans & Kingma's weight normalisation of `v`: the direction of `v`
+    and its length `g` are learnt separately, `g` starting at
+    `sqrt(1 / units)`, and a bias `b` sits inside the `tanh`.
+
+    Args:
+        units: Size of the hidden layer. Defaults to `None`, the key depth.
+        **kwargs: As for `keras_attention.scores.AdditiveScore`;
+            `use_bias` is always `True`.
+
+    Returns:
+        Logits `(..., Tq, Tk)`, in `float32` for half-precision inputs.
+
+    Weights:
+        Those of `AdditiveScore(use_bias=True)` and the scalar `g`.
+
+    Example:
+
+    >>> score = keras_attention.seq2seq.NormalizedAdditiveScore(units=8)
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
+    (2, 3, 5)
+
+    References:
+        - [Salimans & Kingma, 2016](https://arxiv.org/abs/1602.07868)
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+    """
+
+    def __init__(self, units=None, **kwargs):
+        kwargs.pop("use_bias", None)
+        super().__init__(units=units, use_bias=True, **kwargs)
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        units = self.units or key_shape[-1]
+        self.g = self.add_weight(
+            name="g",
+            shape=(),
+            initializer=keras.initializers.Constant((1.0 / units) ** 0.5),
+        )
+
+    def _logits(self, query, key):
+        hidden = self._hidden(query, key)
+        v = self._weight(self.v, query.dtype)
+        g = self._weight(self.g, query.dtype)
+        normed_v = g * v / ops.sqrt(ops.sum(ops.square(v)))
+        return ops.sum(hidden * normed_v, axis=-1)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("use_bias")
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BahdanauAttention(AttentionMechanism):
+    """Additive attention over an encoder memory (Bahdanau et al., 2014).
+
+    `e_ts = vᵀ tanh(W_q h_t + W_k h̄_s)`, `a_t = softmax_s(e_t)` over the
+    valid source positions and `c_t = Σ_s a_ts h̄_s`. The logits come from
+    `keras_attention.scores.AdditiveScore(units)` (or, with
+    `normalize=True`, its weight-normalised form
+    `NormalizedAdditiveScore`, as tfa's `BahdanauAttention(normalize=True)`).
+    Padded source positions get weight 0; a fully masked memory gives zero
+    weights and a zero context, never NaN.
+
+    Args:
+        units: Size of the hidden layer of the score. Defaults to `None`,
+            the memory depth.
+        normalize: Whether to weight-normalise `v` (and add a bias inside
+            the `tanh`). Defaults to `False`.
+        kernel_initializer: Initializer of the score's kernels. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        query: The decoder state, `(batch_size, query_depth)`, or a sequence
+            of them `(batch_size, target_time, query_depth)`.
+        memory: The encoder outputs `(batch_size, source_time, depth)`.
+        memory_mask: Optional boolean `(batch_size, source_time)`, `True`
+            for real tokens. Taken from `memory`'s Keras mask when not given.
+
+    Returns:
+        `(context, weights)`: `(batch_size, depth)` and
+        `(batch_size, source_time)` for one query, with a `target_time` axis
+        after the batch axis for a sequence of queries.
+
+    Example:
+
+    >>> attention = keras_attention.seq2seq.BahdanauAttention(units=8)
+    >>> memory = np.random.rand(2, 5, 6).astype("float32")
+    >>> mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=bool)
+    >>> context, weights = attention(np.ones((2, 4)), memory, mask)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 6), (2, 5))
+    >>> float(weights[0, 3] + weights[0, 4])
+    0.0
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+    """
+
+    def __init__(
+        self,
+        units=None,
+        normalize=False,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(normalize, bool):
+            raise ValueError(
+                "Received an invalid value for argument `normalize`, "
+                f"expected a bool. Received: normalize={normalize!r}"
+            )
+        score_cls = (
+            NormalizedAdditiveScore if normalize else scores_lib.AdditiveScore
+        )
+        self.score = score_cls(
+            units=units,
+            kernel_initializer=kernel_initializer,
+            dtype=self.dtype_policy,
+            name="score",
+        )
+        self.units = units
+        self.normalize = normalize
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "normalize": self.normalize,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+        }
+
+
+_LUONG_SCORES = ("dot", "general", "concat", "location")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LuongAttention(AttentionMechanism):
+    """Multiplicative and location attention over a memory (Luong et al.).
+
+    `a_t = softmax_s(score(h_t, h̄_s))` over the valid source positions and
+    `c_t = Σ_s a_ts h̄_s`, with Luong et al.'s scores:
+
+    - `"dot"`: `h_tᵀ h̄_s` (`keras_attention.scores.DotScore`; query and
+      memory depths must match);
+    - `"general"`: `h_tᵀ W_a h̄_s` (`BilinearScore`);
+    - `"concat"`: `v_aᵀ tanh(W_a [h_t; h̄_s])` (`ConcatScore(units)`);
+    - `"location"`: `a_t = softmax(W_a h_t)`, the memory's contents ignored
+      (`LocationScore(max_length)`).
+
+    Padded source positions get weight 0; a fully masked memory gives zero
+    weights and a zero context, never NaN.
+
+    Args:
+        score: One of `"dot"`, `"general"`, `"concat"`, `"location"`.
+            Defaults to `"general"`.
+        units: Hidden size of the `"concat"` score. Defaults to `None`, the
+            memory depth.
+        max_length: Longest source of the `"location"` score; required for
+            it.
+        kernel_initializer: Initializer of the score's kernels. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        query: The decoder state, `(batch_size, query_depth)`, or a sequence
+            of them `(batch_size, target_time, query_depth)`.
+        memory: The encoder outputs `(batch_size, source_time, depth)`.
+        memory_mask: Optional boolean `(batch_size, source_time)`, `True`
+            for real tokens. Taken from `memory`'s Keras mask when not given.
+
+    Returns:
+        `(context, weights)`: `(batch_size, depth)` and
+        `(batch_size, source_time)` for one query, with a `target_time` axis
+        after the batch axis for a sequence of queries.
+
+    Example:
+
+    >>> attention = keras_attention.seq2seq.LuongAttention(score="general")
+    >>> memory = np.random.rand(2, 5, 6).astype("float32")
+    >>> context, weights = attention(np.ones((2, 4)), memory)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 6), (2, 5))
+
+    References:
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(
+        self,
+        score="general",
+        units=None,
+        max_length=None,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if score not in _LUONG_SCORES:
+            raise ValueError(
+                "Received an invalid value for argument `score`, expected "
+                f"one of {list(_LUONG_SCORES)}. Received: score={score!r}"
+            )
+        if score == "location" and max_length is None:
+            raise ValueError(
+                "The 'location' score needs `max_length`, the longest "
+                f"source. Received: score={score!r}, max_length=None"
+            )
+        common = {"dtype": self.dtype_policy, "name": "score"}
+        if score == "dot":
+            self.score = scores_lib.DotScore(**common)
+        elif score == "general":
+            self.score = scores_lib.BilinearScore(
+                kernel_initializer=kernel_initializer, **common
+            )
+        elif score == "concat":
+            self.score = scores_lib.ConcatScore(
+                units=units, kernel_initializer=kernel_initializer, **common
+            )
+        else:
+            self.score = scores_lib.LocationScore(
+                max_length=max_length,
+                kernel_initializer=kernel_initializer,
+                **common,
+            )
+        self.score_name = score
+        self.units = units
+        self.max_length = max_length
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "score": self.score_name,
+            "units": self.units,
+            "max_length": self.max_length,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+        }

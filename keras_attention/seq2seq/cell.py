@@ -1,0 +1,561 @@
+"""An RNN cell with attention over an encoder memory, and its sequence layer.
+
+`AttentionDecoderCell` wraps any Keras RNN cell (`GRUCell`, `LSTMCell`, ...)
+the way tfa's `AttentionWrapper` did. Keras 3's `keras.layers.RNN` has no
+`constants` argument, so the encoder memory and its mask travel as extra,
+never-changing states: `cell.get_initial_state(memory=..., memory_mask=...)`
+returns the full state list, which is what `keras.layers.RNN` takes as
+`initial_state`. `AttentionDecoder` does this inside a layer and also
+returns the alignment history.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.seq2seq.attention import AttentionMechanism
+
+_PACKAGE = "keras_attention"
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _positive_int_or_none(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"positive integer or None. Received: {name}={value!r}"
+        )
+    return value
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class AttentionDecoderCell(keras.layers.Layer):
+    """Decoder RNN cell with input feeding and attention over a memory.
+
+    One step, as in Luong et al. (2015) with input feeding and tfa's
+    `AttentionWrapper`:
+
+    - `h_t, s_t = g([y_{t-1}; a_{t-1}], s_{t-1})`: the wrapped cell reads
+      the previous target embedding concatenated with the previous
+      attention vector (input feeding);
+    - `c_t, α_t = attention(h_t, memory)`: the context is recomputed from
+      the new cell output at every step;
+    - `a_t = tanh(W_c [c_t; h_t])` with `attention_layer_units`, else
+      `a_t = c_t` (so `s_t = g(y_{t-1}, c_{t-1}, s_{t-1})`, the seeds'
+      machine-translation decoder);
+    - the step emits `a_t` (`output_attention=True`) or `h_t`.
+
+    The states are the list `[*cell_states, attention, alignments, memory,
+    memory_mask]`: the wrapped cell's states, `a_t` `(batch_size,
+    attention_depth)`, `α_t` `(batch_size, source_time)`, and the memory
+    `(batch_size, source_time, depth)` with its mask `(batch_size,
+    source_time)` (stored as `0.0`/`1.0` in the compute dtype because
+    `keras.layers.RNN` casts every state to it), which every step passes on
+    unchanged. `get_initial_state(memory=...)` makes the list; pass it as
+    `initial_state` to `keras.layers.RNN(cell, return_sequences=True)` to
+    run teacher-forced over a target sequence (the memory must be known,
+    and the cell built, before `RNN` is constructed, so call
+    `get_initial_state` first). For the alignment history use
+    `keras_attention.seq2seq.AttentionDecoder`, or the decoders
+    `greedy_decode` and `beam_search_decode`.
+
+    Args:
+        cell: A Keras RNN cell instance (it has `state_size` and
+            `call(inputs, states)`), e.g. `keras.layers.GRUCell(64)`.
+        attention: A `keras_attention.seq2seq` attention mechanism, e.g.
+            `BahdanauAttention(64)` or `LuongAttention("general")`.
+        attention_layer_units: Size of Luong's attentional layer
+            `tanh(W_c [c_t; h_t])` (no bias). Defaults to `None`: no layer,
+            the attention vector is the context.
+        output_attention: Whether a step emits the attention vector `a_t`
+            (`True`) or the wrapped cell's output `h_t`. Defaults to `True`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        inputs: The step input `y_{t-1}`, `(batch_size, input_depth)`.
+        states: The state list described above.
+        training: Passed to the wrapped cell.
+
+    Returns:
+        `(output, new_states)`: the output `(batch_size, output_size)` and
+        the new state list; `new_states[cell.alignments_index]` holds `α_t`.
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8),
+    ...     keras_attention.seq2seq.BahdanauAttention(8),
+    ...     attention_layer_units=8,
+    ... )
+    >>> memory = np.random.rand(2, 5, 6).astype("float32")
+    >>> states = cell.get_initial_state(memory=memory)
+    >>> rnn = keras.layers.RNN(cell, return_sequences=True)
+    >>> targets = np.random.rand(2, 3, 4).astype("float32")
+    >>> tuple(rnn(targets, initial_state=states).shape)
+    (2, 3, 8)
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(
+        self,
+        cell,
+        attention,
+        attention_layer_units=None,
+        output_attention=True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not hasattr(cell, "state_size") or not callable(cell):
+            raise ValueError(
+                "Received an invalid value for argument `cell`, expected a "
+                "Keras RNN cell with a `state_size` attribute, such as "
+                f"`keras.layers.GRUCell`. Received: cell={cell!r}"
+            )
+        if not isinstance(attention, AttentionMechanism):
+            raise ValueError(
+                "Received an invalid value for argument `attention`, "
+                "expected a keras_attention.seq2seq attention mechanism "
+                "(BahdanauAttention or LuongAttention). "
+                f"Received: attention={attention!r}"
+            )
+        if not isinstance(output_attention, bool):
+            raise ValueError(
+                "Received an invalid value for argument `output_attention`, "
+                f"expected a bool. Received: output_attention="
+                f"{output_attention!r}"
+            )
+        self.cell = cell
+        self.attention = attention
+        self.attention_layer_units = _positive_int_or_none(
+            "attention_layer_units", attention_layer_units
+        )
+        self.output_attention = output_attention
+        self.attention_layer = None
+        if self.attention_layer_units is not None:
+            self.attention_layer = keras.layers.Dense(
+                self.attention_layer_units,
+                activation="tanh",
+                use_bias=False,
+                dtype=self.dtype_policy,
+                name="attention_layer",
+            )
+        self._memory_depth = None
+        # Step inputs often come from `Embedding(mask_zero=True)`; a step
+        # has nothing to mask, so the mask is accepted and dropped.
+        self.supports_masking = True
+
+    # Layout of the state list.
+
+    @property
+    def _cell_state_sizes(self):
+        return _as_list(self.cell.state_size)
+
+    @property
+    def num_cell_states(self):
+        """How many of the states belong to the wrapped cell."""
+        return len(self._cell_state_sizes)
+
+    @property
+    def attention_index(self):
+        """Index of the attention vector `a_t` in the state list."""
+        return self.num_cell_states
+
+    @property
+    def alignments_index(self):
+        """Index of the attention weights `α_t` in the state list."""
+        return self.num_cell_states + 1
+
+    @property
+    def num_constant_states(self):
+        """The memory and its mask: the last two states, never changed."""
+        return 2
+
+    @property
+    def attention_depth(self):
+        """Depth of `a_t`; `None` until the memory depth is known."""
+        if self.attention_layer_units is not None:
+            return self.attention_layer_units
+        return self._memory_depth
+
+    @property
+    def _cell_output_size(self):
+        size = getattr(self.cell, "output_size", None)
+        return size if size is not None else self._cell_state_sizes[0]
+
+    @property
+    def state_size(self):
+        # Source length and memory depth are not fixed by the cell; `None`
+        # entries are fine for `keras.layers.RNN` as long as the initial
+        # state is passed in.
+        return [*self._cell_state_sizes, self.attention_depth, None, None, None]
+
+    @property
+    def output_size(self):
+        if self.output_attention:
+            return self.attention_depth
+        return self._cell_output_size
+
+    # Building.
+
+    def _build_for_memory(self, memory_shape):
+        if len(memory_shape) != 3 or memory_shape[-1] is None:
+            raise ValueError(
+                "AttentionDecoderCell expects `memory` of shape "
+                "`(batch_size, source_time, depth)` with a known depth. "
+                f"Received: memory.shape={tuple(memory_shape)}"
+            )
+        if (
+            self._memory_depth is not None
+            and self._memory_depth != memory_shape[-1]
+        ):
+            raise ValueError(
+                f"AttentionDecoderCell was built for a memory of depth "
+                f"{self._memory_depth}. Received: "
+                f"memory.shape={tuple(memory_shape)}"
+            )
+        self._memory_depth = memory_shape[-1]
+        query_shape = (memory_shape[0], self._cell_output_size)
+        if not self.attention.built:
+            self.attention.build(query_shape, memory_shape)
+        if self.attention_layer is not None and not self.attention_layer.built:
+            self.attention_layer.build(
+                (memory_shape[0], self._memory_depth + self._cell_output_size)
+            )
+
+    def build(self, inputs_shape, states_shape=None):
+        if states_shape is not None:
+            self._build_for_memory(tuple(states_shape[-2]))
+        if self._memory_depth is None:
+            raise ValueError(
+                "AttentionDecoderCell needs the memory before it is built: "
+                "call `cell.get_initial_state(memory=...)` first (or call "
+                "the cell with the full state list). Received: "
+                f"inputs_shape={tuple(inputs_shape)}"
+            )
+        cell_input_shape = (
+            inputs_shape[0],
+            inputs_shape[-1] + self.attention_depth,
+        )
+        if isinstance(self.cell, keras.layers.Layer) and not self.cell.built:
+            self.cell.build(cell_input_shape)
+        self.built = True
+
+    def get_initial_state(
+        self, batch_size=None, memory=None, memory_mask=None, cell_state=None
+    ):
+        """The initial state list for a memory.
+
+        Args:
+            batch_size: Ignored (the memory fixes it); kept for
+                `keras.layers.RNN`, which calls this method with it only.
+            memory: The encoder outputs `(batch_size, source_time, depth)`.
+                Required.
+            memory_mask: Optional boolean `(batch_size, source_time)`,
+                `True` for real tokens. Defaults to all `True`.
+            cell_state: Optional initial state of the wrapped cell (a
+                tensor or a list of tensors, e.g. the encoder's last state
+                through a `Dense` bridge). Defaults to the wrapped cell's
+                own initial state (zeros).
+
+        Returns:
+            The list `[*cell_states, attention, alignments, memory,
+            memory_mask]`: zero attention vector and zero alignments.
+        """
+        if memory is None:
+            raise ValueError(
+                "AttentionDecoderCell needs the encoder memory for its "
+                "initial state: pass `initial_state=cell.get_initial_state("
+                "memory=..., memory_mask=...)` to `keras.layers.RNN`, or use "
+                "`keras_attention.seq2seq.AttentionDecoder`. Received: "
+                "memory=None"
+            )
+        memory = ops.convert_to_tensor(memory, dtype=self.compute_dtype)
+        self._build_for_memory(tuple(memory.shape))
+        batch = ops.shape(memory)[0]
+        source_length = ops.shape(memory)[1]
+        if memory_mask is None:
+            mask = ops.ones((batch, source_length), dtype=self.compute_dtype)
+        else:
+            mask = ops.cast(
+                ops.cast(memory_mask, "bool"), dtype=self.compute_dtype
+            )
+        if cell_state is None:
+            initial = getattr(self.cell, "get_initial_state", None)
+            if initial is not None:
+                cell_state = initial(batch_size=batch)
+            else:
+                cell_state = [
+                    ops.zeros((batch, size), dtype=self.compute_dtype)
+                    for size in self._cell_state_sizes
+                ]
+        cell_state = _as_list(cell_state)
+        if len(cell_state) != self.num_cell_states:
+            raise ValueError(
+                f"The wrapped cell has {self.num_cell_states} state(s) but "
+                f"`cell_state` holds {len(cell_state)}. Received: "
+                f"cell_state shapes={[tuple(s.shape) for s in cell_state]}"
+            )
+        cell_state = [ops.cast(s, dtype=self.compute_dtype) for s in cell_state]
+        attention = ops.zeros(
+            (batch, self.attention_depth), dtype=self.compute_dtype
+        )
+        alignments = ops.zeros((batch, source_length), dtype=self.compute_dtype)
+        return [*cell_state, attention, alignments, memory, mask]
+
+    def call(self, inputs, states, training=None):
+        states = list(states)
+        n = self.num_cell_states
+        cell_states = states[:n]
+        previous_attention, _, memory, memory_mask = states[n:]
+        cell_inputs = ops.concatenate(
+            [inputs, ops.cast(previous_attention, inputs.dtype)], axis=-1
+        )
+        cell_output, new_cell_states = self.cell(
+            cell_inputs, cell_states, training=training
+        )
+        context, alignments = self.attention(
+            cell_output, memory, memory_mask=ops.cast(memory_mask, "bool")
+        )
+        if self.attention_layer is not None:
+            attention = self.attention_layer(
+                ops.concatenate(
+                    [context, ops.cast(cell_output, context.dtype)], axis=-1
+                )
+            )
+        else:
+            attention = context
+        output = attention if self.output_attention else cell_output
+        new_states = [
+            *_as_list(new_cell_states),
+            ops.cast(attention, previous_attention.dtype),
+            ops.cast(alignments, previous_attention.dtype),
+            memory,
+            memory_mask,
+        ]
+        return output, new_states
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return None
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "cell": keras.saving.serialize_keras_object(self.cell),
+            "attention": keras.saving.serialize_keras_object(self.attention),
+            "attention_layer_units": self.attention_layer_units,
+            "output_attention": self.output_attention,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["cell"] = keras.saving.deserialize_keras_object(config["cell"])
+        config["attention"] = keras.saving.deserialize_keras_object(
+            config["attention"]
+        )
+        return cls(**config)
+
+
+class _AlignmentOutputCell(keras.layers.Layer):
+    """Lets `keras.layers.RNN` emit the alignments with the outputs.
+
+    `RNN` returns one output tensor per step, so this adapter concatenates
+    `α_t` to the decoder cell's output; `AttentionDecoder` splits them.
+    """
+
+    def __init__(self, cell, **kwargs):
+        super().__init__(**kwargs)
+        self.cell = cell
+
+    @property
+    def state_size(self):
+        return self.cell.state_size
+
+    @property
+    def output_size(self):
+        return self.cell.output_size
+
+    def build(self, inputs_shape, states_shape=None):
+        if not self.cell.built:
+            self.cell.build(inputs_shape, states_shape)
+        self.built = True
+
+    def call(self, inputs, states, training=None):
+        output, new_states = self.cell(inputs, states, training=training)
+        alignments = new_states[self.cell.alignments_index]
+        packed = ops.concatenate(
+            [output, ops.cast(alignments, output.dtype)], axis=-1
+        )
+        return packed, new_states
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class AttentionDecoder(keras.layers.Layer):
+    """Runs an `AttentionDecoderCell` over a target sequence (teacher forcing).
+
+    For each step `t` of `inputs` (the embedded target shifted right,
+    `y_0 = <start>, y_1, ...`) the cell computes `h_t`, the context
+    `c_t = Σ_s α_ts h̄_s` and the attention vector `a_t` (see
+    `AttentionDecoderCell`). The loop is a `keras.layers.RNN` whose initial
+    state carries the memory, so target padding (the Keras mask of
+    `inputs`) works as in any Keras RNN: padded steps emit zeros and leave
+    the state unchanged.
+
+    Args:
+        cell: An `AttentionDecoderCell`.
+        return_alignments: Whether to also return the alignment history.
+            Defaults to `False`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch_size, target_time, input_depth)`.
+        memory: The encoder outputs `(batch_size, source_time, depth)`.
+        memory_mask: Optional boolean `(batch_size, source_time)`. Taken
+            from `memory`'s Keras mask when not given.
+        initial_state: Optional initial state of the wrapped cell (a tensor
+            or a list). Defaults to zeros.
+        inputs_mask: Optional boolean `(batch_size, target_time)`, `False`
+            on target padding. Taken from `inputs`' Keras mask when not
+            given.
+        training: Passed to the cell.
+
+    Returns:
+        The outputs `(batch_size, target_time, output_size)` and, with
+        `return_alignments=True`, the weights `(batch_size, target_time,
+        source_time)` (row `t` is `α_t`, zero on padded source positions).
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8),
+    ...     keras_attention.seq2seq.LuongAttention("dot"),
+    ...     attention_layer_units=8,
+    ... )
+    >>> decoder = keras_attention.seq2seq.AttentionDecoder(
+    ...     cell, return_alignments=True
+    ... )
+    >>> targets = np.random.rand(2, 3, 4).astype("float32")
+    >>> memory = np.random.rand(2, 5, 8).astype("float32")
+    >>> outputs, alignments = decoder(targets, memory)
+    >>> tuple(outputs.shape), tuple(alignments.shape)
+    ((2, 3, 8), (2, 3, 5))
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(self, cell, return_alignments=False, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(cell, AttentionDecoderCell):
+            raise ValueError(
+                "Received an invalid value for argument `cell`, expected an "
+                f"AttentionDecoderCell. Received: cell={cell!r}"
+            )
+        if not isinstance(return_alignments, bool):
+            raise ValueError(
+                "Received an invalid value for argument `return_alignments`"
+                f", expected a bool. Received: return_alignments="
+                f"{return_alignments!r}"
+            )
+        self.cell = cell
+        self.return_alignments = return_alignments
+        self.supports_masking = True
+        self._rnn = keras.layers.RNN(
+            _AlignmentOutputCell(cell, dtype=self.dtype_policy),
+            return_sequences=True,
+            zero_output_for_mask=True,
+            dtype=self.dtype_policy,
+        )
+
+    def _check_shapes(self, inputs_shape, memory_shape):
+        if len(inputs_shape) != 3 or len(memory_shape) != 3:
+            raise ValueError(
+                "AttentionDecoder expects `inputs` of shape `(batch_size, "
+                "target_time, depth)` and `memory` of shape `(batch_size, "
+                "source_time, depth)`. Received: "
+                f"inputs.shape={tuple(inputs_shape)}, "
+                f"memory.shape={tuple(memory_shape)}"
+            )
+
+    def build(self, inputs_shape, memory_shape):
+        self._check_shapes(inputs_shape, memory_shape)
+        if not self.cell.built:
+            states_shape = [None] * (self.cell.num_cell_states + 2)
+            states_shape += [tuple(memory_shape), None]
+            self.cell.build(
+                (inputs_shape[0], inputs_shape[-1]), states_shape=states_shape
+            )
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        memory,
+        inputs_mask=None,
+        memory_mask=None,
+        initial_state=None,
+        training=None,
+    ):
+        self._check_shapes(inputs.shape, memory.shape)
+        states = self.cell.get_initial_state(
+            memory=memory, memory_mask=memory_mask, cell_state=initial_state
+        )
+        packed = self._rnn(
+            inputs, initial_state=states, mask=inputs_mask, training=training
+        )
+        depth = self.cell.output_size
+        outputs = packed[..., :depth]
+        if not self.return_alignments:
+            return outputs
+        return outputs, packed[..., depth:]
+
+    def compute_mask(self, inputs, previous_mask=None):
+        if self.return_alignments:
+            return [previous_mask, previous_mask]
+        return previous_mask
+
+    def compute_output_shape(self, inputs_shape, memory_shape):
+        self._check_shapes(inputs_shape, memory_shape)
+        if self.cell.output_size is None:
+            self.build(inputs_shape, memory_shape)
+        steps = (inputs_shape[0], inputs_shape[1])
+        outputs_shape = steps + (self.cell.output_size,)
+        if not self.return_alignments:
+            return outputs_shape
+        return outputs_shape, steps + (memory_shape[1],)
+
+    def compute_output_spec(
+        self,
+        inputs,
+        memory,
+        inputs_mask=None,
+        memory_mask=None,
+        initial_state=None,
+        training=None,
+    ):
+        shapes = self.compute_output_shape(inputs.shape, memory.shape)
+        dtype = self.compute_dtype
+        if not self.return_alignments:
+            return keras.KerasTensor(shapes, dtype=dtype)
+        return tuple(keras.KerasTensor(s, dtype=dtype) for s in shapes)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "cell": keras.saving.serialize_keras_object(self.cell),
+            "return_alignments": self.return_alignments,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["cell"] = keras.saving.deserialize_keras_object(config["cell"])
+        return cls(**config)

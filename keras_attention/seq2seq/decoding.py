@@ -1,0 +1,351 @@
+"""Greedy and beam-search decoding with an `AttentionDecoderCell`.
+
+Both decoders run one `keras.ops.while_loop` (so they work eagerly and
+inside a compiled `predict`), batched, and stop when every sequence has
+emitted the end token or after `max_length` steps. They return a
+`DecodeResult` with the alignment history for plotting.
+"""
+
+from typing import NamedTuple
+
+from keras import ops
+
+
+class DecodeResult(NamedTuple):
+    """What the decoders return.
+
+    Attributes:
+        tokens: `int32` `(batch_size, max_length)`: the emitted tokens, the
+            end token included, then `pad_token`.
+        scores: `float32` `(batch_size,)`: the sum of the log-probabilities
+            of the emitted tokens (end token included), without length
+            penalty.
+        alignments: `float32` `(batch_size, max_length, source_time)`: the
+            attention weights of the step that emitted each token; zero
+            after the end token.
+        lengths: `int32` `(batch_size,)`: number of emitted tokens, the end
+            token included.
+    """
+
+    tokens: object
+    scores: object
+    alignments: object
+    lengths: object
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"positive integer. Received: {name}={value!r}"
+        )
+
+
+def _step(cell, embedding, output_layer, tokens, states):
+    """One decoder step: `(log_probs (B, V) float32, new_states)`."""
+    output, new_states = cell(embedding(tokens), states, training=False)
+    logits = ops.cast(output_layer(output), "float32")
+    return ops.log_softmax(logits, axis=-1), list(new_states)
+
+
+def _write(buffer, t, values):
+    """`buffer[:, t] = values` for a `(batch, time, ...)` buffer."""
+    hit = ops.equal(ops.arange(ops.shape(buffer)[1]), t)
+    hit = ops.reshape(hit, (1, -1) + (1,) * (len(buffer.shape) - 2))
+    return ops.where(hit, ops.expand_dims(values, 1), buffer)
+
+
+def greedy_decode(
+    cell,
+    memory,
+    embedding,
+    output_layer,
+    start_token,
+    end_token,
+    max_length,
+    memory_mask=None,
+    cell_state=None,
+    pad_token=0,
+):
+    """Greedy decoding: `y_t = argmax_y p(y | y_{<t}, x)` at every step.
+
+    Args:
+        cell: An `AttentionDecoderCell` (built, or buildable from `memory`).
+        memory: The encoder outputs `(batch_size, source_time, depth)`.
+        embedding: Callable mapping token ids `(batch_size,)` to the step
+            inputs `(batch_size, input_depth)`, e.g. a
+            `keras.layers.Embedding`.
+        output_layer: Callable mapping the cell output to logits
+            `(batch_size, vocabulary_size)`, e.g. a `keras.layers.Dense`.
+        start_token: Id fed at the first step.
+        end_token: Id that ends a sequence.
+        max_length: Largest number of emitted tokens.
+        memory_mask: Optional boolean `(batch_size, source_time)`.
+        cell_state: Optional initial state of the wrapped cell.
+        pad_token: Id written after the end token. Defaults to `0`.
+
+    Returns:
+        A `DecodeResult`.
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8), keras_attention.seq2seq.BahdanauAttention()
+    ... )
+    >>> result = keras_attention.seq2seq.greedy_decode(
+    ...     cell,
+    ...     memory=np.random.rand(2, 5, 6).astype("float32"),
+    ...     embedding=keras.layers.Embedding(10, 4),
+    ...     output_layer=keras.layers.Dense(10),
+    ...     start_token=1,
+    ...     end_token=2,
+    ...     max_length=7,
+    ... )
+    >>> tuple(result.tokens.shape), tuple(result.alignments.shape)
+    ((2, 7), (2, 7, 5))
+
+    References:
+        - [Sutskever et al., 2014](https://arxiv.org/abs/1409.3215)
+    """
+    _check_positive_int("max_length", max_length)
+    states = cell.get_initial_state(
+        memory=memory, memory_mask=memory_mask, cell_state=cell_state
+    )
+    memory = states[-2]
+    batch = ops.shape(memory)[0]
+    source_length = ops.shape(memory)[1]
+    loop_vars = (
+        ops.convert_to_tensor(0, dtype="int32"),
+        ops.full((batch,), start_token, dtype="int32"),
+        ops.full((batch, max_length), pad_token, dtype="int32"),
+        ops.zeros((batch, max_length, source_length), dtype="float32"),
+        ops.zeros((batch,), dtype="float32"),
+        ops.zeros((batch,), dtype="bool"),
+        ops.zeros((batch,), dtype="int32"),
+        tuple(states),
+    )
+
+    def cond(t, tokens, out, aligns, scores, finished, lengths, states):
+        return ops.logical_and(
+            ops.less(t, max_length), ops.logical_not(ops.all(finished))
+        )
+
+    def body(t, tokens, out, aligns, scores, finished, lengths, states):
+        log_probs, new_states = _step(
+            cell, embedding, output_layer, tokens, list(states)
+        )
+        chosen = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        chosen_log_prob = ops.take_along_axis(
+            log_probs, ops.expand_dims(chosen, -1), axis=-1
+        )[:, 0]
+        chosen = ops.where(finished, pad_token, chosen)
+        scores = scores + ops.where(finished, 0.0, chosen_log_prob)
+        lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
+        alignments = ops.cast(new_states[cell.alignments_index], "float32")
+        alignments = ops.where(ops.expand_dims(finished, -1), 0.0, alignments)
+        out = _write(out, t, chosen)
+        aligns = _write(aligns, t, alignments)
+        finished = ops.logical_or(finished, ops.equal(chosen, end_token))
+        return (
+            t + 1,
+            chosen,
+            out,
+            aligns,
+            scores,
+            finished,
+            lengths,
+            tuple(new_states),
+        )
+
+    _, _, tokens, alignments, scores, _, lengths, _ = ops.while_loop(
+        cond, body, loop_vars
+    )
+    return DecodeResult(tokens, scores, alignments, lengths)
+
+
+def _length_penalty(lengths, alpha):
+    """GNMT's `((5 + |Y|) / 6) ** alpha` (Wu et al., 2016)."""
+    if alpha == 0:
+        return ops.ones_like(ops.cast(lengths, "float32"))
+    return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
+
+
+def beam_search_decode(
+    cell,
+    memory,
+    embedding,
+    output_layer,
+    start_token,
+    end_token,
+    max_length,
+    beam_width,
+    length_penalty=0.0,
+    memory_mask=None,
+    cell_state=None,
+    pad_token=0,
+):
+    """Beam search: keeps the `beam_width` best partial translations.
+
+    At every step each live hypothesis `y_{<t}` is extended by every token
+    and the `beam_width` best candidates over all hypotheses are kept,
+    ranked by `log p(y_{≤t} | x) / lp(t)` with GNMT's length penalty
+    `lp(n) = ((5 + n) / 6) ** length_penalty` (Wu et al., 2016; `0` ranks
+    by the plain log-probability). A hypothesis that emitted the end token
+    is finished: it keeps its score and competes with the live ones. The
+    best hypothesis is returned. With `beam_width=1` this is greedy
+    decoding, exactly.
+
+    Args:
+        cell: An `AttentionDecoderCell`.
+        memory: The encoder outputs `(batch_size, source_time, depth)`.
+        embedding: Callable mapping token ids `(n,)` to step inputs.
+        output_layer: Callable mapping the cell output to logits
+            `(n, vocabulary_size)`.
+        start_token: Id fed at the first step.
+        end_token: Id that ends a hypothesis.
+        max_length: Largest number of emitted tokens.
+        beam_width: Number of hypotheses kept; at most the vocabulary size.
+        length_penalty: The exponent `alpha` of the length penalty.
+            Defaults to `0.0`.
+        memory_mask: Optional boolean `(batch_size, source_time)`.
+        cell_state: Optional initial state of the wrapped cell.
+        pad_token: Id written after the end token. Defaults to `0`.
+
+    Returns:
+        A `DecodeResult` for the best hypothesis of each example; `scores`
+        is its log-probability (without the length penalty).
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8), keras_attention.seq2seq.BahdanauAttention()
+    ... )
+    >>> result = keras_attention.seq2seq.beam_search_decode(
+    ...     cell,
+    ...     memory=np.random.rand(2, 5, 6).astype("float32"),
+    ...     embedding=keras.layers.Embedding(10, 4),
+    ...     output_layer=keras.layers.Dense(10),
+    ...     start_token=1,
+    ...     end_token=2,
+    ...     max_length=7,
+    ...     beam_width=3,
+    ... )
+    >>> tuple(result.tokens.shape), tuple(result.scores.shape)
+    ((2, 7), (2,))
+
+    References:
+        - [Wu et al., 2016](https://arxiv.org/abs/1609.08144)
+        - [Sutskever et al., 2014](https://arxiv.org/abs/1409.3215)
+    """
+    _check_positive_int("max_length", max_length)
+    _check_positive_int("beam_width", beam_width)
+    if (
+        isinstance(length_penalty, bool)
+        or not isinstance(length_penalty, (int, float))
+        or length_penalty < 0
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `length_penalty`, "
+            "expected a non-negative number. "
+            f"Received: length_penalty={length_penalty!r}"
+        )
+    k = beam_width
+    states = cell.get_initial_state(
+        memory=memory, memory_mask=memory_mask, cell_state=cell_state
+    )
+    batch = ops.shape(states[-2])[0]
+    source_length = ops.shape(states[-2])[1]
+    # Beam b of example i lives in row i * k + b.
+    states = [ops.repeat(s, k, axis=0) for s in states]
+    first_beam = ops.equal(ops.arange(k), 0)
+    loop_vars = (
+        ops.convert_to_tensor(0, dtype="int32"),
+        ops.full((batch * k,), start_token, dtype="int32"),
+        ops.full((batch * k, max_length), pad_token, dtype="int32"),
+        ops.zeros((batch * k, max_length, source_length), dtype="float32"),
+        # Only beam 0 is alive at the start, so the first step expands it
+        # alone instead of `k` identical copies.
+        ops.broadcast_to(ops.where(first_beam, 0.0, -1e9)[None, :], (batch, k)),
+        ops.zeros((batch, k), dtype="bool"),
+        ops.zeros((batch, k), dtype="int32"),
+        tuple(states),
+    )
+    num_varying = len(states) - cell.num_constant_states
+
+    def cond(t, tokens, out, aligns, scores, finished, lengths, states):
+        return ops.logical_and(
+            ops.less(t, max_length), ops.logical_not(ops.all(finished))
+        )
+
+    def body(t, tokens, out, aligns, scores, finished, lengths, states):
+        log_probs, new_states = _step(
+            cell, embedding, output_layer, tokens, list(states)
+        )
+        vocab = log_probs.shape[-1]
+        if k > vocab:
+            raise ValueError(
+                f"`beam_width` must be at most the vocabulary size {vocab}. "
+                f"Received: beam_width={k}"
+            )
+        log_probs = ops.reshape(log_probs, (batch, k, vocab))
+        # A finished hypothesis continues only with the pad token, at no
+        # cost, so it keeps its score.
+        only_pad = ops.where(ops.equal(ops.arange(vocab), pad_token), 0.0, -1e9)
+        step = ops.where(ops.expand_dims(finished, -1), only_pad, log_probs)
+        total = ops.expand_dims(scores, -1) + step
+        new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
+        penalty = _length_penalty(new_lengths, length_penalty)
+        ranking = total / ops.expand_dims(penalty, -1)
+        _, best = ops.top_k(ops.reshape(ranking, (batch, k * vocab)), k)
+        best = ops.cast(best, "int32")
+        parent = best // vocab
+        chosen = best % vocab
+        scores = ops.take_along_axis(
+            ops.reshape(total, (batch, k * vocab)), best, axis=1
+        )
+        finished = ops.take_along_axis(finished, parent, axis=1)
+        lengths = ops.take_along_axis(new_lengths, parent, axis=1)
+        chosen = ops.where(finished, pad_token, chosen)
+        rows = ops.reshape(
+            ops.expand_dims(ops.arange(batch, dtype="int32") * k, -1) + parent,
+            (-1,),
+        )
+        # The memory and its mask are the same for all beams of an example.
+        new_states = [
+            ops.take(s, rows, axis=0) if i < num_varying else s
+            for i, s in enumerate(new_states)
+        ]
+        out = ops.take(out, rows, axis=0)
+        aligns = ops.take(aligns, rows, axis=0)
+        flat_finished = ops.reshape(finished, (-1,))
+        flat_chosen = ops.reshape(chosen, (-1,))
+        alignments = ops.cast(new_states[cell.alignments_index], "float32")
+        alignments = ops.where(
+            ops.expand_dims(flat_finished, -1), 0.0, alignments
+        )
+        out = _write(out, t, flat_chosen)
+        aligns = _write(aligns, t, alignments)
+        finished = ops.logical_or(finished, ops.equal(chosen, end_token))
+        return (
+            t + 1,
+            flat_chosen,
+            out,
+            aligns,
+            scores,
+            finished,
+            lengths,
+            tuple(new_states),
+        )
+
+    _, _, out, aligns, scores, _, lengths, _ = ops.while_loop(
+        cond, body, loop_vars
+    )
+    ranking = scores / _length_penalty(lengths, length_penalty)
+    best = ops.cast(ops.argmax(ranking, axis=1), "int32")
+    rows = ops.arange(batch, dtype="int32") * k + best
+    return DecodeResult(
+        ops.take(out, rows, axis=0),
+        ops.take_along_axis(scores, ops.expand_dims(best, -1), axis=1)[:, 0],
+        ops.take(aligns, rows, axis=0),
+        ops.take_along_axis(lengths, ops.expand_dims(best, -1), axis=1)[:, 0],
+    )

@@ -1,0 +1,254 @@
+"""AttentionDecoderCell and AttentionDecoder: teacher forcing, masks, config."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention import seq2seq
+from tests.layer_basics import check_layer_basics
+
+RNG = np.random.default_rng(1)
+INPUTS = RNG.normal(size=(2, 4, 3)).astype("float32")
+MEMORY = RNG.normal(size=(2, 5, 6)).astype("float32")
+MEMORY_MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=bool)
+
+
+def _cell(kind="gru", attention=None, **kwargs):
+    inner = (
+        keras.layers.GRUCell(8) if kind == "gru" else keras.layers.LSTMCell(8)
+    )
+    attention = attention or seq2seq.BahdanauAttention(5)
+    return seq2seq.AttentionDecoderCell(inner, attention, **kwargs)
+
+
+def _step_by_step(cell, inputs, memory, memory_mask, cell_state=None):
+    states = cell.get_initial_state(
+        memory=memory, memory_mask=memory_mask, cell_state=cell_state
+    )
+    outputs, alignments = [], []
+    for t in range(inputs.shape[1]):
+        output, states = cell(inputs[:, t], states)
+        outputs.append(np.asarray(output))
+        alignments.append(np.asarray(states[cell.alignments_index]))
+    return np.stack(outputs, 1), np.stack(alignments, 1)
+
+
+CONFIGS = [
+    ("gru", {}),
+    ("gru", {"attention_layer_units": 7}),
+    ("lstm", {"attention_layer_units": 7}),
+    ("gru", {"output_attention": False}),
+]
+
+
+@pytest.mark.parametrize("kind, kwargs", CONFIGS)
+def test_step_by_step_equals_teacher_forced_full_call(kind, kwargs):
+    cell = _cell(kind, **kwargs)
+    decoder = seq2seq.AttentionDecoder(cell, return_alignments=True)
+    outputs, alignments = decoder(INPUTS, MEMORY, memory_mask=MEMORY_MASK)
+    step_outputs, step_alignments = _step_by_step(
+        cell, INPUTS, MEMORY, MEMORY_MASK
+    )
+    np.testing.assert_allclose(outputs, step_outputs, atol=1e-5)
+    np.testing.assert_allclose(alignments, step_alignments, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind, kwargs", CONFIGS)
+def test_cell_runs_inside_keras_rnn_with_memory_in_the_state(kind, kwargs):
+    cell = _cell(kind, **kwargs)
+    states = cell.get_initial_state(memory=MEMORY, memory_mask=MEMORY_MASK)
+    rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True)
+    outputs, *final = rnn(INPUTS, initial_state=states)
+    step_outputs, step_alignments = _step_by_step(
+        cell, INPUTS, MEMORY, MEMORY_MASK
+    )
+    np.testing.assert_allclose(outputs, step_outputs, atol=1e-5)
+    np.testing.assert_allclose(
+        final[cell.alignments_index], step_alignments[:, -1], atol=1e-6
+    )
+    np.testing.assert_allclose(final[-2], MEMORY)
+
+
+def test_input_feeding_first_step_sees_zero_attention():
+    cell = _cell(attention_layer_units=7)
+    states = cell.get_initial_state(memory=MEMORY)
+    output, new_states = cell(INPUTS[:, 0], states)
+    gru = keras.layers.GRUCell(8)
+    gru.build((None, 3 + 7))
+    gru.set_weights(cell.cell.get_weights())
+    feed = np.concatenate([INPUTS[:, 0], np.zeros((2, 7), "float32")], -1)
+    h, _ = gru(feed, [np.zeros((2, 8), "float32")])
+    np.testing.assert_allclose(new_states[0], h, atol=1e-6)
+    # The second step is fed the first step's attention vector.
+    _, states2 = cell(INPUTS[:, 1], new_states)
+    feed2 = np.concatenate([INPUTS[:, 1], np.asarray(output)], -1)
+    h2, _ = gru(feed2, [h])
+    np.testing.assert_allclose(states2[0], h2, atol=1e-6)
+
+
+def test_luong_attention_layer_is_tanh_of_context_and_state():
+    cell = _cell(attention_layer_units=7)
+    states = cell.get_initial_state(memory=MEMORY, memory_mask=MEMORY_MASK)
+    output, new_states = cell(INPUTS[:, 0], states)
+    h = np.asarray(new_states[0])
+    alignments = np.asarray(new_states[cell.alignments_index])
+    context = np.einsum("bs,bsd->bd", alignments, MEMORY)
+    kernel = np.asarray(cell.attention_layer.kernel)
+    expected = np.tanh(np.concatenate([context, h], -1) @ kernel)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+
+def test_padding_values_of_the_memory_do_not_change_outputs():
+    decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
+    outputs, alignments = decoder(INPUTS, MEMORY, memory_mask=MEMORY_MASK)
+    changed = MEMORY.copy()
+    changed[~MEMORY_MASK] = 1e3
+    outputs2, alignments2 = decoder(INPUTS, changed, memory_mask=MEMORY_MASK)
+    np.testing.assert_allclose(outputs2, outputs, atol=1e-5)
+    np.testing.assert_allclose(alignments2, alignments, atol=1e-6)
+    assert np.all(np.asarray(alignments)[0, :, 3:] == 0)
+
+
+def test_target_padding_steps_emit_zeros():
+    ids = np.array([[3, 4, 0, 0], [1, 2, 3, 4]])
+    embedded = keras.layers.Embedding(5, 3, mask_zero=True)(ids)
+    decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
+    outputs, alignments = decoder(embedded, MEMORY)
+    assert np.all(np.asarray(outputs)[0, 2:] == 0)
+    assert np.all(np.asarray(alignments)[0, 2:] == 0)
+    assert np.all(np.asarray(outputs)[1] != 0)
+
+
+def test_fully_masked_memory_is_finite():
+    decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
+    mask = np.zeros((2, 5), dtype=bool)
+    outputs, alignments = decoder(INPUTS, MEMORY, memory_mask=mask)
+    assert np.all(np.isfinite(outputs))
+    assert np.all(np.asarray(alignments) == 0)
+
+
+def test_initial_cell_state_is_used():
+    decoder = seq2seq.AttentionDecoder(_cell())
+    state = RNG.normal(size=(2, 8)).astype("float32")
+    with_state = decoder(INPUTS, MEMORY, initial_state=[state])
+    without = decoder(INPUTS, MEMORY)
+    assert not np.allclose(with_state, without)
+    cell = decoder.cell
+    step_outputs, _ = _step_by_step(cell, INPUTS, MEMORY, None, [state])
+    np.testing.assert_allclose(with_state, step_outputs, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind, kwargs", CONFIGS[:3])
+def test_attention_decoder_basics(kind, kwargs):
+    check_layer_basics(
+        seq2seq.AttentionDecoder,
+        {"cell": _cell(kind, **kwargs), "return_alignments": True},
+        [INPUTS, MEMORY],
+        expected_output_shape=[(2, 4, 7 if kwargs else 6), (2, 4, 5)],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_cell_config_round_trip():
+    cell = _cell(
+        "lstm",
+        attention=seq2seq.LuongAttention("concat", units=3),
+        attention_layer_units=7,
+        output_attention=False,
+    )
+    config = cell.get_config()
+    clone = seq2seq.AttentionDecoderCell.from_config(config)
+    assert clone.get_config() == config
+    assert isinstance(clone.cell, keras.layers.LSTMCell)
+    assert clone.attention.score_name == "concat"
+
+
+def test_functional_model_saves_and_loads_in_safe_mode():
+    targets = keras.Input((None,), dtype="int32")
+    source = keras.Input((None, 6))
+    embedded = keras.layers.Embedding(9, 3, mask_zero=True)(targets)
+    outputs, alignments = seq2seq.AttentionDecoder(
+        _cell(attention=seq2seq.LuongAttention("general")),
+        return_alignments=True,
+    )(embedded, source)
+    model = keras.Model([targets, source], [outputs, alignments])
+    ids = np.array([[1, 2, 3, 0], [4, 5, 6, 7]])
+    expected = model.predict([ids, MEMORY], verbose=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "decoder.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path, safe_mode=True)
+    got = loaded.predict([ids, MEMORY], verbose=0)
+    for got_i, want in zip(got, expected, strict=True):
+        np.testing.assert_allclose(got_i, want, atol=1e-6)
+
+
+def test_cell_without_state_size_raises():
+    with pytest.raises(ValueError, match="expected a Keras RNN cell"):
+        seq2seq.AttentionDecoderCell(
+            keras.layers.Dense(3), seq2seq.BahdanauAttention()
+        )
+
+
+def test_attention_of_wrong_type_raises():
+    with pytest.raises(ValueError, match="argument `attention`"):
+        seq2seq.AttentionDecoderCell(
+            keras.layers.GRUCell(3), keras.layers.Attention()
+        )
+
+
+def test_invalid_attention_layer_units_raises():
+    with pytest.raises(ValueError, match="attention_layer_units=0"):
+        _cell(attention_layer_units=0)
+
+
+def test_invalid_output_attention_raises():
+    with pytest.raises(ValueError, match="output_attention='yes'"):
+        _cell(output_attention="yes")
+
+
+def test_initial_state_without_memory_raises():
+    with pytest.raises(ValueError, match="needs the encoder memory"):
+        _cell().get_initial_state(batch_size=2)
+
+
+def test_memory_of_wrong_rank_raises():
+    with pytest.raises(ValueError, match=r"memory.shape=\(2, 6\)"):
+        _cell().get_initial_state(memory=MEMORY[:, 0])
+
+
+def test_memory_of_another_depth_raises():
+    cell = _cell()
+    cell.get_initial_state(memory=MEMORY)
+    with pytest.raises(ValueError, match="built for a memory of depth 6"):
+        cell.get_initial_state(memory=MEMORY[..., :4])
+
+
+def test_wrong_number_of_cell_states_raises():
+    state = np.zeros((2, 8), "float32")
+    with pytest.raises(ValueError, match="has 2 state"):
+        _cell("lstm").get_initial_state(memory=MEMORY, cell_state=[state])
+
+
+def test_building_without_memory_raises():
+    with pytest.raises(ValueError, match="needs the memory before"):
+        _cell().build((2, 3))
+
+
+def test_decoder_with_another_cell_raises():
+    with pytest.raises(ValueError, match="expected an AttentionDecoderCell"):
+        seq2seq.AttentionDecoder(keras.layers.GRUCell(3))
+
+
+def test_decoder_invalid_return_alignments_raises():
+    with pytest.raises(ValueError, match="return_alignments=1"):
+        seq2seq.AttentionDecoder(_cell(), return_alignments=1)
+
+
+def test_decoder_inputs_of_wrong_rank_raise_naming_both_shapes():
+    with pytest.raises(ValueError, match=r"inputs.shape=\(2, 3\)"):
+        seq2seq.AttentionDecoder(_cell())(INPUTS[:, 0], MEMORY)
