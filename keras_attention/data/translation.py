@@ -1,0 +1,348 @@
+"""Translation data: a synthetic task with gold alignments, readers, TFDS.
+
+The synthetic task (`make_synthetic_translation`) is the embedded default of
+the translation example: it needs no download, and because the generator
+knows which source word every target word translates, it can measure where
+a decoder attends.
+
+Generating rule. Both languages are invented. Every source word has exactly
+one target word (`SYNTHETIC_LEXICON`, a bijection between two disjoint
+word lists, no multi-word translations), so the alignment is one-to-one and
+a target sentence is as long as its source. A source sentence is
+
+    NP VERB [NP] [ADVERB] [PREPOSITION NP]
+
+with a noun phrase `NP = DETERMINER ADJECTIVE{0,2} NOUN` (optional parts
+present with probability 1/2, each adjective slot too). The target
+translates word by word with one reordering rule: adjectives follow their
+noun (`DET ADJ1 ADJ2 NOUN` → `DET' NOUN' ADJ1' ADJ2'`), as from English to
+French. Sentences have 3 to 15 words. Everything is drawn from
+`numpy.random.default_rng(seed)`, so a seed fixes the data; the lexicon
+itself is fixed.
+
+`read_parallel` reads a pair of aligned text files (Multi30k's layout,
+`PREFIX.de` / `PREFIX.en`), `load_tfds_translation` a TFDS translation set,
+and `tokenize` / `detokenize` are the word splitting the example uses.
+"""
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+
+_CONSONANTS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+
+#: Word classes of the synthetic grammar and how many words each has.
+WORD_CLASSES = {
+    "determiner": 3,
+    "adjective": 12,
+    "noun": 20,
+    "verb": 12,
+    "adverb": 6,
+    "preposition": 5,
+}
+
+
+def _invent_words(rng, count, syllables, taken, ending=""):
+    words = []
+    while len(words) < count:
+        word = "".join(
+            rng.choice(list(_CONSONANTS)) + rng.choice(list(_VOWELS))
+            for _ in range(syllables)
+        )
+        word += ending
+        if word not in taken:
+            taken.add(word)
+            words.append(word)
+    return words
+
+
+def _make_lexicon():
+    # A fixed seed: the lexicon is part of the task, not of the sample.
+    rng = np.random.default_rng(20150901)
+    taken = set()
+    source, target = {}, {}
+    for word_class, count in WORD_CLASSES.items():
+        syllables = 1 if word_class in ("determiner", "preposition") else 2
+        source[word_class] = _invent_words(rng, count, syllables, taken, "")
+        target[word_class] = _invent_words(rng, count, syllables, taken, "x")
+    return source, target
+
+
+SOURCE_WORDS, TARGET_WORDS = _make_lexicon()
+
+#: Source word → target word, a bijection.
+SYNTHETIC_LEXICON = {
+    s: t
+    for word_class in WORD_CLASSES
+    for s, t in zip(
+        SOURCE_WORDS[word_class], TARGET_WORDS[word_class], strict=True
+    )
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelCorpus:
+    """Sentence pairs, line `i` of `targets` translating line `i` of `sources`.
+
+    Attributes:
+        sources: Source sentences (space-separated tokens for the
+            synthetic task, raw text from files).
+        targets: Target sentences.
+        alignments: For the synthetic task, one list per pair giving, for
+            each target word, the position of the source word it
+            translates; `None` for real data.
+    """
+
+    sources: list
+    targets: list
+    alignments: list | None = None
+
+    def __len__(self):
+        return len(self.sources)
+
+
+def _noun_phrase(rng, max_adjectives):
+    adjectives = [
+        str(rng.choice(SOURCE_WORDS["adjective"]))
+        for _ in range(max_adjectives)
+        if rng.random() < 0.5
+    ]
+    return (
+        [str(rng.choice(SOURCE_WORDS["determiner"]))]
+        + adjectives
+        + [str(rng.choice(SOURCE_WORDS["noun"]))]
+    )
+
+
+def _translate_phrase(phrase, offset):
+    """Target words and their source positions for one source phrase."""
+    if len(phrase) > 2 and phrase[0] in SOURCE_WORDS["determiner"]:
+        # DET ADJ... NOUN -> DET NOUN ADJ...
+        order = [0, len(phrase) - 1, *range(1, len(phrase) - 1)]
+    else:
+        order = list(range(len(phrase)))
+    words = [SYNTHETIC_LEXICON[phrase[i]] for i in order]
+    return words, [offset + i for i in order]
+
+
+def make_synthetic_translation(
+    num_examples: int = 4000, seed: int = 0, max_adjectives: int = 2
+) -> ParallelCorpus:
+    """Generates the synthetic translation task (see the module docstring).
+
+    Args:
+        num_examples: Number of sentence pairs. Defaults to `4000`.
+        seed: Seed of `numpy.random.default_rng`. Defaults to `0`.
+        max_adjectives: Most adjectives in a noun phrase. Defaults to `2`.
+
+    Returns:
+        A `ParallelCorpus` with gold `alignments`.
+
+    Example:
+
+    >>> from keras_attention.data.translation import make_synthetic_translation
+    >>> data = make_synthetic_translation(num_examples=3, seed=1)
+    >>> len(data), len(data.alignments[0]) == len(data.targets[0].split())
+    (3, True)
+    """
+    for name, value, low in (
+        ("num_examples", num_examples, 1),
+        ("max_adjectives", max_adjectives, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(
+                f"Received an invalid value for argument `{name}`, expected "
+                f"an integer >= {low}. Received: {name}={value!r}"
+            )
+    rng = np.random.default_rng(seed)
+    sources, targets, alignments = [], [], []
+    for _ in range(num_examples):
+        phrases = [
+            _noun_phrase(rng, max_adjectives),
+            [str(rng.choice(SOURCE_WORDS["verb"]))],
+        ]
+        if rng.random() < 0.5:
+            phrases.append(_noun_phrase(rng, max_adjectives))
+        if rng.random() < 0.5:
+            phrases.append([str(rng.choice(SOURCE_WORDS["adverb"]))])
+        if rng.random() < 0.5:
+            phrases.append([str(rng.choice(SOURCE_WORDS["preposition"]))])
+            phrases.append(_noun_phrase(rng, max_adjectives))
+        source, target, alignment = [], [], []
+        for phrase in phrases:
+            words, positions = _translate_phrase(phrase, len(source))
+            source += phrase
+            target += words
+            alignment += positions
+        sources.append(" ".join(source))
+        targets.append(" ".join(target))
+        alignments.append(alignment)
+    return ParallelCorpus(sources, targets, alignments)
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    # Blank lines at the very end of a file are not sentences.
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def read_parallel(
+    prefix: str | os.PathLike, source: str = "de", target: str = "en"
+) -> ParallelCorpus:
+    """Reads `PREFIX.<source>` and `PREFIX.<target>`, one sentence a line.
+
+    Line `i` of the target file translates line `i` of the source file.
+    Lines are stripped of surrounding whitespace; blank lines at the end of
+    a file are ignored.
+
+    Args:
+        prefix: Path without the language suffix, e.g. `data/train`.
+        source: Suffix of the source file. Defaults to `"de"`.
+        target: Suffix of the target file. Defaults to `"en"`.
+
+    Returns:
+        A `ParallelCorpus` without alignments.
+
+    Raises:
+        FileNotFoundError: If a file is missing.
+        ValueError: If the files have different numbers of lines, or a
+            line is empty; the message names the file and the line number.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_attention.data.translation import read_parallel
+    >>> folder = tempfile.mkdtemp()
+    >>> for lang, text in (("de", "ein hund\\n"), ("en", "a dog\\n")):
+    ...     with open(os.path.join(folder, f"train.{lang}"), "w") as f:
+    ...         _ = f.write(text)
+    >>> read_parallel(os.path.join(folder, "train")).targets
+    ['a dog']
+    """
+    source_path = f"{os.fspath(prefix)}.{source}"
+    target_path = f"{os.fspath(prefix)}.{target}"
+    source_lines = _read_lines(source_path)
+    target_lines = _read_lines(target_path)
+    if len(source_lines) != len(target_lines):
+        longer, shorter = (
+            (source_path, target_path)
+            if len(source_lines) > len(target_lines)
+            else (target_path, source_path)
+        )
+        line = min(len(source_lines), len(target_lines)) + 1
+        raise ValueError(
+            f"{source_path} has {len(source_lines)} lines but {target_path} "
+            f"has {len(target_lines)}: line {line} of {longer} has no "
+            f"counterpart in {shorter}."
+        )
+    for path, lines in (
+        (source_path, source_lines),
+        (target_path, target_lines),
+    ):
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                raise ValueError(
+                    f"Empty line {number} in {path}: every line must hold a "
+                    "sentence (line i of one file translates line i of the "
+                    "other)."
+                )
+    return ParallelCorpus(
+        [line.strip() for line in source_lines],
+        [line.strip() for line in target_lines],
+    )
+
+
+def load_tfds_translation(
+    name: str = "wmt14_translate/de-en",
+    split: str = "validation",
+    source: str = "de",
+    target: str = "en",
+    data_dir: str | os.PathLike | None = None,
+) -> ParallelCorpus:
+    """Loads a translation set with `tensorflow_datasets.load`.
+
+    Works for the TFDS translation builders whose examples are
+    `{language: text}` dicts, e.g. `"wmt14_translate/de-en"`,
+    `"wmt_t2t_translate/de-en"` or `"ted_hrlr_translate/de_to_en"`. Pairs
+    with an empty side are dropped. TFDS downloads and prepares the data on
+    first use unless `data_dir` already holds it; `tensorflow_datasets` is
+    imported here only.
+
+    Args:
+        name: TFDS name with its config. Defaults to
+            `"wmt14_translate/de-en"`.
+        split: A TFDS split, e.g. `"train[:1%]"`. Defaults to
+            `"validation"`.
+        source: Feature holding the source text. Defaults to `"de"`.
+        target: Feature holding the target text. Defaults to `"en"`.
+        data_dir: TFDS data directory. Defaults to TFDS's own default.
+
+    Returns:
+        A `ParallelCorpus` without alignments.
+
+    Raises:
+        ValueError: If `source` or `target` is not a feature of the set.
+    """
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder(name, data_dir=data_dir)
+    features = sorted(builder.info.features.keys())
+    for argument, language in (("source", source), ("target", target)):
+        if language not in features:
+            raise ValueError(
+                f"Received an invalid value for argument `{argument}`: "
+                f"{name!r} has the features {features}. "
+                f"Received: {argument}={language!r}"
+            )
+    dataset = tfds.load(name, split=split, data_dir=data_dir)
+    sources, targets = [], []
+    for example in tfds.as_numpy(dataset):
+        src = example[source].decode("utf-8").strip()
+        tgt = example[target].decode("utf-8").strip()
+        if src and tgt:
+            sources.append(src)
+            targets.append(tgt)
+    return ParallelCorpus(sources, targets)
+
+
+_PUNCTUATION = re.compile(r"([^\w\s'])")
+_SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]}])")
+_SPACE_AFTER = re.compile(r"([(\[{]) ")
+
+
+def tokenize(text: str) -> str:
+    """Lower-cases and splits punctuation off words: `"A dog."` → `"a dog ."`.
+
+    The example's `TextVectorization` layers split on whitespace only, so
+    this is the whole tokenizer; it keeps `'` inside words.
+
+    Example:
+
+    >>> from keras_attention.data.translation import tokenize
+    >>> tokenize("Zwei Männer, die lachen.")
+    'zwei männer , die lachen .'
+    """
+    return " ".join(_PUNCTUATION.sub(r" \1 ", text.lower()).split())
+
+
+def detokenize(tokens) -> str:
+    """Joins tokens and re-attaches punctuation: `"a dog ."` → `"a dog."`.
+
+    Args:
+        tokens: A list of tokens or a space-separated string.
+
+    Example:
+
+    >>> from keras_attention.data.translation import detokenize
+    >>> detokenize(["two", "men", ",", "laughing", "."])
+    'two men, laughing.'
+    """
+    text = tokens if isinstance(tokens, str) else " ".join(tokens)
+    text = _SPACE_BEFORE.sub(r"\1", text)
+    return _SPACE_AFTER.sub(r"\1", text)
