@@ -3,7 +3,8 @@
 Bahdanau (additive) and Luong (dot / general / concat / location) attention
 over an encoder memory, `AttentionDecoderCell` (input feeding, any Keras RNN
 cell), `AttentionDecoder` for teacher-forced training, and greedy and
-beam-search decoding that return the alignment history.
+beam-search decoding that return the alignment history; `Translator` is a
+complete BiGRU + attention-decoder translation model built from them.
 """
 
 from keras_attention.seq2seq.attention import (
@@ -25,3 +26,4 @@ from keras_attention.seq2seq.decoding import (
     beam_search_decode as beam_search_decode,
 )
 from keras_attention.seq2seq.decoding import greedy_decode as greedy_decode
+from keras_attention.seq2seq.translator import Translator as Translator

@@ -1,8 +1,5 @@
 """The Translator model and its evaluation helpers."""
 
-import os
-
-import keras
 import numpy as np
 import pytest
 
@@ -36,45 +33,6 @@ def test_vocabularies_start_with_padding_and_hold_start_end_tokens():
     assert len(limited) == 5
 
 
-@pytest.mark.parametrize("attention", ["bahdanau", "general", "concat"])
-def test_saved_translator_loads_in_safe_mode_with_same_outputs(
-    attention, tmp_path
-):
-    model = _model(attention=attention, beam_width=2)
-    ids = model.vectorize_sources(DATA.sources[:4])
-    expected = model.predict(ids, verbose=0)
-    path = os.path.join(tmp_path, "translator.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    assert isinstance(loaded, translation.Translator)
-    assert loaded.get_config() == model.get_config()
-    for got, want in zip(loaded.predict(ids, verbose=0), expected, strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-6)
-    assert loaded.translate(DATA.sources[:2]) == model.translate(
-        DATA.sources[:2]
-    )
-
-
-def test_call_on_source_ids_decodes_and_on_a_pair_teacher_forces():
-    model = _model()
-    source = model.vectorize_sources(DATA.sources[:3])
-    target = model.vectorize_targets(DATA.targets[:3])
-    tokens, scores, alignments = model(source)
-    assert tuple(tokens.shape) == (3, 6)
-    assert tuple(scores.shape) == (3,)
-    assert tuple(alignments.shape) == (3, 6, source.shape[1])
-    logits = model((source, target[:, :-1]))
-    vocab = len(model.target_vocabulary)
-    assert tuple(logits.shape) == (3, target.shape[1] - 1, vocab)
-    _, forced = model.teacher_forcing(source, target[:, :-1])
-    forced = np.asarray(forced)
-    # No attention on source padding, none from target padding.
-    assert np.all(
-        forced[source[:, None, :].repeat(forced.shape[1], 1) == 0] == 0
-    )
-    assert np.all(forced[target[:, :-1] == 0] == 0)
-
-
 def test_decode_corpus_beam_width_one_equals_greedy_predict():
     model = _model(beam_width=3)
     ids = model.vectorize_sources(DATA.sources[:5])
@@ -84,16 +42,6 @@ def test_decode_corpus_beam_width_one_equals_greedy_predict():
     beam = translation.decode_corpus(model, ids)
     assert model.beam_width == 3
     assert np.all(beam[1] >= greedy[1] - 1e-4)
-
-
-def test_translate_returns_text_and_alignments():
-    model = _model()
-    texts, alignments = model.translate(
-        DATA.sources[:2], return_alignments=True
-    )
-    assert all(isinstance(t, str) for t in texts)
-    words, source_words, weights = alignments[0]
-    assert weights.shape == (len(words), len(source_words))
 
 
 def test_alignment_accuracy_counts_argmax_on_gold_source_word():
@@ -143,26 +91,6 @@ def test_make_dataset_trims_batches_and_shifts_targets():
     start = model.target_vocabulary.index("[start]")
     assert np.all(target_in[:, 0] == start)
     np.testing.assert_array_equal(target_in[:, 1:], target_out[:, :-1])
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"embedding_dim": 0}, "embedding_dim=0"),
-        ({"units": -2}, "units=-2"),
-        ({"max_output_length": 0}, "max_output_length=0"),
-        ({"beam_width": 0}, "beam_width=0"),
-        ({"attention": "dot"}, "attention='dot'"),
-    ],
-)
-def test_invalid_translator_arguments_raise(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        _model(**kwargs)
-
-
-def test_target_vocabulary_without_start_token_raises():
-    with pytest.raises(ValueError, match=r"no '\[start\]' token"):
-        translation.Translator(["", "[UNK]", "a"], ["", "[UNK]", "[end]", "b"])
 
 
 def test_decode_corpus_invalid_beam_width_raises():

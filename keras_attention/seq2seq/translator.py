@@ -1,0 +1,363 @@
+"""An attention encoder-decoder translator (Bahdanau et al. / Luong et al.).
+
+`Translator` is a complete, serializable neural machine translation model
+built from this package: token ids → `Embedding(mask_zero=True)` → a
+bidirectional GRU encoder (the memory) → an `AttentionDecoderCell` (GRU,
+input feeding, Luong's attentional layer `tanh(W_c [c_t; h_t])`) started
+from the encoder's last states through a `Dense` bridge → a softmax over the
+target vocabulary. Both vocabularies are part of its config, so a saved
+`.keras` file translates raw text on its own (`Translator.translate`), and
+it loads after `import keras_attention` with `safe_mode=True`.
+`keras_attention.models.translation` builds, trains and evaluates it.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attention.data.translation import detokenize
+from keras_attention.data.translation import tokenize
+from keras_attention.seq2seq.attention import BahdanauAttention
+from keras_attention.seq2seq.attention import LuongAttention
+from keras_attention.seq2seq.cell import AttentionDecoder
+from keras_attention.seq2seq.cell import AttentionDecoderCell
+from keras_attention.seq2seq.decoding import beam_search_decode
+from keras_attention.seq2seq.decoding import greedy_decode
+
+START_TOKEN = "[start]"
+END_TOKEN = "[end]"
+_ATTENTIONS = ("bahdanau", "general", "concat")
+# Ids below this are "" (padding) and "[UNK]" in a TextVectorization vocab.
+_SPECIAL_IDS = 2
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"positive integer. Received: {name}={value!r}"
+        )
+
+
+def _vectorizer(vocabulary):
+    return keras.layers.TextVectorization(
+        standardize=None, split="whitespace", vocabulary=list(vocabulary)
+    )
+
+
+def target_text(text: str) -> str:
+    """The tokenized target with its start and end tokens."""
+    return f"{START_TOKEN} {tokenize(text)} {END_TOKEN}"
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class Translator(keras.Model):
+    """A BiGRU encoder and an attention GRU decoder over token ids.
+
+    Encoder: `h̄ = BiGRU(E_src x)`, the memory, masked where `x = 0`.
+    Decoder: `AttentionDecoderCell(GRUCell(units), attention,
+    attention_layer_units=units)` started at `tanh(W_b [→h̄_S; ←h̄_1])`;
+    `p(y_t | y_{<t}, x) = softmax(W_o ã_t)` where `ã_t = tanh(W_c [c_t;
+    h_t])` and `c_t` is the attention context. Trained with teacher forcing
+    on `(source_ids, target_input_ids)`; decoded greedily or with beam
+    search.
+
+    Args:
+        source_vocabulary: Source tokens by id; id 0 is padding, id 1
+            `[UNK]` (as `TextVectorization.get_vocabulary()` returns).
+        target_vocabulary: Target tokens by id, the same way, holding
+            `start_token` and `end_token`.
+        embedding_dim: Size of both embeddings. Defaults to `64`.
+        units: Units of each encoder direction and of the decoder.
+            Defaults to `64`.
+        attention: `"bahdanau"` (additive), `"general"` or `"concat"`
+            (Luong). Defaults to `"bahdanau"`.
+        max_output_length: Most tokens emitted by `call`/`decode`, the end
+            token included. Defaults to `50`.
+        beam_width: Beam width used by `call` (`1` is greedy). Defaults to
+            `1`.
+        length_penalty: GNMT length penalty exponent of beam search.
+            Defaults to `0.0`.
+        dropout: Dropout rate on the embeddings and the attentional
+            vectors during training. Defaults to `0.0`.
+        start_token: Defaults to `"[start]"`.
+        end_token: Defaults to `"[end]"`.
+        **kwargs: `keras.Model` keyword arguments such as `name`.
+
+    Call arguments:
+        inputs: Source ids `(batch_size, source_time)` to translate, or a
+            tuple `(source_ids, target_input_ids)` for teacher forcing
+            (training), the target input starting with the start token.
+        training: Whether dropout is active.
+
+    Returns:
+        For source ids, the tuple `(tokens, scores, alignments)` of
+        `keras_attention.seq2seq.DecodeResult`: `(batch_size,
+        max_output_length)` int32, `(batch_size,)` log-probabilities and
+        `(batch_size, max_output_length, source_time)` weights. For a
+        tuple, the logits `(batch_size, target_time, target_vocab_size)`
+        in `float32`.
+
+    Example:
+
+    >>> model = keras_attention.seq2seq.Translator(
+    ...     ["", "[UNK]", "ein", "hund"],
+    ...     ["", "[UNK]", "[start]", "[end]", "a", "dog"],
+    ...     embedding_dim=8,
+    ...     units=8,
+    ...     max_output_length=4,
+    ... )
+    >>> tokens, scores, alignments = model(np.array([[2, 3]]))
+    >>> tuple(tokens.shape), tuple(alignments.shape)
+    ((1, 4), (1, 4, 2))
+    >>> len(model.translate(["ein hund"]))
+    1
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(
+        self,
+        source_vocabulary,
+        target_vocabulary,
+        embedding_dim=64,
+        units=64,
+        attention="bahdanau",
+        max_output_length=50,
+        beam_width=1,
+        length_penalty=0.0,
+        dropout=0.0,
+        start_token=START_TOKEN,
+        end_token=END_TOKEN,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("embedding_dim", embedding_dim),
+            ("units", units),
+            ("max_output_length", max_output_length),
+            ("beam_width", beam_width),
+        ):
+            _check_positive_int(name, value)
+        if attention not in _ATTENTIONS:
+            raise ValueError(
+                "Received an invalid value for argument `attention`, "
+                f"expected one of {list(_ATTENTIONS)}. "
+                f"Received: attention={attention!r}"
+            )
+        self.source_vocabulary = [str(w) for w in source_vocabulary]
+        self.target_vocabulary = [str(w) for w in target_vocabulary]
+        for token in (start_token, end_token):
+            if token not in self.target_vocabulary:
+                raise ValueError(
+                    f"The target vocabulary has no {token!r} token; build it "
+                    "from texts made by `target_text`. Received: "
+                    f"target_vocabulary[:10]={self.target_vocabulary[:10]}"
+                )
+        self.embedding_dim = embedding_dim
+        self.units = units
+        self.attention = attention
+        self.max_output_length = max_output_length
+        self.beam_width = beam_width
+        self.length_penalty = float(length_penalty)
+        self.dropout = float(dropout)
+        self.start_token = start_token
+        self.end_token = end_token
+        self.start_id = self.target_vocabulary.index(start_token)
+        self.end_id = self.target_vocabulary.index(end_token)
+
+        self.source_embedding = keras.layers.Embedding(
+            len(self.source_vocabulary),
+            embedding_dim,
+            mask_zero=True,
+            name="source_embedding",
+        )
+        self.encoder = keras.layers.Bidirectional(
+            keras.layers.GRU(units, return_sequences=True, return_state=True),
+            name="encoder",
+        )
+        self.bridge = keras.layers.Dense(
+            units, activation="tanh", name="bridge"
+        )
+        self.target_embedding = keras.layers.Embedding(
+            len(self.target_vocabulary),
+            embedding_dim,
+            mask_zero=True,
+            name="target_embedding",
+        )
+        if attention == "bahdanau":
+            mechanism = BahdanauAttention(units, name="attention")
+        else:
+            mechanism = LuongAttention(attention, units=units, name="attention")
+        self.decoder_cell = AttentionDecoderCell(
+            keras.layers.GRUCell(units, name="gru_cell"),
+            mechanism,
+            attention_layer_units=units,
+            name="decoder_cell",
+        )
+        self.decoder = AttentionDecoder(
+            self.decoder_cell, return_alignments=True, name="decoder"
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.output_layer = keras.layers.Dense(
+            len(self.target_vocabulary), name="output_layer"
+        )
+        # Every size is known now, so the variables are created here: a
+        # loaded model is complete before its weights are read.
+        self.source_embedding.build((None, None))
+        self.encoder.build((None, None, embedding_dim))
+        self.bridge.build((None, 2 * units))
+        self.target_embedding.build((None, None))
+        self.decoder.build((None, None, embedding_dim), (None, None, 2 * units))
+        self.output_layer.build((None, units))
+        self.built = True
+
+    def encode(self, source_ids, training=None):
+        """Returns `(memory, memory_mask, initial_decoder_state)`."""
+        source_ids = ops.cast(source_ids, "int32")
+        mask = ops.not_equal(source_ids, 0)
+        x = self.dropout_layer(
+            self.source_embedding(source_ids), training=training
+        )
+        memory, forward, backward = self.encoder(
+            x, mask=mask, training=training
+        )
+        state = self.bridge(ops.concatenate([forward, backward], axis=-1))
+        return memory, mask, state
+
+    def teacher_forcing(self, source_ids, target_input_ids, training=None):
+        """Logits and alignments with the gold target fed at every step.
+
+        Args:
+            source_ids: `(batch_size, source_time)`.
+            target_input_ids: `(batch_size, target_time)`, starting with
+                the start token; id 0 is padding.
+            training: Whether dropout is active.
+
+        Returns:
+            `(logits, alignments)`: `(batch_size, target_time, vocab)` in
+            `float32` and `(batch_size, target_time, source_time)`; row `t`
+            of the alignments belongs to the step that predicts target
+            token `t + 1`.
+        """
+        memory, memory_mask, state = self.encode(source_ids, training)
+        target_input_ids = ops.cast(target_input_ids, "int32")
+        y = self.dropout_layer(
+            self.target_embedding(target_input_ids), training=training
+        )
+        outputs, alignments = self.decoder(
+            y,
+            memory,
+            memory_mask=memory_mask,
+            initial_state=[state],
+            inputs_mask=ops.not_equal(target_input_ids, 0),
+            training=training,
+        )
+        outputs = self.dropout_layer(outputs, training=training)
+        logits = ops.cast(self.output_layer(outputs), "float32")
+        return logits, alignments
+
+    def decode(self, source_ids, beam_width=None):
+        """Translates ids; returns a `keras_attention.seq2seq.DecodeResult`."""
+        beam_width = self.beam_width if beam_width is None else beam_width
+        memory, memory_mask, state = self.encode(source_ids, training=False)
+        common = {
+            "cell": self.decoder_cell,
+            "memory": memory,
+            "embedding": self.target_embedding,
+            "output_layer": self.output_layer,
+            "start_token": self.start_id,
+            "end_token": self.end_id,
+            "max_length": self.max_output_length,
+            "memory_mask": memory_mask,
+            "cell_state": [state],
+        }
+        if beam_width == 1:
+            return greedy_decode(**common)
+        return beam_search_decode(
+            **common, beam_width=beam_width, length_penalty=self.length_penalty
+        )
+
+    def call(self, inputs, training=None):
+        if isinstance(inputs, (list, tuple)):
+            source_ids, target_input_ids = inputs
+            logits, _ = self.teacher_forcing(
+                source_ids, target_input_ids, training=training
+            )
+            return logits
+        result = self.decode(inputs)
+        return result.tokens, result.scores, result.alignments
+
+    def vectorize_sources(self, texts):
+        """Raw source texts → padded ids `(batch_size, longest)` (NumPy)."""
+        ids = _vectorizer(self.source_vocabulary)([tokenize(t) for t in texts])
+        return np.asarray(ops.convert_to_numpy(ids), dtype="int32")
+
+    def vectorize_targets(self, texts):
+        """Raw target texts → ids of `[start] ... [end]`, padded (NumPy)."""
+        ids = _vectorizer(self.target_vocabulary)(
+            [target_text(t) for t in texts]
+        )
+        return np.asarray(ops.convert_to_numpy(ids), dtype="int32")
+
+    def tokens_to_words(self, tokens):
+        """One id sequence → its words, up to the end token."""
+        words = []
+        for token in np.asarray(tokens).tolist():
+            if token == self.end_id:
+                break
+            if token >= _SPECIAL_IDS and token != self.start_id:
+                words.append(self.target_vocabulary[token])
+            elif token == 1:
+                words.append("[UNK]")
+        return words
+
+    def translate(self, texts, beam_width=None, return_alignments=False):
+        """Translates raw texts eagerly.
+
+        Args:
+            texts: A list of source sentences.
+            beam_width: Defaults to the model's `beam_width`.
+            return_alignments: Whether to also return, per sentence, the
+                `(target_words, source_words, weights)` triple for plots.
+
+        Returns:
+            The detokenized translations, and the alignments if asked.
+        """
+        ids = self.vectorize_sources(texts)
+        result = self.decode(ids, beam_width=beam_width)
+        tokens = ops.convert_to_numpy(result.tokens)
+        weights = ops.convert_to_numpy(result.alignments)
+        translations, alignments = [], []
+        for i, text in enumerate(texts):
+            words = self.tokens_to_words(tokens[i])
+            translations.append(detokenize(words))
+            source_words = tokenize(text).split()
+            alignments.append(
+                (
+                    words,
+                    source_words,
+                    weights[i, : len(words), : len(source_words)],
+                )
+            )
+        if return_alignments:
+            return translations, alignments
+        return translations
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "source_vocabulary": self.source_vocabulary,
+            "target_vocabulary": self.target_vocabulary,
+            "embedding_dim": self.embedding_dim,
+            "units": self.units,
+            "attention": self.attention,
+            "max_output_length": self.max_output_length,
+            "beam_width": self.beam_width,
+            "length_penalty": self.length_penalty,
+            "dropout": self.dropout,
+            "start_token": self.start_token,
+            "end_token": self.end_token,
+        }

@@ -1,0 +1,114 @@
+"""keras_attention.seq2seq.Translator: decoding, teacher forcing, saving."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention import seq2seq
+from keras_attention.data.translation import make_synthetic_translation
+from keras_attention.models.translation import build_vocabularies
+
+DATA = make_synthetic_translation(40, seed=5)
+
+
+def _model(**kwargs):
+    source_vocabulary, target_vocabulary = build_vocabularies(
+        DATA.sources, DATA.targets
+    )
+    defaults = {"embedding_dim": 8, "units": 8, "max_output_length": 6}
+    return seq2seq.Translator(
+        source_vocabulary, target_vocabulary, **{**defaults, **kwargs}
+    )
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "general", "concat"])
+def test_saved_translator_loads_in_safe_mode_with_same_outputs(
+    attention, tmp_path
+):
+    model = _model(attention=attention, beam_width=2)
+    ids = model.vectorize_sources(DATA.sources[:4])
+    expected = model.predict(ids, verbose=0)
+    path = os.path.join(tmp_path, "translator.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert isinstance(loaded, seq2seq.Translator)
+    assert loaded.get_config() == model.get_config()
+    for got, want in zip(loaded.predict(ids, verbose=0), expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert loaded.translate(DATA.sources[:2]) == model.translate(
+        DATA.sources[:2]
+    )
+
+
+def test_call_on_source_ids_decodes_and_on_a_pair_teacher_forces():
+    model = _model()
+    source = model.vectorize_sources(DATA.sources[:3])
+    target = model.vectorize_targets(DATA.targets[:3])
+    tokens, scores, alignments = model(source)
+    assert tuple(tokens.shape) == (3, 6)
+    assert tuple(scores.shape) == (3,)
+    assert tuple(alignments.shape) == (3, 6, source.shape[1])
+    logits = model((source, target[:, :-1]))
+    vocab = len(model.target_vocabulary)
+    assert tuple(logits.shape) == (3, target.shape[1] - 1, vocab)
+    _, forced = model.teacher_forcing(source, target[:, :-1])
+    forced = np.asarray(forced)
+    # No attention on source padding, none from target padding.
+    assert np.all(
+        forced[source[:, None, :].repeat(forced.shape[1], 1) == 0] == 0
+    )
+    assert np.all(forced[target[:, :-1] == 0] == 0)
+
+
+def test_translate_returns_text_and_alignments():
+    model = _model()
+    texts, alignments = model.translate(
+        DATA.sources[:2], return_alignments=True
+    )
+    assert all(isinstance(t, str) for t in texts)
+    words, source_words, weights = alignments[0]
+    assert weights.shape == (len(words), len(source_words))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"embedding_dim": 0}, "embedding_dim=0"),
+        ({"units": -2}, "units=-2"),
+        ({"max_output_length": 0}, "max_output_length=0"),
+        ({"beam_width": 0}, "beam_width=0"),
+        ({"attention": "dot"}, "attention='dot'"),
+    ],
+)
+def test_invalid_translator_arguments_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _model(**kwargs)
+
+
+def test_target_vocabulary_without_start_token_raises():
+    with pytest.raises(ValueError, match=r"no '\[start\]' token"):
+        seq2seq.Translator(["", "[UNK]", "a"], ["", "[UNK]", "[end]", "b"])
+
+
+def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
+    path = os.path.join(tmp_path, "translator.keras")
+    _model().save(path)
+    code = (
+        "import keras, keras_attention\n"
+        f"model = keras.saving.load_model({path!r}, safe_mode=True)\n"
+        "print(type(model).__name__)\n"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("Translator")
