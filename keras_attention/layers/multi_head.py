@@ -78,6 +78,60 @@ def _sliding_window_mask(query_length, key_length, window):
     return ops.less(ops.abs(rows - cols), window)
 
 
+_DOT_SCORES = (scores_lib.DotScore, scores_lib.ScaledDotScore)
+
+
+def _softmax(logits, mask):
+    """`ka_ops.masked_softmax`, with the fused softmax when nothing is masked.
+
+    Without a mask the backend's own softmax is one fused kernel, faster than
+    the written-out masked form; it is skipped for a single key, where
+    `keras.ops.softmax` warns.
+    """
+    if mask is None and logits.shape[-1] != 1:
+        dtype = ka_ops.logits_dtype(logits.dtype)
+        return ops.softmax(ops.cast(logits, dtype), axis=-1)
+    return ka_ops.masked_softmax(logits, mask)
+
+
+def _dot_attention(query, key, value, mask):
+    """`softmax(q·k) v` on `(B, T, heads, depth)`, with its own gradient.
+
+    The backward pass is the one of FlashAttention (Dao et al. 2022): the
+    row term of the softmax gradient, `Σ_k w_qk dw_qk`, equals
+    `dout_q · out_q`, a sum over `depth` instead of over `Tk`, which saves
+    two passes over the `(Tq, Tk)` weights. The einsums keep the weights on
+    the right-hand side of contractions over the query axis, the order
+    XLA turns into matmuls without transposing `(Tq, Tk)` tensors. `query`
+    and `key` come in the logits dtype, `value` in the compute dtype.
+    """
+
+    @ops.custom_gradient
+    def attend(query, key, value):
+        weights = _softmax(ops.einsum("bqnd,bknd->bnqk", query, key), mask)
+        cast_weights = ops.cast(weights, value.dtype)
+        output = ops.einsum("bnqk,bknd->bqnd", cast_weights, value)
+
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            d_value = ops.einsum("bqnd,bnqk->bknd", upstream, cast_weights)
+            d_weights = ops.einsum("bqnd,bknd->bnqk", upstream, value)
+            dtype = weights.dtype
+            row = ops.sum(
+                ops.cast(upstream, dtype) * ops.cast(output, dtype), axis=-1
+            )
+            row = ops.expand_dims(ops.transpose(row, (0, 2, 1)), -1)
+            d_logits = weights * (ops.cast(d_weights, dtype) - row)
+            d_query = ops.einsum("bnqk,bknd->bqnd", d_logits, key)
+            d_key = ops.einsum("bqnd,bnqk->bknd", query, d_logits)
+            return d_query, d_key, d_value
+
+        return output, grad
+
+    return attend(query, key, value)
+
+
 class _Untracked:
     """Hides a layer from Keras's attribute tracking until `build`.
 
@@ -249,10 +303,9 @@ class _MultiHeadBase(keras.layers.Layer):
         return y
 
     def _split_heads(self, x, depth):
-        """`(B, T, heads·depth)` → `(B, heads, T, depth)`."""
+        """`(B, T, heads·depth)` → `(B, T, heads, depth)`, a free reshape."""
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (batch, length, self.num_heads, depth))
-        return ops.transpose(x, (0, 2, 1, 3))
+        return ops.reshape(x, (batch, length, self.num_heads, depth))
 
     def _project(self, x, dense, depth):
         y = self._linear(x, dense)
@@ -310,23 +363,51 @@ class _MultiHeadBase(keras.layers.Layer):
             mask = per_head if mask is None else ops.logical_and(mask, per_head)
         return mask
 
-    def _attend(self, query, key, value, mask, training):
-        """Attention on `(B, heads, T, depth)` tensors, heads as batch."""
-        logits = self.score(query, key)
-        weights = ka_ops.masked_softmax(logits, mask)
+    def _dot_inputs(self, query, key):
+        """Query and key of a dot score, in the logits dtype, query scaled."""
+        dtype = ka_ops.logits_dtype(query.dtype)
+        query, key = ops.cast(query, dtype), ops.cast(key, dtype)
+        if type(self.score) is scores_lib.ScaledDotScore:
+            # Scaling the query costs `T·depth`, scaling logits `Tq·Tk`.
+            query = query * (1.0 / math.sqrt(query.shape[-1]))
+        return query, key
+
+    def _logits(self, query, key):
+        """Logits `(B, heads, Tq, Tk)` from `(B, T, heads, depth)` heads."""
+        if type(self.score) in _DOT_SCORES:
+            # Without moving the heads in front: one einsum that the
+            # backends turn into a batched matmul.
+            query, key = self._dot_inputs(query, key)
+            return ops.einsum("bqnd,bknd->bnqk", query, key)
+        # Scores take `(..., T, depth)`, so the heads become a batch axis.
+        return self.score(
+            ops.transpose(query, (0, 2, 1, 3)),
+            ops.transpose(key, (0, 2, 1, 3)),
+        )
+
+    def _attend(self, query, key, value, mask, training, return_weights):
+        """Attention on `(B, T, heads, depth)` heads.
+
+        Returns the context `(B, Tq, heads, Dv)` and the weights
+        `(B, heads, Tq, Tk)` (`None` unless `return_weights`).
+        """
+        dropout = self.dropout > 0 and training is not None
+        dropout = dropout and training is not False
+        if type(self.score) in _DOT_SCORES and not (dropout or return_weights):
+            query, key = self._dot_inputs(query, key)
+            return _dot_attention(query, key, value, mask), None
+        weights = _softmax(self._logits(query, key), mask)
         weights = ops.cast(weights, value.dtype)
         applied = weights
         if self.dropout > 0:
             applied = self._dropout_layer(weights, training=training)
-        return ops.matmul(applied, value), weights
+        return ops.einsum("bnqk,bknd->bqnd", applied, value), weights
 
     def _output(self, context, gate_input=None):
-        """`(B, heads, Tq, Dv)` context → output `(B, Tq, *out)`."""
-        batch, length = ops.shape(context)[0], ops.shape(context)[2]
+        """`(B, Tq, heads, Dv)` context → output `(B, Tq, *out)`."""
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
         depth = self.num_heads * context.shape[-1]
-        context = ops.reshape(
-            ops.transpose(context, (0, 2, 1, 3)), (batch, length, depth)
-        )
+        context = ops.reshape(context, (batch, length, depth))
         if gate_input is not None:
             gate = ops.sigmoid(self._linear(gate_input, self._gate_dense))
             self._activity(gate)
@@ -598,7 +679,9 @@ class MultiHeadAttention(_MultiHeadBase):
         q = self._project(query, self._query_dense, self.key_dim)
         k = self._project(key, self._key_dense, self.key_dim)
         v = self._project(value, self._value_dense, value_dim)
-        context, weights = self._attend(q, k, v, mask, training)
+        context, weights = self._attend(
+            q, k, v, mask, training, return_attention_scores
+        )
         output = self._output(context, query if self.use_gate else None)
         if return_attention_scores:
             return output, weights

@@ -180,7 +180,9 @@ class SelfAttention(multi_head._MultiHeadBase):
             use_causal_mask,
         )
         q, k, v = self._fused_projections(inputs)
-        context, weights = self._attend(q, k, v, combined, training)
+        context, weights = self._attend(
+            q, k, v, combined, training, return_attention_scores
+        )
         output = self._output(context)
         if return_attention_scores:
             return output, weights

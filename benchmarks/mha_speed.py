@@ -1,0 +1,232 @@
+"""Training-step speed of our multi-head attention against Keras's.
+
+Times one forward and backward pass (gradients with respect to the weights
+and the inputs) of `keras_attention.MultiHeadAttention` against
+`keras.layers.MultiHeadAttention` (cross-attention: `layer(query, value)`),
+and of `keras_attention.SelfAttention` against Keras's layer called as
+`mha(x, x)` (self-attention); our `MultiHeadAttention` called as `mha(x, x)`
+is SelfAttention without the fused QKV projection, which shows what the
+fusion brings. Both layers of a pair hold the same weights
+and run inside one process, in alternating repetitions; the table reports
+medians of CPU time (all threads of the process: on a shared machine it
+counts the work done rather than the wait for a core), the median of the
+per-repetition ratios `keras_time / our_time` (above 1 means we are faster)
+in CPU and in wall time, and the achieved GFLOP per CPU-second of our layer
+with its share of this machine's float32 matmul peak, measured the same way
+by the same script on one large matmul. FLOPs count the forward pass
+(`8·B·N·D²` for the four projections, `4·B·N²·D` for the two attention
+matmuls) times three for forward plus backward.
+
+Example:
+
+    python benchmarks/mha_speed.py             # full run, a few minutes
+    python benchmarks/mha_speed.py --quick     # tiny smoke run
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import keras_attention  # noqa: E402
+
+KINDS = {
+    "cross": "cross: MultiHeadAttention(q, v)",
+    "self": "self: SelfAttention(x)",
+    "self-unfused": "self: our MultiHeadAttention(x, x)",
+}
+FULL_SHAPES = [(8, 512, 256, 8), (2, 2048, 256, 8)]
+QUICK_SHAPES = [(2, 64, 32, 4)]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny shapes and two repetitions: a smoke test, not a benchmark",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=10,
+        help="timed repetitions per layer (default: 10)",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=["graph", "xla"],
+        default=["graph", "xla"],
+        help="run the step as a plain tf.function graph (what model.fit "
+        "does on a CPU-only machine) and/or compiled with XLA "
+        "(jit_compile=True, model.fit's default with a GPU) "
+        "(default: both)",
+    )
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=list(KINDS),
+        default=list(KINDS),
+        help="which comparisons to run (default: all); 'self-unfused' is "
+        "our MultiHeadAttention called as mha(x, x), SelfAttention without "
+        "its fused QKV projection",
+    )
+    return parser.parse_args(argv)
+
+
+def attention_flops(batch, length, dim):
+    """Forward FLOPs: four `dim x dim` projections and two `T x T` matmuls."""
+    projections = 4 * 2 * batch * length * dim * dim
+    attention = 2 * 2 * batch * length * length * dim
+    return projections + attention
+
+
+def _timed(fn, *args):
+    """`(cpu_seconds, wall_seconds)` of one call, waiting for the result."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn(*args).numpy()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def matmul_peak(size, repeats):
+    """Best GFLOP per CPU-second and per second of a large float32 matmul.
+
+    The best repetition, not the median: a peak is what the machine can do.
+    """
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    step = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+    step(a, b).numpy()
+    times = [_timed(step, a, b) for _ in range(repeats)]
+    flops = 2 * size**3 / 1e9
+    cpu = min(t[0] for t in times)
+    wall = min(t[1] for t in times)
+    return flops / cpu, flops / wall
+
+
+def make_step(layer, inputs, jit_compile):
+    """A compiled forward + backward pass of `layer` on `inputs`."""
+
+    def step(*args):
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            output = layer(*args)
+            loss = tf.reduce_mean(tf.square(tf.cast(output, "float32")))
+        grads = tape.gradient(loss, list(args) + layer.trainable_weights)
+        # Reducing every gradient keeps them all alive until the end.
+        return loss + tf.add_n([tf.reduce_sum(g) for g in grads]) * 0.0
+
+    return tf.function(step, jit_compile=jit_compile)
+
+
+def build_pair(kind, batch, length, dim, heads):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(batch, length, dim)).astype("float32"))
+    theirs = keras.layers.MultiHeadAttention(heads, dim // heads)
+    if kind == "cross":
+        value = tf.constant(
+            rng.normal(size=(batch, length, dim)).astype("float32")
+        )
+        ours = keras_attention.MultiHeadAttention(heads, dim // heads)
+        ours_inputs = theirs_inputs = (x, value)
+    elif kind == "self-unfused":
+        ours = keras_attention.MultiHeadAttention(heads, dim // heads)
+        ours_inputs = theirs_inputs = (x, x)
+    else:
+        ours = keras_attention.SelfAttention(heads)
+        ours_inputs, theirs_inputs = (x,), (x, x)
+    theirs(*theirs_inputs)
+    ours(*ours_inputs)
+    ours.set_weights(theirs.get_weights())
+    return (ours, ours_inputs), (theirs, theirs_inputs)
+
+
+def time_pair(ours, theirs, repeats):
+    """Medians of each step and of the per-repetition time ratios.
+
+    The two steps alternate, and which one goes first alternates too, so
+    that load from other processes hits both alike. CPU time (all threads
+    of this process) is the main measure: on a shared machine it counts
+    the work done, where wall time also counts waiting for a core.
+    """
+    ours_step, ours_inputs = ours
+    theirs_step, theirs_inputs = theirs
+    for _ in range(2):  # Compile and warm up both.
+        ours_step(*ours_inputs).numpy()
+        theirs_step(*theirs_inputs).numpy()
+    rows = []
+    for r in range(repeats):
+        if r % 2 == 0:
+            mine = _timed(ours_step, *ours_inputs)
+            keras_time = _timed(theirs_step, *theirs_inputs)
+        else:
+            keras_time = _timed(theirs_step, *theirs_inputs)
+            mine = _timed(ours_step, *ours_inputs)
+        rows.append((mine, keras_time))
+    median = statistics.median
+    return {
+        "ours_cpu": median(m[0] for m, _ in rows),
+        "keras_cpu": median(k[0] for _, k in rows),
+        "ours_wall": median(m[1] for m, _ in rows),
+        "keras_wall": median(k[1] for _, k in rows),
+        "ratio_cpu": median(k[0] / m[0] for m, k in rows),
+        "ratio_wall": median(k[1] / m[1] for m, k in rows),
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    repeats = 2 if args.quick else args.repeats
+    peak_cpu, peak_wall = matmul_peak(
+        256 if args.quick else 2048, 3 if args.quick else 15
+    )
+    print(
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        f"{os.cpu_count()} CPU threads visible, {repeats} repetitions. "
+        f"float32 matmul peak: {peak_cpu:.1f} GFLOP per CPU-second "
+        f"({peak_wall:.1f} GFLOP/s wall)."
+    )
+    print()
+    print(
+        "| mode | attention | B | N | D | H | keras ms | ours ms | ratio "
+        "keras/ours | ratio (wall) | ours GFLOP/CPU-s | % of matmul peak |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for mode in args.modes:
+        for batch, length, dim, heads in shapes:
+            for kind in args.kinds:
+                (ours, ours_in), (theirs, theirs_in) = build_pair(
+                    kind, batch, length, dim, heads
+                )
+                jit = mode == "xla"
+                t = time_pair(
+                    (make_step(ours, ours_in, jit), ours_in),
+                    (make_step(theirs, theirs_in, jit), theirs_in),
+                    repeats,
+                )
+                flops = 3 * attention_flops(batch, length, dim) / 1e9
+                gflops = flops / t["ours_cpu"]
+                label = KINDS[kind]
+                print(
+                    f"| {mode} | {label} | {batch} | {length} | {dim} | "
+                    f"{heads} | {t['keras_cpu'] * 1e3:.0f} | "
+                    f"{t['ours_cpu'] * 1e3:.0f} | {t['ratio_cpu']:.2f} | "
+                    f"{t['ratio_wall']:.2f} | {gflops:.1f} | "
+                    f"{100 * gflops / peak_cpu:.0f}% |",
+                    flush=True,
+                )
+                keras.backend.clear_session()
+
+
+if __name__ == "__main__":
+    main()
