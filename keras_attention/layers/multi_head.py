@@ -570,7 +570,7 @@ class MultiHeadAttention(_MultiHeadBase):
     >>> query = np.random.rand(3, 5, 16).astype("float32")
     >>> value = np.random.rand(3, 7, 16).astype("float32")
     >>> output, weights = layer(query, value, return_attention_scores=True)
-    >>> output.shape, weights.shape
+    >>> tuple(output.shape), tuple(weights.shape)
     ((3, 5, 16), (3, 2, 5, 7))
 
     References:

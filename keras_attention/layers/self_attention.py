@@ -67,7 +67,7 @@ class SelfAttention(multi_head._MultiHeadBase):
     >>> layer = keras_attention.SelfAttention(num_heads=4)
     >>> x = np.random.rand(2, 10, 32).astype("float32")
     >>> output, weights = layer(x, return_attention_scores=True)
-    >>> output.shape, weights.shape
+    >>> tuple(output.shape), tuple(weights.shape)
     ((2, 10, 32), (2, 4, 10, 10))
 
     References:

@@ -400,19 +400,28 @@ def test_regularization_losses_match_keras():
 
 
 def test_mixed_float16_with_large_inputs_stays_finite():
+    # Logits of about 1e5 overflow float16; they are computed in float32.
     inputs = [rand(B, TQ, 32, scale=200.0), rand(B, TV, 32, scale=200.0)]
     reference = keras_attention.MultiHeadAttention(num_heads=2, key_dim=16)
     want = to_np(reference(*inputs))
     keras.config.set_dtype_policy("mixed_float16")
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=16)
-    out, weights = layer(*inputs, return_attention_scores=True)
+    layer(*inputs)
     layer.set_weights(reference.get_weights())
     out, weights = layer(*inputs, return_attention_scores=True)
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
     assert keras.backend.standardize_dtype(weights.dtype) == "float16"
-    out = to_np(out).astype("float32")
-    assert np.all(np.isfinite(out)) and np.all(np.isfinite(to_np(weights)))
-    np.testing.assert_allclose(out, want, atol=0.02 * np.abs(want).max())
+    assert np.all(np.isfinite(to_np(weights)))
+    # Without scores the dot score takes the hand-written-gradient path.
+    with tf.GradientTape() as tape:
+        fast = layer(*inputs)
+        loss = ops.sum(ops.cast(fast, "float32"))
+    grads = tape.gradient(loss, layer.trainable_weights)
+    assert all(np.all(np.isfinite(to_np(g))) for g in grads)
+    for got in (out, fast):
+        got = to_np(got).astype("float32")
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, atol=0.02 * np.abs(want).max())
 
 
 def test_xla_training_step():
@@ -436,6 +445,20 @@ def test_xla_training_step():
     # Key biases get no gradient: they shift a query's logits uniformly.
     key_bias = ["key/bias" in w.path for w in model.weights]
     assert all(c or k for c, k in zip(changed, key_bias, strict=True))
+
+
+def test_loads_the_config_of_a_keras_layer():
+    inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
+    theirs = keras.layers.MultiHeadAttention(
+        num_heads=2, key_dim=3, value_dim=4, output_shape=5, use_gate=True
+    )
+    theirs(*inputs)
+    ours = keras_attention.MultiHeadAttention.from_config(theirs.get_config())
+    ours(*inputs)
+    ours.set_weights(theirs.get_weights())
+    np.testing.assert_allclose(
+        to_np(ours(*inputs)), to_np(theirs(*inputs)), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_attention_axes_of_the_sequence_axis_is_accepted():
