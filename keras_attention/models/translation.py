@@ -241,6 +241,7 @@ def train_translator(
     verbose=1,
     max_source_tokens=None,
     max_target_tokens=None,
+    callbacks=None,
     **model_kwargs,
 ):
     """Builds a `Translator` on `train`'s vocabularies and fits it.
@@ -266,6 +267,7 @@ def train_translator(
         verbose: `fit`'s verbosity. Defaults to `1`.
         max_source_tokens: Optional source vocabulary size.
         max_target_tokens: Optional target vocabulary size.
+        callbacks: Optional extra Keras callbacks.
         **model_kwargs: `Translator` arguments (`embedding_dim`, `units`,
             `attention`, `max_output_length`, `beam_width`, `dropout`, ...).
 
@@ -303,7 +305,7 @@ def train_translator(
         index = strategy.cluster_resolver.task_id
         backup_dir = os.path.join(backup_dir, f"worker_{index}")
         checkpoint = os.path.join(output_dir, f"worker_{index}.keras")
-    callbacks = [
+    callbacks = list(callbacks or []) + [
         keras.callbacks.BackupAndRestore(backup_dir),
         keras.callbacks.EarlyStopping(
             monitor="val_loss", patience=patience, restore_best_weights=True
