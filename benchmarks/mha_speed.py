@@ -4,18 +4,18 @@ Times one forward and backward pass (gradients with respect to the weights
 and the inputs) of `keras_attention.MultiHeadAttention` against
 `keras.layers.MultiHeadAttention` (cross-attention: `layer(query, value)`),
 and of `keras_attention.SelfAttention` against Keras's layer called as
-`mha(x, x)` (self-attention); our `MultiHeadAttention` called as `mha(x, x)`
-is SelfAttention without the fused QKV projection, which shows what the
-fusion brings. Both layers of a pair hold the same weights
-and run inside one process, in alternating repetitions; the table reports
-medians of CPU time (all threads of the process: on a shared machine it
-counts the work done rather than the wait for a core), the median of the
-per-repetition ratios `keras_time / our_time` (above 1 means we are faster)
-in CPU and in wall time, and the achieved GFLOP per CPU-second of our layer
-with its share of this machine's float32 matmul peak, measured the same way
-by the same script on one large matmul. FLOPs count the forward pass
-(`8·B·N·D²` for the four projections, `4·B·N²·D` for the two attention
-matmuls) times three for forward plus backward.
+`mha(x, x)` (self-attention), also in a variant with one fused QKV matmul
+instead of three, to show what the fusion brings. Both layers of a pair
+hold the same weights and run inside one process, in alternating
+repetitions. The table reports medians of CPU time (all threads of the
+process: on a shared machine it counts the work done rather than the wait
+for a core), the median of the per-repetition ratios
+`keras_time / our_time` (above 1 means we are faster) in CPU and in wall
+time, and the achieved GFLOP per CPU-second of our layer with its share of
+this machine's float32 matmul peak, measured the same way by the same
+script on one large matmul. FLOPs count the forward pass (`8·B·N·D²` for
+the four projections, `4·B·N²·D` for the two attention matmuls) times
+three for forward plus backward.
 
 Example:
 
@@ -39,8 +39,34 @@ import keras_attention  # noqa: E402
 KINDS = {
     "cross": "cross: MultiHeadAttention(q, v)",
     "self": "self: SelfAttention(x)",
-    "self-unfused": "self: our MultiHeadAttention(x, x)",
+    "self-fused": "self: SelfAttention(x), fused QKV",
 }
+
+
+class FusedQKVSelfAttention(keras_attention.SelfAttention):
+    """SelfAttention with Q, K and V from one matmul on joined kernels.
+
+    Kept here, not in the package, because it measured no faster (see
+    BENCHMARKS.md); this is the variant that was measured.
+    """
+
+    def _project(self, x, dense, depth):
+        if dense is self._query_dense:
+            denses = (self._query_dense, self._key_dense, self._value_dense)
+            kernel = tf.concat(
+                [tf.reshape(d.kernel, (x.shape[-1], -1)) for d in denses], -1
+            )
+            bias = tf.concat([tf.reshape(d.bias, (-1,)) for d in denses], 0)
+            qkv = tf.matmul(x, kernel) + bias
+            key_dim, value_dim = self._head_dims
+            q, self._k, self._v = tf.split(
+                qkv, [self.num_heads * key_dim] * 2 + [-1], axis=-1
+            )
+            return self._split_heads(q, key_dim)
+        fused = self._k if dense is self._key_dense else self._v
+        return self._split_heads(fused, depth)
+
+
 FULL_SHAPES = [(8, 512, 256, 8), (2, 2048, 256, 8)]
 QUICK_SHAPES = [(2, 64, 32, 4)]
 
@@ -76,9 +102,8 @@ def parse_args(argv=None):
         nargs="+",
         choices=list(KINDS),
         default=list(KINDS),
-        help="which comparisons to run (default: all); 'self-unfused' is "
-        "our MultiHeadAttention called as mha(x, x), SelfAttention without "
-        "its fused QKV projection",
+        help="which comparisons to run (default: all); 'self-fused' is "
+        "SelfAttention with one fused QKV matmul instead of three",
     )
     return parser.parse_args(argv)
 
@@ -138,11 +163,13 @@ def build_pair(kind, batch, length, dim, heads):
         )
         ours = keras_attention.MultiHeadAttention(heads, dim // heads)
         ours_inputs = theirs_inputs = (x, value)
-    elif kind == "self-unfused":
-        ours = keras_attention.MultiHeadAttention(heads, dim // heads)
-        ours_inputs = theirs_inputs = (x, x)
     else:
-        ours = keras_attention.SelfAttention(heads)
+        cls = (
+            FusedQKVSelfAttention
+            if kind == "self-fused"
+            else keras_attention.SelfAttention
+        )
+        ours = cls(heads)
         ours_inputs, theirs_inputs = (x,), (x, x)
     theirs(*theirs_inputs)
     ours(*ours_inputs)

@@ -1,7 +1,6 @@
 """BERT-style multi-head self-attention on one input sequence."""
 
 import keras
-from keras import ops
 
 from keras_attention.layers import multi_head
 
@@ -14,7 +13,7 @@ class SelfAttention(multi_head._MultiHeadBase):
     `V = H W_v` and computes `softmax(Q Kᵀ / sqrt(d_k)) V`; the heads are
     concatenated and projected back to the input depth, so the output has the
     shape of the input (the attention block of BERT and the Transformer
-    encoder). The three projections run as one fused matmul.
+    encoder).
 
     The variables are those of `keras.layers.MultiHeadAttention` called as
     `mha(x, x)` with `output_shape=None` (`query`, `key`, `value` and
@@ -139,28 +138,6 @@ class SelfAttention(multi_head._MultiHeadBase):
             input_shape, input_shape, input_shape, key_dim, value_dim, (dim,)
         )
 
-    def _fused_projections(self, inputs):
-        """`Q`, `K`, `V` from one matmul on the concatenated kernels."""
-        dim = inputs.shape[-1]
-        denses = (self._query_dense, self._key_dense, self._value_dense)
-        kernel = ops.concatenate(
-            [ops.reshape(d.kernel, (dim, -1)) for d in denses], axis=-1
-        )
-        bias = None
-        if self.use_bias:
-            bias = ops.concatenate([ops.reshape(d.bias, (-1,)) for d in denses])
-        qkv = self._linear(inputs, None, kernel=kernel, bias=bias)
-        key_dim, value_dim = self._head_dims
-        split = self.num_heads * key_dim
-        q, k, v = ops.split(qkv, [split, 2 * split], axis=-1)
-        for projection in (q, k, v):
-            self._activity(projection)
-        return (
-            self._split_heads(q, key_dim),
-            self._split_heads(k, key_dim),
-            self._split_heads(v, value_dim),
-        )
-
     def call(
         self,
         inputs,
@@ -179,7 +156,10 @@ class SelfAttention(multi_head._MultiHeadBase):
             attention_mask,
             use_causal_mask,
         )
-        q, k, v = self._fused_projections(inputs)
+        key_dim, value_dim = self._head_dims
+        q = self._project(inputs, self._query_dense, key_dim)
+        k = self._project(inputs, self._key_dense, key_dim)
+        v = self._project(inputs, self._value_dense, value_dim)
         context, weights = self._attend(
             q, k, v, combined, training, return_attention_scores
         )
