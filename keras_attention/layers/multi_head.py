@@ -100,10 +100,11 @@ def _dot_attention(query, key, value, mask):
     The backward pass is the one of FlashAttention (Dao et al. 2022): the
     row term of the softmax gradient, `Σ_k w_qk dw_qk`, equals
     `dout_q · out_q`, a sum over `depth` instead of over `Tk`, which saves
-    two passes over the `(Tq, Tk)` weights. The einsums keep the weights on
-    the right-hand side of contractions over the query axis, the order
-    XLA turns into matmuls without transposing `(Tq, Tk)` tensors. `query`
-    and `key` come in the logits dtype, `value` in the compute dtype.
+    two passes over the `(Tq, Tk)` weights. The `(Tq, Tk)` tensors are the
+    right-hand operand of the contractions over the query axis: under XLA
+    the swapped order measured about 1.4x slower (see BENCHMARKS.md).
+    `query` and `key` come in the logits dtype, `value` in the compute
+    dtype.
     """
 
     @ops.custom_gradient
