@@ -1,0 +1,274 @@
+"""A sentence classifier built on structured self-attention (Lin et al.).
+
+`build_sentiment_classifier` assembles the model of the sentiment example:
+raw strings → the adapted `TextVectorization` (inside the model, so a saved
+`.keras` file takes raw text) → `Embedding(mask_zero=True)` → a BiLSTM →
+`keras_attention.StructuredSelfAttention` → an MLP → softmax. The helpers
+below read the attention back per sentence and score it: how much of it
+lands on the tokens that decide the label (`attention_on_cues`) and how
+much the hops repeat each other (`attention_redundancy`).
+"""
+
+import re
+
+import keras
+import numpy as np
+
+from keras_attention.layers.structured import StructuredSelfAttention
+
+#: Keys of the model's output dict, in `keras.tree.flatten` (sorted) order.
+OUTPUT_NAMES = ("attention", "embedding", "probabilities")
+
+# What `TextVectorization(standardize="lower_and_strip_punctuation")` strips
+# (the same pattern `keras_attention.data.tokens_for` uses): a whitespace
+# token made only of these characters yields no position.
+_PUNCTUATION = re.compile(r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']')
+
+
+def build_sentiment_classifier(
+    vectorizer,
+    embedding_dim=64,
+    lstm_units=64,
+    attention_units=32,
+    num_hops=4,
+    penalty_coefficient=0.1,
+    mlp_units=64,
+    num_classes=2,
+    dropout=0.2,
+    recurrent_dropout=0.0,
+    name="sentiment_classifier",
+):
+    """Builds the raw-text BiLSTM + structured self-attention classifier.
+
+    The model takes one string per example (`keras.Input(shape=(1,),
+    dtype="string")`; a plain `(batch_size,)` array of Python strings
+    works too) and returns a dict:
+
+    - `"probabilities"`: class probabilities `(batch_size, num_classes)`,
+      computed in `float32`;
+    - `"embedding"`: the flattened sentence embedding `M`,
+      `(batch_size, num_hops * 2 * lstm_units)`;
+    - `"attention"`: the hop weights `A`, `(batch_size, num_hops, time)`,
+      zero on padding. `time` is the longest sentence of the batch (unless
+      the vectorizer has an `output_sequence_length`), so
+      `model.predict` over batches of different lengths returns a ragged
+      tensor for it; `predict_sentiment` trims each sentence instead.
+
+    `keras.tree.flatten` orders the outputs by name: attention, embedding,
+    probabilities (`OUTPUT_NAMES`). Train with the loss on the
+    probabilities only, e.g. on `classifier_for_training(model)`; the
+    attention penalty joins the loss through `model.losses`.
+
+    Args:
+        vectorizer: An adapted `keras.layers.TextVectorization` with
+            `output_mode="int"` (0 = padding), e.g. from
+            `keras_attention.data.make_text_vectorizer`.
+        embedding_dim: Word embedding size. Defaults to `64`.
+        lstm_units: Units of each direction of the BiLSTM. Defaults to
+            `64`.
+        attention_units: Hidden size `d_a` of the attention MLP. Defaults
+            to `32`.
+        num_hops: Attention hops `r`. Defaults to `4`.
+        penalty_coefficient: Weight of the `‖AAᵀ − I‖²_F` penalty.
+            Defaults to `0.1`.
+        mlp_units: Hidden units of the classifier MLP. Defaults to `64`.
+        num_classes: Number of classes. Defaults to `2`.
+        dropout: Dropout rate on the sentence embedding and in the MLP.
+            Defaults to `0.2`.
+        recurrent_dropout: Dropout rate on the LSTM's recurrent state.
+            Defaults to `0.0`.
+        name: Model name. Defaults to `"sentiment_classifier"`.
+
+    Returns:
+        A functional `keras.Model` with the dict outputs above.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> vectorizer = make_text_vectorizer(["a good film", "a bad film"])
+    >>> model = build_sentiment_classifier(
+    ...     vectorizer, embedding_dim=8, lstm_units=4, num_hops=2
+    ... )
+    >>> outputs = model.predict(
+    ...     np.array(["not a bad film"], dtype=object), verbose=0
+    ... )
+    >>> outputs["probabilities"].shape, outputs["attention"].shape
+    ((1, 2), (1, 2, 4))
+    """
+    vocabulary_size = vectorizer.vocabulary_size()
+    sentences = keras.Input(shape=(1,), dtype="string", name="sentence")
+    token_ids = vectorizer(sentences)
+    embedded = keras.layers.Embedding(
+        vocabulary_size, embedding_dim, mask_zero=True, name="embedding"
+    )(token_ids)
+    hidden = keras.layers.Bidirectional(
+        keras.layers.LSTM(
+            lstm_units,
+            return_sequences=True,
+            recurrent_dropout=recurrent_dropout,
+        ),
+        name="bilstm",
+    )(embedded)
+    embedding, attention = StructuredSelfAttention(
+        units=attention_units,
+        num_hops=num_hops,
+        penalty_coefficient=penalty_coefficient,
+        name="attention",
+    )(hidden, return_attention_scores=True)
+    x = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding)
+    x = keras.layers.Dense(mlp_units, activation="relu", name="mlp")(x)
+    x = keras.layers.Dropout(dropout, name="mlp_dropout")(x)
+    probabilities = keras.layers.Dense(
+        num_classes, activation="softmax", dtype="float32", name="probabilities"
+    )(x)
+    outputs = {
+        "probabilities": probabilities,
+        "embedding": embedding,
+        "attention": attention,
+    }
+    return keras.Model(sentences, outputs, name=name)
+
+
+def classifier_for_training(model):
+    """The probabilities-only view of `model`, sharing its layers.
+
+    Compile and fit this view (`sparse_categorical_crossentropy`,
+    `accuracy`): its loss is on the class probabilities alone, plus the
+    attention penalty that the layer adds. Training it trains `model`.
+    """
+    return keras.Model(
+        model.inputs,
+        model.get_layer("probabilities").output,
+        name=f"{model.name}_probabilities",
+    )
+
+
+def _vectorizer_of(model):
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.TextVectorization):
+            return layer
+    raise ValueError(
+        f"Model {model.name!r} has no TextVectorization layer; expected a "
+        "model from `build_sentiment_classifier`."
+    )
+
+
+def predict_sentiment(model, sentences, batch_size=64):
+    """Runs `model` batch by batch and trims each sentence's attention.
+
+    Args:
+        model: A model from `build_sentiment_classifier` (or loaded from
+            its `.keras` file).
+        sentences: A list of strings.
+        batch_size: Sentences per call. Defaults to `64`.
+
+    Returns:
+        `(probabilities, attention)`: a `(num_sentences, num_classes)`
+        array and a list with one `(num_hops, length)` array per sentence,
+        `length` being its number of non-padding positions.
+    """
+    vectorizer = _vectorizer_of(model)
+    probabilities = []
+    attention = []
+    for start in range(0, len(sentences), batch_size):
+        batch = np.asarray(sentences[start : start + batch_size], dtype=object)
+        outputs = model.predict_on_batch(batch)
+        lengths = np.sum(
+            keras.ops.convert_to_numpy(vectorizer(batch)) != 0, axis=-1
+        )
+        probabilities.append(np.asarray(outputs["probabilities"]))
+        weights = np.asarray(outputs["attention"])
+        attention += [w[:, :n] for w, n in zip(weights, lengths, strict=True)]
+    if not probabilities:
+        raise ValueError("`sentences` is empty: nothing to predict.")
+    return np.concatenate(probabilities), attention
+
+
+def cue_positions(sentence, cue_mask, num_positions=None):
+    """Maps a per-whitespace-token cue mask onto the model's positions.
+
+    `TextVectorization` strips punctuation before splitting on whitespace,
+    so a token made only of punctuation (`"--"`, `","`) has no position and
+    the tokens after it move left. This follows that rule.
+
+    Args:
+        sentence: The sentence, as given to the model.
+        cue_mask: Booleans, one per whitespace token of `sentence`.
+        num_positions: The model's number of positions for the sentence
+            (e.g. from `predict_sentiment`); the mask is truncated to it.
+
+    Returns:
+        A boolean array with one entry per model position.
+    """
+    words = sentence.split()
+    cue_mask = np.asarray(cue_mask, dtype=bool)
+    if len(words) != len(cue_mask):
+        raise ValueError(
+            f"The cue mask has {len(cue_mask)} entries but the sentence has "
+            f"{len(words)} whitespace tokens: {sentence!r}"
+        )
+    kept = [bool(_PUNCTUATION.sub("", word)) for word in words]
+    positions = cue_mask[np.array(kept, dtype=bool)]
+    if num_positions is not None:
+        positions = positions[:num_positions]
+    return positions
+
+
+def attention_on_cues(attention, sentences, cue_masks):
+    """Mean share of the attention (averaged over hops) on cue tokens.
+
+    For each sentence the weights `(num_hops, length)` are averaged over
+    the hops into one distribution over its positions; its mass on the cue
+    positions is the sentence's share. Sentences with no attention at all
+    (empty after vectorization) are skipped.
+
+    Args:
+        attention: One `(num_hops, length)` array per sentence, as from
+            `predict_sentiment`.
+        sentences: The sentences.
+        cue_masks: One boolean array per sentence, one entry per
+            whitespace token, `True` on the tokens that decide the label.
+
+    Returns:
+        The mean share, a float in `[0, 1]`.
+    """
+    shares = []
+    for weights, sentence, mask in zip(
+        attention, sentences, cue_masks, strict=True
+    ):
+        weights = np.asarray(weights, dtype="float64").mean(axis=0)
+        cues = cue_positions(sentence, mask, num_positions=weights.shape[0])
+        if cues.shape[0] != weights.shape[0]:
+            raise ValueError(
+                f"{weights.shape[0]} attention positions but "
+                f"{cues.shape[0]} tokens after vectorization: {sentence!r}"
+            )
+        total = weights.sum()
+        if total > 0:
+            shares.append(weights[cues].sum() / total)
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def attention_redundancy(attention):
+    """Mean off-diagonal entry of `AAᵀ`: how much the hops overlap.
+
+    0 when the hops attend to disjoint positions, 1 when every hop puts all
+    its weight on the same single token. This is the redundancy that the
+    penalty `‖AAᵀ − I‖²_F` discourages.
+
+    Args:
+        attention: One `(num_hops, length)` array per sentence.
+
+    Returns:
+        The mean over sentences of the mean off-diagonal of `AAᵀ` (`0.0`
+        for a single hop).
+    """
+    values = []
+    for weights in attention:
+        weights = np.asarray(weights, dtype="float64")
+        hops = weights.shape[0]
+        if hops < 2:
+            return 0.0
+        gram = weights @ weights.T
+        values.append((gram.sum() - np.trace(gram)) / (hops * (hops - 1)))
+    return float(np.mean(values)) if values else float("nan")
