@@ -94,7 +94,7 @@ class StructuredSelfAttention(keras.layers.Layer):
     ... )
     >>> hidden = np.random.rand(2, 5, 4).astype("float32")
     >>> embedding, weights = layer(hidden, return_attention_scores=True)
-    >>> embedding.shape, weights.shape
+    >>> tuple(embedding.shape), tuple(weights.shape)
     ((2, 12), (2, 3, 5))
 
     References:

@@ -86,7 +86,7 @@ def build_sentiment_classifier(
 
     >>> from keras_attention.data import make_text_vectorizer
     >>> vectorizer = make_text_vectorizer(["a good film", "a bad film"])
-    >>> model = build_sentiment_classifier(
+    >>> model = keras_attention.models.build_sentiment_classifier(
     ...     vectorizer, embedding_dim=8, lstm_units=4, num_hops=2
     ... )
     >>> outputs = model.predict(
