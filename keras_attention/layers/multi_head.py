@@ -133,6 +133,42 @@ def _dot_attention(query, key, value, mask):
     return attend(query, key, value)
 
 
+_CHUNKABLE_SCORES = _DOT_SCORES + (scores_lib.CosineScore,)
+
+# With `chunk_size=None`, sequences at least this long use the chunked path
+# (when it applies): below it the dense path is as fast and fits easily in
+# memory (see BENCHMARKS.md, "Long sequences").
+AUTO_CHUNK_MIN_LENGTH = 2048
+AUTO_CHUNK_SIZE = 512
+
+
+def _check_chunk_size(chunk_size, score, dropout):
+    if chunk_size is None:
+        return None
+    if (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, int)
+        or chunk_size < 0
+    ):
+        raise _invalid(
+            "chunk_size", chunk_size, "None, 0 or a positive integer"
+        )
+    if chunk_size > 0 and type(score) not in _CHUNKABLE_SCORES:
+        raise ValueError(
+            "Chunked attention needs a dot-product score ('dot', "
+            "'scaled_dot' or 'cosine'); other scores need every (query, key) "
+            f"pair at once. Received: chunk_size={chunk_size}, "
+            f"score={type(score).__name__}"
+        )
+    if chunk_size > 0 and dropout > 0:
+        raise ValueError(
+            "Chunked attention never forms the attention weights, so it "
+            "cannot apply dropout to them; use chunk_size=None or 0 with "
+            f"dropout. Received: chunk_size={chunk_size}, dropout={dropout}"
+        )
+    return chunk_size
+
+
 class _Untracked:
     """Hides a layer from Keras's attribute tracking until `build`.
 
@@ -172,6 +208,7 @@ class _MultiHeadBase(keras.layers.Layer):
         bias_constraint,
         seed,
         score,
+        chunk_size=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -191,6 +228,9 @@ class _MultiHeadBase(keras.layers.Layer):
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.seed = seed
         self._score_holder = _Untracked(scores_lib.get(score))
+        self.chunk_size = _check_chunk_size(
+            chunk_size, self.score, self.dropout
+        )
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
@@ -386,6 +426,81 @@ class _MultiHeadBase(keras.layers.Layer):
             ops.transpose(key, (0, 2, 1, 3)),
         )
 
+    def _chunk_block(
+        self,
+        query_length,
+        key_length,
+        attention_mask,
+        window,
+        return_weights,
+        training,
+    ):
+        """The block size of the chunked path, or 0 for the dense one."""
+        unsupported = {
+            "attention_mask": attention_mask is not None,
+            "sliding_window": window is not None,
+            "return_attention_scores": return_weights,
+        }
+        if self.chunk_size:
+            for name, used in unsupported.items():
+                if used:
+                    raise ValueError(
+                        "Chunked attention supports padding masks and "
+                        f"causal masking only, not `{name}`: pass "
+                        f"chunk_size=0 or None to use `{name}`. Received: "
+                        f"chunk_size={self.chunk_size}"
+                    )
+            return self.chunk_size
+        if self.chunk_size == 0 or any(unsupported.values()):
+            return 0
+        if type(self.score) not in _CHUNKABLE_SCORES:
+            return 0
+        if self.dropout > 0 and training is not False:
+            return 0
+        lengths = (query_length, key_length)
+        if not all(isinstance(n, int) for n in lengths):
+            return 0
+        if max(lengths) < AUTO_CHUNK_MIN_LENGTH:
+            return 0
+        return AUTO_CHUNK_SIZE
+
+    def _chunked_attend(
+        self, query, key, value, query_mask, key_masks, causal, block
+    ):
+        """Chunked attention on `(B, T, heads, depth)` heads."""
+        key_mask = None
+        for m in key_masks:
+            if m is not None:
+                m = ops.cast(m, "bool")
+                key_mask = (
+                    m if key_mask is None else ops.logical_and(key_mask, m)
+                )
+        scale = None  # ScaledDotScore: 1 / sqrt(depth)
+        if type(self.score) is scores_lib.CosineScore:
+            dtype = ka_ops.logits_dtype(query.dtype)
+
+            def unit(x):
+                x = ops.cast(x, dtype)
+                norm = ops.sqrt(ops.sum(ops.square(x), -1, keepdims=True))
+                return x / ops.maximum(norm, self.score.epsilon)
+
+            query, key, scale = unit(query), unit(key), 1.0
+        elif type(self.score) is scores_lib.DotScore:
+            scale = 1.0
+        heads_first = (0, 2, 1, 3)
+        context = ka_ops.chunked_attention(
+            ops.transpose(query, heads_first),
+            ops.transpose(key, heads_first),
+            ops.transpose(value, heads_first),
+            scale=scale,
+            query_mask=query_mask,
+            key_mask=key_mask,
+            causal=causal,
+            query_chunk_size=block,
+            key_chunk_size=block,
+        )
+        return ops.transpose(context, heads_first)
+
     def _attend(self, query, key, value, mask, training, return_weights):
         """Attention on `(B, T, heads, depth)` heads.
 
@@ -449,6 +564,7 @@ class _MultiHeadBase(keras.layers.Layer):
             ),
             "seed": self.seed,
             "score": scores_lib.serialize(self.score),
+            "chunk_size": self.chunk_size,
         }
         return {**super().get_config(), **config}
 
@@ -539,6 +655,18 @@ class MultiHeadAttention(_MultiHeadBase):
             `"bilinear"`, `"additive"`, `"concat"`), a score config dict or a
             `keras_attention.scores.Score` instance, shared by the heads.
             Defaults to `"scaled_dot"`.
+        chunk_size: Memory-efficient attention for long sequences
+            (`keras_attention.ops.chunked_attention`: blocks of queries and
+            keys with an online softmax and a recomputing backward pass, so
+            memory grows linearly with the length). `None` (default) uses it
+            by itself when the query or key length is static and at least
+            2048, the score is a dot product (`"dot"`, `"scaled_dot"`,
+            `"cosine"`), no attention scores are requested, no dropout is
+            active and there is no `attention_mask` or sliding window;
+            otherwise the dense path. `0` is always dense. A positive value
+            is the block size, and then an unsupported combination raises
+            `ValueError`. Both paths give the same outputs and gradients
+            (to float32 rounding).
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -600,6 +728,7 @@ class MultiHeadAttention(_MultiHeadBase):
         use_gate=False,
         seed=None,
         score="scaled_dot",
+        chunk_size=None,
         **kwargs,
     ):
         super().__init__(
@@ -617,6 +746,7 @@ class MultiHeadAttention(_MultiHeadBase):
             bias_constraint=bias_constraint,
             seed=seed,
             score=score,
+            chunk_size=chunk_size,
             **kwargs,
         )
         self._output_shape = _output_shape_tuple(output_shape)
@@ -666,23 +796,45 @@ class MultiHeadAttention(_MultiHeadBase):
     ):
         if key is None:
             key = value
-        mask = self._mask(
-            query,
-            value,
-            query_mask,
-            value_mask,
-            key_mask,
-            attention_mask,
-            use_causal_mask,
-            window=self.sliding_window,
-        )
         value_dim = self.value_dim or self.key_dim
         q = self._project(query, self._query_dense, self.key_dim)
         k = self._project(key, self._key_dense, self.key_dim)
         v = self._project(value, self._value_dense, value_dim)
-        context, weights = self._attend(
-            q, k, v, mask, training, return_attention_scores
+        block = self._chunk_block(
+            query.shape[1],
+            value.shape[1],
+            attention_mask,
+            self.sliding_window,
+            return_attention_scores,
+            training,
         )
+        if block:
+            context, weights = (
+                self._chunked_attend(
+                    q,
+                    k,
+                    v,
+                    query_mask,
+                    (value_mask, key_mask),
+                    use_causal_mask,
+                    block,
+                ),
+                None,
+            )
+        else:
+            mask = self._mask(
+                query,
+                value,
+                query_mask,
+                value_mask,
+                key_mask,
+                attention_mask,
+                use_causal_mask,
+                window=self.sliding_window,
+            )
+            context, weights = self._attend(
+                q, k, v, mask, training, return_attention_scores
+            )
         output = self._output(context, query if self.use_gate else None)
         if return_attention_scores:
             return output, weights

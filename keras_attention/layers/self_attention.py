@@ -42,6 +42,18 @@ class SelfAttention(multi_head._MultiHeadBase):
         seed: Seed of the dropout. Defaults to `None`.
         score: Any `keras_attention.scores` identifier, shared by the heads.
             Defaults to `"scaled_dot"`, the formula above.
+        chunk_size: Memory-efficient attention for long sequences
+            (`keras_attention.ops.chunked_attention`: blocks of queries and
+            keys with an online softmax and a recomputing backward pass, so
+            memory grows linearly with the length). `None` (default) uses it
+            by itself when the query or key length is static and at least
+            2048, the score is a dot product (`"dot"`, `"scaled_dot"`,
+            `"cosine"`), no attention scores are requested, no dropout is
+            active and there is no `attention_mask` or sliding window;
+            otherwise the dense path. `0` is always dense. A positive value
+            is the block size, and then an unsupported combination raises
+            `ValueError`. Both paths give the same outputs and gradients
+            (to float32 rounding).
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -90,6 +102,7 @@ class SelfAttention(multi_head._MultiHeadBase):
         bias_constraint=None,
         seed=None,
         score="scaled_dot",
+        chunk_size=None,
         **kwargs,
     ):
         super().__init__(
@@ -109,6 +122,7 @@ class SelfAttention(multi_head._MultiHeadBase):
             bias_constraint=bias_constraint,
             seed=seed,
             score=score,
+            chunk_size=chunk_size,
             **kwargs,
         )
 
@@ -147,22 +161,37 @@ class SelfAttention(multi_head._MultiHeadBase):
         return_attention_scores=False,
         training=None,
     ):
-        combined = self._mask(
-            inputs,
-            inputs,
-            mask,
-            mask,
-            None,
-            attention_mask,
-            use_causal_mask,
-        )
         key_dim, value_dim = self._head_dims
         q = self._project(inputs, self._query_dense, key_dim)
         k = self._project(inputs, self._key_dense, key_dim)
         v = self._project(inputs, self._value_dense, value_dim)
-        context, weights = self._attend(
-            q, k, v, combined, training, return_attention_scores
+        length = inputs.shape[1]
+        block = self._chunk_block(
+            length,
+            length,
+            attention_mask,
+            None,
+            return_attention_scores,
+            training,
         )
+        if block:
+            context = self._chunked_attend(
+                q, k, v, mask, (mask,), use_causal_mask, block
+            )
+            weights = None
+        else:
+            combined = self._mask(
+                inputs,
+                inputs,
+                mask,
+                mask,
+                None,
+                attention_mask,
+                use_causal_mask,
+            )
+            context, weights = self._attend(
+                q, k, v, combined, training, return_attention_scores
+            )
         output = self._output(context)
         if return_attention_scores:
             return output, weights

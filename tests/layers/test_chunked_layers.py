@@ -1,0 +1,213 @@
+"""`chunk_size` of MultiHeadAttention and SelfAttention: chunked == dense."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_attention
+from keras_attention import ops as ka_ops
+from keras_attention.layers import multi_head
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.normal(size=shape).astype("float32")
+
+
+def outputs_and_grads(layer, inputs, **call_kwargs):
+    inputs = [tf.constant(x) for x in inputs]
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        out = layer(*inputs, **call_kwargs)
+        loss = tf.reduce_sum(tf.cast(out, "float32") ** 2)
+    grads = tape.gradient(loss, inputs + layer.trainable_variables)
+    return [np.asarray(out, "float32")] + [np.asarray(g) for g in grads]
+
+
+def assert_paths_agree(make, inputs, atol=1e-4, **call_kwargs):
+    dense = make(chunk_size=0)
+    chunked = make(chunk_size=3)
+    dense(*inputs, **call_kwargs)
+    chunked(*inputs, **call_kwargs)
+    chunked.set_weights(dense.get_weights())
+    want = outputs_and_grads(dense, inputs, **call_kwargs)
+    got = outputs_and_grads(chunked, inputs, **call_kwargs)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert np.all(np.isfinite(g)), i
+        np.testing.assert_allclose(g, w, atol=atol, rtol=1e-3, err_msg=str(i))
+
+
+@pytest.mark.parametrize("score", ["scaled_dot", "dot", "cosine"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_mha_chunked_equals_dense_with_masks(score, causal):
+    q, v, k = rand(2, 7, 6), rand(2, 7, 5), rand(2, 7, 4)
+    v_mask = np.ones((2, 7), bool)
+    v_mask[0, 5:] = False
+    v_mask[1] = False  # no key at all: zero weights
+    q_mask = np.ones((2, 7), bool)
+    q_mask[0, 6] = False
+    assert_paths_agree(
+        lambda chunk_size: keras_attention.MultiHeadAttention(
+            2, 4, value_dim=3, score=score, chunk_size=chunk_size
+        ),
+        [q, v, k],
+        query_mask=q_mask,
+        value_mask=v_mask,
+        use_causal_mask=causal,
+    )
+
+
+def test_mha_chunked_equals_dense_for_different_lengths():
+    assert_paths_agree(
+        lambda chunk_size: keras_attention.MultiHeadAttention(
+            3, 4, chunk_size=chunk_size
+        ),
+        [rand(2, 5, 6), rand(2, 11, 6)],
+        key_mask=np.arange(11)[None].repeat(2, 0) < [[9], [4]],
+    )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_chunked_equals_dense(causal):
+    x = rand(2, 10, 8)
+    mask = np.arange(10)[None].repeat(2, 0) < [[10], [6]]
+    assert_paths_agree(
+        lambda chunk_size: keras_attention.SelfAttention(
+            num_heads=2, chunk_size=chunk_size
+        ),
+        [x],
+        mask=mask,
+        use_causal_mask=causal,
+    )
+
+
+def test_keras_mask_is_used_by_the_chunked_path():
+    x = rand(2, 5, 8)
+    x[0, 3:] = 0.0  # masked by keras.layers.Masking
+    inputs = keras.Input((5, 8))
+    masked = keras.layers.Masking(0.0)(inputs)
+    layer = keras_attention.SelfAttention(num_heads=2, chunk_size=2)
+    model = keras.Model(inputs, layer(masked))
+    explicit = layer(x, mask=np.any(x != 0, axis=-1))
+    unmasked = layer(x, mask=np.ones((2, 5), bool))
+    got = model.predict(x, verbose=0)
+    np.testing.assert_allclose(got, np.asarray(explicit), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got[0, :3], np.asarray(unmasked)[0, :3])
+
+
+def test_dynamic_length_model_with_chunks():
+    inputs = keras.Input((None, 8))
+    layer = keras_attention.SelfAttention(num_heads=2, chunk_size=4)
+    model = keras.Model(inputs, layer(inputs, use_causal_mask=True))
+    x = rand(2, 9, 8)
+    dense = keras_attention.SelfAttention(num_heads=2, chunk_size=0)
+    dense(x)
+    dense.set_weights(layer.get_weights())
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0),
+        np.asarray(dense(x, use_causal_mask=True)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_xla_training_step_with_chunks():
+    inputs = keras.Input((12, 8))
+    out = keras_attention.SelfAttention(num_heads=2, chunk_size=5)(
+        inputs, use_causal_mask=True
+    )
+    model = keras.Model(inputs, out)
+    model.compile("adam", "mse", jit_compile=True)
+    history = model.fit(rand(4, 12, 8), rand(4, 12, 8), epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+
+
+def test_mixed_precision_chunked_is_finite_and_float16():
+    keras.config.set_dtype_policy("mixed_float16")
+    layer = keras_attention.MultiHeadAttention(2, 8, chunk_size=4)
+    out = layer(rand(2, 9, 16) * 50, rand(2, 9, 16) * 50)
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+    assert np.all(np.isfinite(np.asarray(out, "float32")))
+
+
+def test_chunk_size_survives_save_and_load(tmp_path):
+    inputs = keras.Input((6, 8))
+    layer = keras_attention.SelfAttention(num_heads=2, chunk_size=4)
+    model = keras.Model(inputs, layer(inputs))
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert loaded.layers[1].chunk_size == 4
+    x = rand(3, 6, 8)
+    np.testing.assert_allclose(
+        loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6
+    )
+
+
+def _count_chunked_calls(monkeypatch):
+    calls = []
+    original = ka_ops.chunked_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs["query_chunk_size"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ka_ops, "chunked_attention", spy)
+    return calls
+
+
+def test_automatic_choice(monkeypatch):
+    calls = _count_chunked_calls(monkeypatch)
+    n = multi_head.AUTO_CHUNK_MIN_LENGTH
+    long_x = rand(1, n, 8)
+    layer = keras_attention.SelfAttention(num_heads=1)
+    layer(long_x)
+    assert calls == [multi_head.AUTO_CHUNK_SIZE]
+    # Scores requested, a short input, an explicit mask, a non-dot score,
+    # or chunk_size=0: the dense path.
+    layer(long_x, return_attention_scores=True)
+    layer(long_x[:, :64])
+    layer(long_x[:, :64], attention_mask=np.ones((1, 64, 64), bool))
+    keras_attention.SelfAttention(num_heads=1, score="additive")(long_x[:, :8])
+    keras_attention.SelfAttention(num_heads=1, chunk_size=0)(long_x)
+    assert calls == [multi_head.AUTO_CHUNK_SIZE]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"chunk_size": -1}, "chunk_size=-1"),
+        ({"chunk_size": 2.5}, "chunk_size=2.5"),
+        ({"chunk_size": True}, "chunk_size=True"),
+        ({"chunk_size": 4, "score": "additive"}, "score=AdditiveScore"),
+        ({"chunk_size": 4, "dropout": 0.1}, "dropout=0.1"),
+    ],
+)
+def test_bad_chunk_size_arguments_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        keras_attention.MultiHeadAttention(2, 4, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        keras_attention.SelfAttention(2, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "call_kwargs, name",
+    [
+        ({"return_attention_scores": True}, "return_attention_scores"),
+        ({"attention_mask": np.ones((1, 4, 4), bool)}, "attention_mask"),
+    ],
+)
+def test_unsupported_call_with_explicit_chunks_raises(call_kwargs, name):
+    layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=2)
+    with pytest.raises(ValueError, match=f"not `{name}`"):
+        layer(rand(1, 4, 8), rand(1, 4, 8), **call_kwargs)
+
+
+def test_sliding_window_with_explicit_chunks_raises():
+    layer = keras_attention.MultiHeadAttention(
+        2, 4, chunk_size=2, sliding_window=2
+    )
+    with pytest.raises(ValueError, match="not `sliding_window`"):
+        layer(rand(1, 4, 8), rand(1, 4, 8))
