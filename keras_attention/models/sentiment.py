@@ -137,7 +137,7 @@ def classifier_for_training(model):
     attention penalty that the layer adds. Training it trains `model`.
     """
     return keras.Model(
-        model.inputs,
+        model.input,
         model.get_layer("probabilities").output,
         name=f"{model.name}_probabilities",
     )

@@ -273,6 +273,7 @@ def train_sentiment_classifier(
     max_tokens: int | None = 20000,
     max_length: int | None = None,
     verbose="auto",
+    callbacks=None,
     **model_kwargs,
 ) -> TrainingResult:
     """Adapts the vectorizer, builds, compiles and fits the classifier.
@@ -303,6 +304,7 @@ def train_sentiment_classifier(
             them whole. Defaults to `None`.
         verbose: `fit` verbosity (`1` is the progress bar). Defaults to
             `"auto"`.
+        callbacks: Extra Keras callbacks, run after the built-in ones.
         **model_kwargs: Passed to `build_sentiment_classifier`.
 
     Returns:
@@ -338,6 +340,8 @@ def train_sentiment_classifier(
             metrics=["accuracy"],
         )
     callbacks = [
+        # First, so that an epoch is backed up before any later callback
+        # can stop the run.
         keras.callbacks.BackupAndRestore(os.path.join(work_dir, "backup")),
         keras.callbacks.EarlyStopping(
             monitor="val_loss",
@@ -350,6 +354,7 @@ def train_sentiment_classifier(
             save_best_only=True,
             save_weights_only=True,
         ),
+        *(callbacks or []),
     ]
     start = time.perf_counter()
     history = trainer.fit(

@@ -1,0 +1,185 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention
+from keras_attention.data import make_synthetic_sentiment
+from keras_attention.data import make_text_vectorizer
+from keras_attention.models import sentiment
+
+SENTENCES = [
+    "a good film",
+    "a bad film, not good",
+    "never dull and never boring",
+    "the plot was weak",
+]
+
+
+def _model(penalty=0.1, **kwargs):
+    vectorizer = make_text_vectorizer(SENTENCES)
+    return sentiment.build_sentiment_classifier(
+        vectorizer,
+        embedding_dim=8,
+        lstm_units=4,
+        attention_units=6,
+        num_hops=3,
+        penalty_coefficient=penalty,
+        mlp_units=5,
+        **kwargs,
+    )
+
+
+def _strings(sentences):
+    return np.array(sentences, dtype=object)
+
+
+def test_outputs_are_named_and_shaped():
+    model = _model()
+    outputs = model.predict(_strings(SENTENCES), verbose=0)
+    assert sorted(outputs) == list(sentiment.OUTPUT_NAMES)
+    assert outputs["probabilities"].shape == (4, 2)
+    np.testing.assert_allclose(outputs["probabilities"].sum(-1), 1, 1e-5)
+    assert outputs["embedding"].shape == (4, 3 * 2 * 4)
+    # The longest sentence has 5 tokens; the attention covers the batch.
+    assert outputs["attention"].shape == (4, 3, 5)
+    assert [o for o in keras.tree.flatten(outputs)][0].shape == (4, 3, 5)
+
+
+def test_attention_is_zero_on_padding_and_sums_to_one():
+    model = _model()
+    weights = model.predict(_strings(SENTENCES), verbose=0)["attention"]
+    lengths = [3, 5, 5, 4]
+    for w, n in zip(weights, lengths, strict=True):
+        np.testing.assert_allclose(w[:, :n].sum(-1), 1.0, rtol=1e-5)
+        np.testing.assert_array_equal(w[:, n:], 0.0)
+
+
+def test_empty_sentence_gives_zero_attention_not_nan():
+    model = _model()
+    outputs = model.predict(_strings(["", "a good film"]), verbose=0)
+    np.testing.assert_array_equal(outputs["attention"][0], 0.0)
+    assert np.all(np.isfinite(outputs["probabilities"]))
+
+
+def test_save_and_load_in_safe_mode_takes_raw_strings(tmp_path):
+    model = _model()
+    x = _strings(SENTENCES + ["Unknown WORDS here!"])
+    expected = model.predict(x, verbose=0)
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    got = loaded.predict(x, verbose=0)
+    for name in sentiment.OUTPUT_NAMES:
+        np.testing.assert_allclose(got[name], expected[name], atol=1e-6)
+    # One string tensor per example, shape (batch,), works too.
+    single = loaded.predict(np.array(["a good film"], dtype=object), verbose=0)
+    np.testing.assert_allclose(
+        single["probabilities"], expected["probabilities"][:1], atol=1e-6
+    )
+
+
+def test_classifier_for_training_shares_weights_and_penalty():
+    model = _model(penalty=1.0)
+    trainer = sentiment.classifier_for_training(model)
+    assert len(trainer.outputs) == 1
+    assert {id(w) for w in trainer.weights} == {id(w) for w in model.weights}
+    trainer.compile("adam", "sparse_categorical_crossentropy")
+    before = [w.copy() for w in model.get_weights()]
+    trainer.fit(_strings(SENTENCES), np.array([1, 0, 1, 0]), verbose=0)
+    assert any(
+        not np.allclose(a, b)
+        for a, b in zip(before, model.get_weights(), strict=True)
+    )
+    trainer(_strings(SENTENCES))
+    assert len(trainer.losses) == 1
+
+
+def test_no_penalty_loss_without_coefficient():
+    trainer = sentiment.classifier_for_training(_model(penalty=0.0))
+    trainer(_strings(SENTENCES))
+    assert trainer.losses == []
+
+
+def test_predict_sentiment_trims_each_sentence_across_batches():
+    model = _model()
+    sentences = ["good"] * 3 + ["never dull and never boring at all"] * 3
+    probabilities, attention = sentiment.predict_sentiment(
+        model, sentences, batch_size=2
+    )
+    assert probabilities.shape == (6, 2)
+    assert [w.shape for w in attention] == [(3, 1)] * 3 + [(3, 7)] * 3
+    full = model.predict(_strings(sentences[3:]), verbose=0)["attention"]
+    np.testing.assert_allclose(attention[3], full[0], atol=1e-6)
+
+
+def test_predict_sentiment_rejects_models_without_vectorizer():
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    with pytest.raises(ValueError, match="no TextVectorization layer"):
+        sentiment.predict_sentiment(model, ["a"])
+
+
+def test_cue_positions_skip_punctuation_only_tokens():
+    sentence = "Not -- bad , really !"
+    mask = [True, False, True, False, False, False]
+    np.testing.assert_array_equal(
+        sentiment.cue_positions(sentence, mask), [True, True, False]
+    )
+    np.testing.assert_array_equal(
+        sentiment.cue_positions(sentence, mask, num_positions=1), [True]
+    )
+
+
+def test_cue_positions_agree_with_tokens_for():
+    vectorizer = make_text_vectorizer(SENTENCES)
+    sentence = "it's, -- NOT bad... (really) !!"
+    tokens = keras_attention.data.tokens_for(vectorizer, sentence)
+    mask = np.ones(len(sentence.split()), bool)
+    assert len(sentiment.cue_positions(sentence, mask)) == len(tokens)
+
+
+def test_cue_positions_length_mismatch_raises():
+    with pytest.raises(ValueError, match="cue mask has 1 entries"):
+        sentiment.cue_positions("not bad", [True])
+
+
+def test_attention_on_cues_hand_computed():
+    attention = [
+        np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]),  # hop mean .75/.25/0
+        np.array([[0.2, 0.8]]),
+        np.zeros((1, 2)),  # an empty sentence is skipped
+    ]
+    sentences = ["not bad film", "good stuff", "a b"]
+    cues = [
+        np.array([True, False, False]),
+        np.array([False, True]),
+        np.array([True, True]),
+    ]
+    share = sentiment.attention_on_cues(attention, sentences, cues)
+    assert share == pytest.approx((0.75 + 0.8) / 2)
+
+
+def test_attention_on_cues_matches_synthetic_positions():
+    data = make_synthetic_sentiment(20, seed=3)
+    vectorizer = make_text_vectorizer(data.sentences)
+    uniform_on_cues = []
+    for sentence, mask in zip(data.sentences, data.cue_masks, strict=True):
+        n = len(keras_attention.data.tokens_for(vectorizer, sentence))
+        assert n == len(mask)
+        uniform_on_cues.append(mask[None, :] / mask.sum())
+    share = sentiment.attention_on_cues(
+        uniform_on_cues, data.sentences, data.cue_masks
+    )
+    assert share == pytest.approx(1.0)
+
+
+def test_attention_redundancy_hand_computed():
+    same = [np.array([[0.0, 1.0], [0.0, 1.0]])]
+    disjoint = [np.array([[1.0, 0.0], [0.0, 1.0]])]
+    half = [np.array([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]])]
+    assert sentiment.attention_redundancy(same) == pytest.approx(1.0)
+    assert sentiment.attention_redundancy(disjoint) == pytest.approx(0.0)
+    assert sentiment.attention_redundancy(half) == pytest.approx(0.5)
+    assert sentiment.attention_redundancy([np.ones((1, 3)) / 3]) == 0.0
