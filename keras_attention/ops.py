@@ -215,6 +215,39 @@ def _mask_blocks(mask, batch: int, length: int, size: int, num_blocks: int):
     return ops.transpose(valid, (1, 0, 2))
 
 
+def _sequential_loop(lower, upper, body, init):
+    """`ops.fori_loop` that runs one iteration at a time.
+
+    TensorFlow's while loops run up to ten iterations concurrently in graph
+    mode, which multiplies the per-block temporaries of chunked attention by
+    ten (measured: ~2.3 GB more at N=4096). One iteration at a time keeps
+    the peak at one block.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.fori_loop(lower, upper, body, init)
+    import tensorflow as tf
+
+    def cond(i, carry):
+        return i < upper
+
+    def step(i, carry):
+        return i + 1, body(i, carry)
+
+    return tf.while_loop(cond, step, (lower, init), parallel_iterations=1)[1]
+
+
+def _sequential_map(fn, indices):
+    """`ops.map` over block indices, one block at a time (see above)."""
+    if keras.backend.backend() != "tensorflow":
+        return ops.map(fn, indices)
+    import tensorflow as tf
+
+    spec = tf.nest.map_structure(tf.TensorSpec.from_tensor, fn(indices[0]))
+    return tf.map_fn(
+        fn, indices, fn_output_signature=spec, parallel_iterations=1
+    )
+
+
 def chunked_attention(
     query,
     key,
@@ -337,13 +370,13 @@ def chunked_attention(
                 )
                 return m_new, total, acc
 
-            m, total, acc = ops.fori_loop(
+            m, total, acc = _sequential_loop(
                 0, last_key_block(i), body, (m, total, acc)
             )
             safe = ops.where(total > 0, total, ops.ones_like(total))
             return acc / safe, m + ops.log(safe)
 
-        out_blocks, lse = ops.map(forward_block, ops.arange(nq))
+        out_blocks, lse = _sequential_map(forward_block, ops.arange(nq))
         out = _from_blocks(out_blocks, q_len)
 
         def grad(*args, upstream=None):
@@ -372,7 +405,7 @@ def chunked_attention(
                     return dq + ops.matmul(ds, k_j) * scale
 
                 start = ops.zeros(ops.shape(q_blocks)[1:], dtype=dtype)
-                return ops.fori_loop(0, last_key_block(i), body, start)
+                return _sequential_loop(0, last_key_block(i), body, start)
 
             def dkv_block(j):
                 def body(i, carry):
@@ -387,10 +420,10 @@ def chunked_attention(
                     ops.zeros(ops.shape(k_blocks)[1:], dtype=dtype),
                     ops.zeros(ops.shape(v_blocks)[1:], dtype=dtype),
                 )
-                return ops.fori_loop(first_query_block(j), nq, body, start)
+                return _sequential_loop(first_query_block(j), nq, body, start)
 
-            dq = _from_blocks(ops.map(dq_block, ops.arange(nq)), q_len)
-            dk, dv = ops.map(dkv_block, ops.arange(nk))
+            dq = _from_blocks(_sequential_map(dq_block, ops.arange(nq)), q_len)
+            dk, dv = _sequential_map(dkv_block, ops.arange(nk))
             return dq, _from_blocks(dk, k_len), _from_blocks(dv, k_len)
 
         return out, grad
