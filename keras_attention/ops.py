@@ -318,6 +318,16 @@ def chunked_attention(
     nk = -(-k_len // kc)
     q_valid = _mask_blocks(query_mask, batch, q_len, qc, nq)
     k_valid = _mask_blocks(key_mask, batch, k_len, kc, nk)
+    # Padded query rows need no mask (their outputs are dropped and their
+    # upstream gradient is zero); padded keys do. Without any mask the
+    # blocks skip the masking arithmetic altogether.
+    masked = (
+        causal
+        or query_mask is not None
+        or key_mask is not None
+        or not isinstance(k_len, int)
+        or k_len % kc != 0
+    )
     q_offsets = ops.arange(qc)
     k_offsets = ops.arange(kc)
     neg = -1e30
@@ -341,6 +351,8 @@ def chunked_attention(
             q_i = ops.take(q_blocks, i, axis=0)
             k_j = ops.take(k_blocks, j, axis=0)
             s = ops.matmul(q_i, ops.swapaxes(k_j, -1, -2)) * scale
+            if not masked:
+                return s, None
             valid = ops.logical_and(
                 ops.take(q_valid, i, axis=0)[:, None, :, None],
                 ops.take(k_valid, j, axis=0)[:, None, None, :],
@@ -360,9 +372,12 @@ def chunked_attention(
             def body(j, carry):
                 m, total, acc = carry
                 s, valid = block_logits(i, j)
-                s = ops.where(valid, s, neg)
+                if valid is not None:
+                    s = ops.where(valid, s, neg)
                 m_new = ops.maximum(m, ops.max(s, axis=-1, keepdims=True))
-                p = ops.exp(s - m_new) * ops.cast(valid, dtype)
+                p = ops.exp(s - m_new)
+                if valid is not None:
+                    p = p * ops.cast(valid, dtype)
                 correction = ops.exp(m - m_new)
                 total = total * correction + ops.sum(p, axis=-1, keepdims=True)
                 acc = acc * correction + ops.matmul(
@@ -390,8 +405,10 @@ def chunked_attention(
             def ds_block(i, j):
                 """Recomputed weights p and logit gradient ds of a block."""
                 s, valid = block_logits(i, j)
-                lse_i = ops.take(lse, i, axis=0)
-                p = ops.exp(ops.where(valid, s - lse_i, neg))
+                s = s - ops.take(lse, i, axis=0)
+                if valid is not None:
+                    s = ops.where(valid, s, neg)
+                p = ops.exp(s)
                 do_i = ops.take(do_blocks, i, axis=0)
                 v_j = ops.take(v_blocks, j, axis=0)
                 dp = ops.matmul(do_i, ops.swapaxes(v_j, -1, -2))

@@ -135,10 +135,12 @@ def _dot_attention(query, key, value, mask):
 
 _CHUNKABLE_SCORES = _DOT_SCORES + (scores_lib.CosineScore,)
 
-# With `chunk_size=None`, sequences at least this long use the chunked path
-# (when it applies): below it the dense path is as fast and fits easily in
-# memory (see BENCHMARKS.md, "Long sequences").
-AUTO_CHUNK_MIN_LENGTH = 2048
+# With `chunk_size=None`, the chunked path is taken when the dense weights
+# (batch × heads × Tq × Tk floats, batch 1 when it is not static) would
+# exceed this many bytes. The chunked path is slower on CPU (about 4x at
+# N=4096, see BENCHMARKS.md), so it is chosen only where memory is the
+# limit: from N=8192 for one example with 8 heads.
+AUTO_CHUNK_MIN_BYTES = 2**31
 AUTO_CHUNK_SIZE = 512
 
 
@@ -428,6 +430,7 @@ class _MultiHeadBase(keras.layers.Layer):
 
     def _chunk_block(
         self,
+        batch_size,
         query_length,
         key_length,
         attention_mask,
@@ -457,10 +460,11 @@ class _MultiHeadBase(keras.layers.Layer):
             return 0
         if self.dropout > 0 and training is not False:
             return 0
-        lengths = (query_length, key_length)
-        if not all(isinstance(n, int) for n in lengths):
+        if not all(isinstance(n, int) for n in (query_length, key_length)):
             return 0
-        if max(lengths) < AUTO_CHUNK_MIN_LENGTH:
+        batch = batch_size if isinstance(batch_size, int) else 1
+        dense_bytes = 4 * batch * self.num_heads * query_length * key_length
+        if dense_bytes < AUTO_CHUNK_MIN_BYTES:
             return 0
         return AUTO_CHUNK_SIZE
 
@@ -659,14 +663,15 @@ class MultiHeadAttention(_MultiHeadBase):
             (`keras_attention.ops.chunked_attention`: blocks of queries and
             keys with an online softmax and a recomputing backward pass, so
             memory grows linearly with the length). `None` (default) uses it
-            by itself when the query or key length is static and at least
-            2048, the score is a dot product (`"dot"`, `"scaled_dot"`,
-            `"cosine"`), no attention scores are requested, no dropout is
-            active and there is no `attention_mask` or sliding window;
-            otherwise the dense path. `0` is always dense. A positive value
-            is the block size, and then an unsupported combination raises
-            `ValueError`. Both paths give the same outputs and gradients
-            (to float32 rounding).
+            by itself when the dense weights (batch × heads × Tq × Tk
+            floats, with batch 1 when it is not static) would take 2 GiB
+            or more, the lengths are static, the score is a dot product
+            (`"dot"`, `"scaled_dot"`, `"cosine"`), no attention scores are
+            requested, no dropout is active and there is no
+            `attention_mask` or sliding window; otherwise the dense path.
+            `0` is always dense. A positive value is the block size, and
+            then an unsupported combination raises `ValueError`. Both paths
+            give the same outputs and gradients (to float32 rounding).
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -801,6 +806,7 @@ class MultiHeadAttention(_MultiHeadBase):
         k = self._project(key, self._key_dense, self.key_dim)
         v = self._project(value, self._value_dense, value_dim)
         block = self._chunk_block(
+            query.shape[0],
             query.shape[1],
             value.shape[1],
             attention_mask,

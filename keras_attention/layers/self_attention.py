@@ -46,14 +46,15 @@ class SelfAttention(multi_head._MultiHeadBase):
             (`keras_attention.ops.chunked_attention`: blocks of queries and
             keys with an online softmax and a recomputing backward pass, so
             memory grows linearly with the length). `None` (default) uses it
-            by itself when the query or key length is static and at least
-            2048, the score is a dot product (`"dot"`, `"scaled_dot"`,
-            `"cosine"`), no attention scores are requested, no dropout is
-            active and there is no `attention_mask` or sliding window;
-            otherwise the dense path. `0` is always dense. A positive value
-            is the block size, and then an unsupported combination raises
-            `ValueError`. Both paths give the same outputs and gradients
-            (to float32 rounding).
+            by itself when the dense weights (batch × heads × Tq × Tk
+            floats, with batch 1 when it is not static) would take 2 GiB
+            or more, the lengths are static, the score is a dot product
+            (`"dot"`, `"scaled_dot"`, `"cosine"`), no attention scores are
+            requested, no dropout is active and there is no
+            `attention_mask` or sliding window; otherwise the dense path.
+            `0` is always dense. A positive value is the block size, and
+            then an unsupported combination raises `ValueError`. Both paths
+            give the same outputs and gradients (to float32 rounding).
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -167,6 +168,7 @@ class SelfAttention(multi_head._MultiHeadBase):
         v = self._project(inputs, self._value_dense, value_dim)
         length = inputs.shape[1]
         block = self._chunk_block(
+            inputs.shape[0],
             length,
             length,
             attention_mask,

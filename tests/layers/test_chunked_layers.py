@@ -160,19 +160,23 @@ def _count_chunked_calls(monkeypatch):
 
 def test_automatic_choice(monkeypatch):
     calls = _count_chunked_calls(monkeypatch)
-    n = multi_head.AUTO_CHUNK_MIN_LENGTH
-    long_x = rand(1, n, 8)
+    # Dense weights of 64x64 floats for one example and one head: the bar.
+    monkeypatch.setattr(multi_head, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
     layer = keras_attention.SelfAttention(num_heads=1)
-    layer(long_x)
+    layer(rand(1, 64, 8))
     assert calls == [multi_head.AUTO_CHUNK_SIZE]
-    # Scores requested, a short input, an explicit mask, a non-dot score,
-    # or chunk_size=0: the dense path.
+    # Two examples of 48 (2·48² > 64²) count the batch; 48 alone does not.
+    layer(rand(2, 48, 8))
+    assert len(calls) == 2
+    layer(rand(1, 48, 8))
+    # Scores requested, an explicit mask, a non-dot score or chunk_size=0:
+    # the dense path.
+    long_x = rand(1, 64, 8)
     layer(long_x, return_attention_scores=True)
-    layer(long_x[:, :64])
-    layer(long_x[:, :64], attention_mask=np.ones((1, 64, 64), bool))
-    keras_attention.SelfAttention(num_heads=1, score="additive")(long_x[:, :8])
+    layer(long_x, attention_mask=np.ones((1, 64, 64), bool))
+    keras_attention.SelfAttention(num_heads=1, score="additive")(long_x)
     keras_attention.SelfAttention(num_heads=1, chunk_size=0)(long_x)
-    assert calls == [multi_head.AUTO_CHUNK_SIZE]
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize(
