@@ -1,0 +1,30 @@
+"""The README's Python snippets run, and its test command is CI's."""
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SNIPPETS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+def test_readme_has_snippets():
+    assert len(SNIPPETS) >= 5
+
+
+@pytest.mark.parametrize("index", range(len(SNIPPETS)))
+def test_readme_snippet_runs(index):
+    exec(compile(SNIPPETS[index], f"README snippet {index}", "exec"), {})
+
+
+def test_ci_runs_the_readme_test_command():
+    quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```(?:bash|sh)\n(.*?)```", quickstart, flags=re.S)
+    assert len(commands) == 1, "the Quickstart is one block of two commands"
+    lines = [x for x in commands[0].strip().splitlines() if x.strip()]
+    assert len(lines) == 2, lines
+    test_command = lines[1].split("&&")[-1].strip()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert test_command in ci, test_command
