@@ -14,3 +14,11 @@ from keras_attention.data.sentiment import (
     read_sentiment_tsv as read_sentiment_tsv,
 )
 from keras_attention.data.sentiment import tokens_for as tokens_for
+from keras_attention.data.translation import ParallelCorpus as ParallelCorpus
+from keras_attention.data.translation import (
+    load_tfds_translation as load_tfds_translation,
+)
+from keras_attention.data.translation import (
+    make_synthetic_translation as make_synthetic_translation,
+)
+from keras_attention.data.translation import read_parallel as read_parallel

@@ -6,3 +6,13 @@ from keras_attention.models.sentiment import (
 from keras_attention.models.sentiment import (
     classifier_for_training as classifier_for_training,
 )
+from keras_attention.models.translation import Translator as Translator
+from keras_attention.models.translation import (
+    build_vocabularies as build_vocabularies,
+)
+from keras_attention.models.translation import (
+    evaluate_translator as evaluate_translator,
+)
+from keras_attention.models.translation import (
+    train_translator as train_translator,
+)
