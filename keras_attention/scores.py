@@ -12,20 +12,10 @@ layer, like `keras.activations.get`.
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 
 _PACKAGE = "keras_attention"
-
-
-def _positive_int_or_none(name, value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"positive integer or None. Received: {name}={value!r}"
-        )
-    return value
 
 
 def _shape_str(query_shape, key_shape):
@@ -281,7 +271,7 @@ class AdditiveScore(_ParametricScore):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.units = _positive_int_or_none("units", units)
+        self.units = _validation.positive_int("units", units, allow_none=True)
         self.use_bias = bool(use_bias)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
@@ -351,7 +341,7 @@ class ConcatScore(_ParametricScore):
 
     def __init__(self, units=None, **kwargs):
         super().__init__(**kwargs)
-        self.units = _positive_int_or_none("units", units)
+        self.units = _validation.positive_int("units", units, allow_none=True)
 
     def build(self, query_shape, key_shape):
         super().build(query_shape, key_shape)

@@ -2,21 +2,10 @@
 
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 
-
-def check_rate(name, value):
-    """Validates a probability in `[0, 1)` such as a dropout rate."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value < 1
-    ):
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"float in [0, 1). Received: {name}={value!r}"
-        )
-    return float(value)
+check_rate = _validation.rate
 
 
 def check_query_value_key(layer_name, query_shape, value_shape, key_shape):

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _common
@@ -12,20 +13,8 @@ from keras_attention.layers import _common
 _PACKAGE = "keras_attention"
 
 
-def _invalid(name, value, expected):
-    return ValueError(
-        f"Received an invalid value for argument `{name}`, expected "
-        f"{expected}. Received: {name}={value!r}"
-    )
-
-
-def _positive_int(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        expected = "a positive integer" + (" or None" if allow_none else "")
-        raise _invalid(name, value, expected)
-    return value
+_invalid = _validation.invalid
+_positive_int = _validation.positive_int
 
 
 def _output_shape_tuple(output_shape):

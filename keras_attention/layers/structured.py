@@ -6,19 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
-
-
-def _check_positive_int(name, value):
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Integral)
-        or value < 1
-    ):
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"positive integer. Received: {name}={value!r}"
-        )
-    return int(value)
+from keras_attention._validation import positive_int as _check_positive_int
 
 
 def _check_non_negative(name, value):

@@ -11,20 +11,13 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.data.translation import detokenize
 from keras_attention.data.translation import tokenize
 from keras_attention.seq2seq.translator import END_TOKEN as END_TOKEN
 from keras_attention.seq2seq.translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.translator import Translator as Translator
 from keras_attention.seq2seq.translator import target_text as target_text
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"positive integer. Received: {name}={value!r}"
-        )
 
 
 def build_vocabularies(

@@ -12,6 +12,7 @@ returns the alignment history.
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention.seq2seq.attention import AttentionMechanism
 
 _PACKAGE = "keras_attention"
@@ -19,17 +20,6 @@ _PACKAGE = "keras_attention"
 
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _positive_int_or_none(name, value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"positive integer or None. Received: {name}={value!r}"
-        )
-    return value
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -133,8 +123,8 @@ class AttentionDecoderCell(keras.layers.Layer):
             )
         self.cell = cell
         self.attention = attention
-        self.attention_layer_units = _positive_int_or_none(
-            "attention_layer_units", attention_layer_units
+        self.attention_layer_units = _validation.positive_int(
+            "attention_layer_units", attention_layer_units, allow_none=True
         )
         self.output_attention = output_attention
         self.attention_layer = None

@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 from keras import ops
 
+from keras_attention._validation import positive_int as _check_positive_int
+
 
 class DecodeResult(NamedTuple):
     """What the decoders return.
@@ -31,14 +33,6 @@ class DecodeResult(NamedTuple):
     scores: object
     alignments: object
     lengths: object
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"positive integer. Received: {name}={value!r}"
-        )
 
 
 def _step(cell, embedding, output_layer, tokens, states):

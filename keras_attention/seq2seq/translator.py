@@ -15,6 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.data.translation import detokenize
 from keras_attention.data.translation import tokenize
 from keras_attention.seq2seq.attention import BahdanauAttention
@@ -33,14 +34,6 @@ _EMBEDDINGS_INITIALIZER = {
     "class_name": "RandomNormal",
     "config": {"stddev": 1.0},
 }
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"positive integer. Received: {name}={value!r}"
-        )
 
 
 def _vectorizer(vocabulary):
