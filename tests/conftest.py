@@ -14,3 +14,16 @@ def _fresh_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips `tensorflow_only` tests, with the reason, on other backends."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return
+    skip = pytest.mark.skip(
+        reason=f"needs the TensorFlow backend; this lane runs {backend}"
+    )
+    for item in items:
+        if "tensorflow_only" in item.keywords:
+            item.add_marker(skip)

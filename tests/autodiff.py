@@ -1,0 +1,68 @@
+"""Gradients in tests, the same way on every Keras backend.
+
+`gradients(fn, sources)` differentiates a scalar `fn(*sources)` with
+`tf.GradientTape`, `jax.value_and_grad` or `torch.autograd`, whichever
+backend Keras runs on, so a test that checks gradients runs in every lane.
+"""
+
+import keras
+import numpy as np
+
+
+def _as_variable(source):
+    if isinstance(source, keras.Variable):
+        return source
+    return keras.Variable(np.asarray(source), trainable=True)
+
+
+def _to_numpy(grads, variables):
+    # An unconnected source has no gradient on TensorFlow / PyTorch and a
+    # zero one on JAX; report zeros everywhere.
+    return [
+        np.zeros(v.shape, v.dtype)
+        if g is None
+        else keras.ops.convert_to_numpy(g)
+        for g, v in zip(grads, variables, strict=True)
+    ]
+
+
+def gradients(fn, sources):
+    """The value of `fn(*sources)` and its gradients w.r.t. `sources`.
+
+    Args:
+        fn: A function of the sources returning a scalar tensor. Layers it
+            calls must already be built (JAX traces `fn`).
+        sources: Arrays (turned into trainable `keras.Variable`s, which
+            `fn` receives) or `keras.Variable`s (passed as they are, e.g. a
+            layer's `trainable_variables`).
+
+    Returns:
+        `(value, grads)`: the value as a NumPy scalar and one NumPy array
+        per source, zeros where `fn` does not depend on the source.
+    """
+    variables = [_as_variable(s) for s in sources]
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            value = fn(*variables)
+        grads = tape.gradient(value, [v.value for v in variables])
+    elif backend == "jax":
+        import jax
+
+        def pure(values):
+            mapping = list(zip(variables, values, strict=True))
+            with keras.StatelessScope(state_mapping=mapping):
+                return fn(*variables)
+
+        value, grads = jax.value_and_grad(pure)([v.value for v in variables])
+    elif backend == "torch":
+        import torch
+
+        tensors = [v.value for v in variables]
+        value = fn(*variables)
+        grads = torch.autograd.grad(value, tensors, allow_unused=True)
+    else:
+        raise NotImplementedError(f"No gradients on backend {backend!r}.")
+    return keras.ops.convert_to_numpy(value), _to_numpy(grads, variables)
