@@ -1,6 +1,7 @@
 """keras-attention: classic attention mechanisms as Keras 3 layers."""
 
 from keras_attention import ops as ops
+from keras_attention import saving as saving
 from keras_attention import scores as scores
 from keras_attention import seq2seq as seq2seq
 from keras_attention.layers.attention import Attention as Attention
@@ -13,5 +14,7 @@ from keras_attention.layers.self_attention import SelfAttention as SelfAttention
 from keras_attention.layers.structured import (
     StructuredSelfAttention as StructuredSelfAttention,
 )
+from keras_attention.saving import export_for_serving as export_for_serving
+from keras_attention.saving import load_model as load_model
 
 __version__ = "0.1.0.dev0"
