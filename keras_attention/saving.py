@@ -188,6 +188,22 @@ def load_model(filepath, **kwargs):
         raise _invalid_file(path, reason) from error
 
 
+def _tf_tokenize(texts):
+    """`keras_attention.data.translation.tokenize` in TensorFlow ops."""
+    import tensorflow as tf
+
+    texts = tf.strings.lower(texts, encoding="utf-8")
+    return tf.strings.regex_replace(texts, _PUNCTUATION_RE2, r" \1 ")
+
+
+def _tf_detokenize(sentences):
+    """`keras_attention.data.translation.detokenize` in TensorFlow ops."""
+    import tensorflow as tf
+
+    sentences = tf.strings.regex_replace(sentences, _SPACE_BEFORE_RE2, r"\1")
+    return tf.strings.regex_replace(sentences, _SPACE_AFTER_RE2, r"\1")
+
+
 def _translator_archive(model, beam_width):
     import tensorflow as tf
 
@@ -210,25 +226,17 @@ def _translator_archive(model, beam_width):
             "alignments": result.alignments,
         }
 
-    def tokenize(texts):
-        # `keras_attention.data.translation.tokenize` in TensorFlow ops.
-        texts = tf.strings.lower(texts, encoding="utf-8")
-        texts = tf.strings.regex_replace(texts, _PUNCTUATION_RE2, r" \1 ")
-        return vectorizer(texts)
-
     def detokenize(tokens):
         tokens = tf.cast(tokens, "int32")
         ended = tf.cumsum(tf.cast(tokens == end_id, "int32"), axis=1) > 0
         keep = (tokens != 0) & (tokens != start_id) & ~ended
         words = tf.ragged.boolean_mask(tf.gather(target_table, tokens), keep)
-        sentences = tf.strings.reduce_join(words, axis=1, separator=" ")
-        sentences = tf.strings.regex_replace(
-            sentences, _SPACE_BEFORE_RE2, r"\1"
+        return _tf_detokenize(
+            tf.strings.reduce_join(words, axis=1, separator=" ")
         )
-        return tf.strings.regex_replace(sentences, _SPACE_AFTER_RE2, r"\1")
 
     def translate(texts):
-        outputs = decode(tokenize(texts))
+        outputs = decode(vectorizer(_tf_tokenize(texts)))
         outputs["translations"] = detokenize(outputs["tokens"])
         return outputs
 
@@ -268,21 +276,22 @@ def export_for_serving(model, filepath, beam_width=1, verbose=False):
         `filepath`.
 
     Raises:
-        ValueError: The backend is not TensorFlow, or `beam_width` is not
-            a positive integer.
+        ValueError: `model` is a `Translator` and the backend is not
+            TensorFlow, or `beam_width` is not a positive integer.
     """
     from keras_attention import _validation
     from keras_attention.seq2seq.translator import Translator
 
     beam_width = _validation.positive_int("beam_width", beam_width)
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            "export_for_serving writes a TensorFlow SavedModel and needs the "
-            "TensorFlow backend (KERAS_BACKEND=tensorflow). Received: "
-            f"backend={keras.backend.backend()!r}"
-        )
     filepath = os.fspath(filepath)
     if isinstance(model, Translator):
+        if keras.backend.backend() != "tensorflow":
+            # The `translate` signature runs TensorFlow string ops.
+            raise ValueError(
+                "Exporting a Translator needs the TensorFlow backend "
+                "(KERAS_BACKEND=tensorflow). Received: "
+                f"backend={keras.backend.backend()!r}"
+            )
         _translator_archive(model, beam_width).write_out(
             filepath, verbose=verbose
         )

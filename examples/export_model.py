@@ -1,0 +1,84 @@
+"""Exports a saved keras_attention model as a SavedModel for TF Serving.
+
+Loads a `.keras` file (with `keras_attention.load_model`, so a broken file
+gets an error that says what is wrong with it), writes a TensorFlow
+SavedModel with `keras_attention.export_for_serving` and prints its
+signatures. The sentiment classifier gets one signature, `serve` (raw
+strings `(batch, 1)` in, `probabilities`, `embedding` and `attention`
+out); a translator gets `serve` (source ids in, greedy tokens, scores and
+alignments out) and `translate` (raw strings in, also `translations`).
+
+    python examples/export_model.py saved_models/sentiment_synthetic.keras \\
+        exported/sentiment/1
+    python examples/export_model.py runs/translation/model.keras \\
+        exported/translator/1 --beam-width 5
+
+TF Serving reads numbered version directories (`.../1`); see
+docs/serving.md. Needs the TensorFlow backend.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("model", help="path of a .keras file")
+    parser.add_argument(
+        "output", help="SavedModel directory to write (e.g. exported/NAME/1)"
+    )
+    parser.add_argument(
+        "--beam-width",
+        type=int,
+        default=1,
+        help="beam width of a translator's signatures (1 is greedy)",
+    )
+    args = parser.parse_args(argv)
+    if args.beam_width < 1:
+        parser.error(f"--beam-width must be at least 1, got {args.beam_width}")
+    if os.path.exists(args.output) and os.listdir(args.output):
+        parser.error(f"{args.output} exists and is not empty")
+    return parser, args
+
+
+def main(argv=None):
+    parser, args = parse_args(argv)
+    import keras
+
+    import keras_attention
+
+    if keras.backend.backend() != "tensorflow":
+        parser.error(
+            "exporting a SavedModel needs KERAS_BACKEND=tensorflow, not "
+            f"{keras.backend.backend()}"
+        )
+    try:
+        model = keras_attention.load_model(args.model)
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
+    keras_attention.export_for_serving(
+        model, args.output, beam_width=args.beam_width
+    )
+    import tensorflow as tf
+
+    signatures = tf.saved_model.load(args.output).signatures
+    print(f"wrote {args.output}")
+    for name, function in sorted(signatures.items()):
+        inputs = function.structured_input_signature[1]
+        outputs = function.structured_outputs
+        print(f"  {name}:")
+        for kind, specs in (("in", inputs), ("out", outputs)):
+            for key, spec in sorted(specs.items()):
+                shape = tuple(spec.shape.as_list())
+                print(f"    {kind:>3} {key}: {spec.dtype.name} {shape}")
+    return args.output
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
