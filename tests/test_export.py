@@ -20,7 +20,9 @@ from keras_attention import saving
 from keras_attention.data.translation import detokenize
 from keras_attention.data.translation import tokenize
 
-pytestmark = pytest.mark.tensorflow_only
+# The example models take strings or decode with TensorFlow string ops:
+# TensorFlow backend only. A numeric model exports on every backend.
+tensorflow_only = pytest.mark.tensorflow_only
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAVED_MODELS = os.path.join(ROOT, "saved_models")
@@ -80,6 +82,7 @@ def _numpy(outputs):
     return {k: np.asarray(v) for k, v in outputs.items()}
 
 
+@tensorflow_only
 def test_sentiment_signature_takes_strings_and_matches_keras(sentiment):
     import tensorflow as tf
 
@@ -103,6 +106,7 @@ def test_sentiment_signature_takes_strings_and_matches_keras(sentiment):
             )
 
 
+@tensorflow_only
 def test_sentiment_export_handles_another_batch(sentiment):
     import tensorflow as tf
 
@@ -128,6 +132,7 @@ def _check_decoded(got, expected):
     )
 
 
+@tensorflow_only
 def test_translator_serve_signature_decodes_greedily(
     translator, translator_export
 ):
@@ -142,6 +147,7 @@ def test_translator_serve_signature_decodes_greedily(
     _check_decoded(_numpy(default(source_ids=tf.constant(ids))), expected)
 
 
+@tensorflow_only
 def test_translator_translate_signature_matches_keras(
     translator, translator_export
 ):
@@ -155,6 +161,7 @@ def test_translator_translate_signature_matches_keras(
     _check_decoded(got, translator.decode(ids, beam_width=1))
 
 
+@tensorflow_only
 def test_translator_beam_search_export(translator, tmp_path):
     import tensorflow as tf
 
@@ -167,6 +174,7 @@ def test_translator_beam_search_export(translator, tmp_path):
 
 
 def test_functional_model_of_package_layers_exports(tmp_path):
+    """On JAX, Keras converts the model with jax2tf; TensorFlow loads it."""
     import tensorflow as tf
 
     inputs = keras.Input((6, 8))
@@ -183,6 +191,7 @@ def test_functional_model_of_package_layers_exports(tmp_path):
     )
 
 
+@tensorflow_only
 @pytest.mark.parametrize(
     "text",
     [
@@ -201,6 +210,7 @@ def test_tensorflow_tokenizer_matches_python(text):
     assert back.numpy()[0].decode("utf-8") == detokenize(tokens)
 
 
+@tensorflow_only
 def test_script_help(capsys):
     with pytest.raises(SystemExit) as info:
         _script().main(["--help"])
@@ -208,6 +218,7 @@ def test_script_help(capsys):
     assert "--beam-width" in capsys.readouterr().out
 
 
+@tensorflow_only
 def test_script_reports_a_broken_model_file(tmp_path, capsys):
     broken = tmp_path / "model.keras"
     broken.write_bytes(b"PK\x03\x04 cut here")
