@@ -51,7 +51,10 @@ class AttentionDecoderCell(keras.layers.Layer):
     and the cell built, before `RNN` is constructed, so call
     `get_initial_state` first). For the alignment history use
     `keras_attention.seq2seq.AttentionDecoder`, or the decoders
-    `greedy_decode` and `beam_search_decode`.
+    `greedy_decode` and `beam_search_decode`. For padded targets use
+    `AttentionDecoder` too: on JAX, `keras.layers.RNN(mask=...)` (Keras
+    3.15) cannot mask a cell whose memory state has rank 3, while
+    `AttentionDecoder` masks the steps itself on every backend.
 
     Args:
         cell: A Keras RNN cell instance (it has `state_size` and
@@ -322,8 +325,16 @@ class AttentionDecoderCell(keras.layers.Layer):
         else:
             attention = context
         output = attention if self.output_attention else cell_output
+        # Each state keeps the dtype it came in with: a compiled loop (JAX's
+        # `scan`) rejects a carry whose dtype changes, as it does when a
+        # mixed-precision `RNN` hands float16 states to a float32 cell.
         new_states = [
-            *_as_list(new_cell_states),
+            *(
+                ops.cast(new, old.dtype)
+                for new, old in zip(
+                    _as_list(new_cell_states), cell_states, strict=True
+                )
+            ),
             ops.cast(attention, previous_attention.dtype),
             ops.cast(alignments, previous_attention.dtype),
             memory,
@@ -354,10 +365,17 @@ class AttentionDecoderCell(keras.layers.Layer):
 
 
 class _AlignmentOutputCell(keras.layers.Layer):
-    """Lets `keras.layers.RNN` emit the alignments with the outputs.
+    """Lets `keras.layers.RNN` emit the alignments, and masks the steps.
 
     `RNN` returns one output tensor per step, so this adapter concatenates
     `α_t` to the decoder cell's output; `AttentionDecoder` splits them.
+
+    The target mask comes in as the last feature of each step input (`1.0`
+    keep, `0.0` padding) instead of through `RNN(mask=...)`: Keras's JAX
+    `rnn` (3.15) broadcasts a `(batch_size, 1)` step mask against every
+    state, which fails for the rank-3 memory state. A padded step emits
+    zeros and leaves every state unchanged, as `RNN` does with a mask and
+    `zero_output_for_mask=True`.
     """
 
     def __init__(self, cell, **kwargs):
@@ -374,16 +392,31 @@ class _AlignmentOutputCell(keras.layers.Layer):
 
     def build(self, inputs_shape, states_shape=None):
         if not self.cell.built:
-            self.cell.build(inputs_shape, states_shape)
+            cell_inputs_shape = (inputs_shape[0], inputs_shape[-1] - 1)
+            self.cell.build(cell_inputs_shape, states_shape)
         self.built = True
 
     def call(self, inputs, states, training=None):
-        output, new_states = self.cell(inputs, states, training=training)
+        keep = ops.greater(inputs[:, -1:], 0.5)
+        output, new_states = self.cell(
+            inputs[:, :-1], states, training=training
+        )
         alignments = new_states[self.cell.alignments_index]
         packed = ops.concatenate(
             [output, ops.cast(alignments, output.dtype)], axis=-1
         )
-        return packed, new_states
+        packed = ops.cast(packed, self.compute_dtype)
+        packed = ops.where(keep, packed, ops.zeros_like(packed))
+        # The states go back in the dtypes they came in (JAX's `scan` wants
+        # the same carry types), also when the cell's dtype policy is not
+        # the decoder's, e.g. a float32 cell in a mixed-precision decoder.
+        kept_states = []
+        for new, old in zip(new_states, states, strict=True):
+            step_keep = ops.reshape(keep, (-1,) + (1,) * (len(old.shape) - 1))
+            kept_states.append(
+                ops.where(step_keep, ops.cast(new, old.dtype), old)
+            )
+        return packed, kept_states
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -461,7 +494,6 @@ class AttentionDecoder(keras.layers.Layer):
         self._rnn = keras.layers.RNN(
             _AlignmentOutputCell(cell, dtype=self.dtype_policy),
             return_sequences=True,
-            zero_output_for_mask=True,
             dtype=self.dtype_policy,
         )
 
@@ -498,8 +530,16 @@ class AttentionDecoder(keras.layers.Layer):
         states = self.cell.get_initial_state(
             memory=memory, memory_mask=memory_mask, cell_state=initial_state
         )
+        if inputs_mask is None:
+            keep = ops.ones_like(inputs[..., :1])
+        else:
+            keep = ops.expand_dims(
+                ops.cast(ops.cast(inputs_mask, "bool"), inputs.dtype), -1
+            )
         packed = self._rnn(
-            inputs, initial_state=states, mask=inputs_mask, training=training
+            ops.concatenate([inputs, keep], axis=-1),
+            initial_state=states,
+            training=training,
         )
         depth = self.cell.output_size
         outputs = packed[..., :depth]

@@ -4,6 +4,10 @@ Both decoders run one `keras.ops.while_loop` (so they work eagerly and
 inside a compiled `predict`), batched, and stop when every sequence has
 emitted the end token or after `max_length` steps. They return a
 `DecodeResult` with the alignment history for plotting.
+
+The first step runs before the loop: it builds the cell, the embedding and
+the output layer outside the loop body, which JAX traces, and creating a
+variable inside a traced function leaks a tracer.
 """
 
 from typing import NamedTuple
@@ -152,7 +156,7 @@ def greedy_decode(
         )
 
     _, _, tokens, alignments, scores, _, lengths, _ = ops.while_loop(
-        cond, body, loop_vars
+        cond, body, body(*loop_vars)
     )
     return DecodeResult(tokens, scores, alignments, lengths)
 
@@ -332,7 +336,7 @@ def beam_search_decode(
         )
 
     _, _, out, aligns, scores, _, lengths, _ = ops.while_loop(
-        cond, body, loop_vars
+        cond, body, body(*loop_vars)
     )
     ranking = scores / _length_penalty(lengths, length_penalty)
     best = ops.cast(ops.argmax(ranking, axis=1), "int32")

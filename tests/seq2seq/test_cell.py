@@ -122,6 +122,27 @@ def test_target_padding_steps_emit_zeros():
     assert np.all(np.asarray(outputs)[1] != 0)
 
 
+def test_target_padding_step_leaves_the_state_unchanged():
+    # A padded step in the middle is skipped: the steps after it see the
+    # state of the last real step, as if the padding were not there.
+    decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
+    mask = np.array([[1, 0, 1, 1], [1, 1, 1, 1]], dtype=bool)
+    outputs, alignments = decoder(
+        INPUTS, MEMORY, memory_mask=MEMORY_MASK, inputs_mask=mask
+    )
+    kept = INPUTS[:1, [0, 2, 3]]
+    want, want_alignments = decoder(
+        kept, MEMORY[:1], memory_mask=MEMORY_MASK[:1]
+    )
+    np.testing.assert_allclose(
+        np.asarray(outputs)[:1, [0, 2, 3]], want, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.asarray(alignments)[:1, [0, 2, 3]], want_alignments, atol=1e-6
+    )
+    assert np.all(np.asarray(outputs)[0, 1] == 0)
+
+
 def test_fully_masked_memory_is_finite():
     decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
     mask = np.zeros((2, 5), dtype=bool)
