@@ -147,7 +147,7 @@ def _f64(*arrays):
 def _seq_self_attention(
     x, Wt, Wx, bh, Wa, ba, activation=None, valid=None, window=None
 ):
-    """keras-self-attention 0.51 `SeqSelfAttention`, additive."""
+    """keras-self-attention's `SeqSelfAttention`, additive (later releases)."""
     x, Wt, Wx, bh, Wa, ba = _f64(x, Wt, Wx, bh, Wa, ba)
     h = np.tanh((x @ Wt)[:, :, None] + (x @ Wx)[:, None] + bh)
     e = (h @ Wa)[..., 0] + ba[0]
@@ -288,7 +288,7 @@ def check_scaled_dot_product_attention(ns):
 
 
 def check_multi_head_weights(ns):
-    """keras-multi-head 0.29 `MultiHeadAttention(activation=None)`."""
+    """keras-multi-head's `MultiHeadAttention(activation=None)`."""
     query, key, value = _f64(ns["query"], ns["key"], ns["value"])
     Wq, bq, Wk, bk, Wv, bv, Wo, bo = _f64(*ns["old_weights"])
     heads = 4
