@@ -172,8 +172,9 @@ def load_model(filepath, **kwargs):
         if not is_keras_file:
             raise
         unknown = _unknown_class(config) if config is not None else None
-        if unknown is not None and unknown not in kwargs.get(
-            "custom_objects", {}
+        custom_objects = kwargs.get("custom_objects") or {}
+        if unknown is not None and not (
+            {unknown, unknown.split(">")[-1]} & set(custom_objects)
         ):
             package = unknown.split(">")[0]
             hint = (

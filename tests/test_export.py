@@ -210,7 +210,6 @@ def test_tensorflow_tokenizer_matches_python(text):
     assert back.numpy()[0].decode("utf-8") == detokenize(tokens)
 
 
-@tensorflow_only
 def test_script_help(capsys):
     with pytest.raises(SystemExit) as info:
         _script().main(["--help"])
