@@ -10,6 +10,7 @@ import contextlib
 import importlib.util
 import io
 import os
+import re
 
 import keras
 import numpy as np
@@ -228,3 +229,21 @@ def test_script_reports_a_broken_model_file(tmp_path, capsys):
     assert f"{broken} is not a valid .keras file" in error
     assert "probably truncated" in error
     assert not (tmp_path / "out").exists()
+
+
+@tensorflow_only
+def test_serving_doc_python_blocks_run(tmp_path, monkeypatch):
+    """docs/serving.md's Python blocks, in order, from a scratch folder."""
+    with open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), re.M | re.S)
+    assert len(blocks) == 2
+    os.symlink(SAVED_MODELS, tmp_path / "saved_models")
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        for block in blocks:
+            exec(compile(block, "docs/serving.md", "exec"), namespace)
+    assert printed.getvalue().strip() == "[b'rax nakox dimex vilix']"
+    for name in ("translator", "translator_beam"):
+        assert (tmp_path / "exported" / name / "1" / "saved_model.pb").exists()
