@@ -3,12 +3,13 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+from keras import ops
 
 from keras_attention import ops as ka_ops
+from tests.autodiff import gradients
 
 
 def dense(q, k, v, query_mask, key_mask, causal, scale=None):
@@ -30,13 +31,15 @@ def dense(q, k, v, query_mask, key_mask, causal, scale=None):
 
 
 def outputs_and_grads(fn, q, k, v, upstream):
-    q, k, v = (tf.constant(x) for x in (q, k, v))
-    with tf.GradientTape() as tape:
-        tape.watch([q, k, v])
-        out = fn(q, k, v)
-        loss = tf.reduce_sum(tf.cast(out, "float32") * upstream)
-    grads = tape.gradient(loss, [q, k, v])
-    return [np.asarray(x, "float32") for x in [out, *grads]]
+    """`fn(q, k, v)` and the gradients of `sum(fn(q, k, v) * upstream)`."""
+    out = ops.convert_to_numpy(fn(q, k, v)).astype("float32")
+    _, grads = gradients(
+        lambda a, b, c: ops.sum(
+            ops.multiply(ops.cast(fn(a, b, c), "float32"), upstream)
+        ),
+        [q, k, v],
+    )
+    return [out, *(g.astype("float32") for g in grads)]
 
 
 def check_against_dense(
@@ -135,31 +138,70 @@ def test_float16_inputs_are_computed_in_float32():
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
     want = dense(*(x.astype("float32") for x in (q, k, v)), None, None, True)
     np.testing.assert_allclose(
-        np.asarray(out, "float32"), np.asarray(want), atol=2e-2
+        ops.convert_to_numpy(out).astype("float32"),
+        ops.convert_to_numpy(want),
+        atol=2e-2,
     )
 
 
-def test_custom_scale_and_xla_gradient():
+def _compiled_outputs_and_grads(fn):
+    """`fn` and the gradients of `sum(fn(q, k, v) ** 2)`, compiled by XLA."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        @tf.function(jit_compile=True)
+        def compiled(q, k, v):
+            with tf.GradientTape() as tape:
+                tape.watch([q, k, v])
+                out = fn(q, k, v)
+                loss = tf.reduce_sum(out**2)
+            return [out, *tape.gradient(loss, [q, k, v])]
+
+        return compiled
+    if backend == "jax":
+        import jax
+
+        def loss(q, k, v):
+            out = fn(q, k, v)
+            return ops.sum(out**2), out
+
+        @jax.jit
+        def compiled(q, k, v):
+            (_, out), grads = jax.value_and_grad(
+                loss, argnums=(0, 1, 2), has_aux=True
+            )(q, k, v)
+            return [out, *grads]
+
+        return compiled
+    pytest.skip(f"XLA compiles TensorFlow and JAX, not {backend}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_custom_scale_and_xla_gradient(causal):
     rng = np.random.default_rng(1)
     q, k, v = (rng.normal(size=(1, 2, 10, 4)).astype("float32") for _ in "qkv")
-
-    @tf.function(jit_compile=True)
-    def chunked_grads(q, k, v):
-        with tf.GradientTape() as tape:
-            tape.watch([q, k, v])
-            out = ka_ops.chunked_attention(
-                q, k, v, scale=0.3, query_chunk_size=3, key_chunk_size=4
-            )
-            loss = tf.reduce_sum(out**2)
-        return [out, *tape.gradient(loss, [q, k, v])]
-
-    got = chunked_grads(*(tf.constant(x) for x in (q, k, v)))
+    compiled = _compiled_outputs_and_grads(
+        lambda a, b, c: ka_ops.chunked_attention(
+            a,
+            b,
+            c,
+            scale=0.3,
+            causal=causal,
+            query_chunk_size=3,
+            key_chunk_size=4,
+        )
+    )
+    got = compiled(*(ops.convert_to_tensor(x) for x in (q, k, v)))
+    reference = dense(q, k, v, None, None, causal, scale=0.3)
     want = outputs_and_grads(
-        lambda a, b, c: dense(a, b, c, None, None, False, scale=0.3),
+        lambda a, b, c: dense(a, b, c, None, None, causal, scale=0.3),
         q,
         k,
         v,
-        2 * np.asarray(dense(q, k, v, None, None, False, scale=0.3)),
+        2 * ops.convert_to_numpy(reference),
     )
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(np.asarray(g), w, atol=2e-5, rtol=1e-4)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(g), w, atol=2e-5, rtol=1e-4
+        )
