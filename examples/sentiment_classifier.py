@@ -16,7 +16,10 @@ Writes to `--output`: `model.keras` (raw strings in; outputs
 (`test_accuracy`, and on synthetic data `attention_on_cues`),
 `attention.png` (hops × tokens for a few test sentences) and
 `attention.html`. A killed run resumes from its last epoch when started
-again with the same `--output`.
+again with the same `--output`. `--distribute` spreads training over
+several devices or machines (docs/distributed.md). On backends other than
+TensorFlow the vectorizer runs in the input pipeline; `model.keras` is the
+same raw-string model.
 """
 
 import argparse
@@ -26,6 +29,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from keras_attention.models import distribute  # noqa: E402
 from keras_attention.models import training  # noqa: E402
 
 
@@ -108,7 +112,9 @@ def parse_args(argv=None):
         "--distribute",
         choices=["none", "mirrored", "multi-worker"],
         default="none",
-        help="tf.distribute strategy; multi-worker reads TF_CONFIG",
+        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
+        "or keras.distribution.DataParallel on JAX); multi-worker: the "
+        "cluster in TF_CONFIG (see docs/distributed.md)",
     )
     fit.add_argument(
         "--quiet",
@@ -123,8 +129,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    # Multi-worker strategies must exist before any other TensorFlow op.
-    strategy = training.get_strategy(args.distribute)
+    # Multi-worker set-ups must exist before any other TensorFlow/JAX op.
+    strategy = distribute.get_strategy(args.distribute)
+    print(f"replicas: {distribute.num_replicas(strategy)}")
     splits = training.load_sentiment_splits(
         args.data,
         validation=args.validation,
@@ -160,9 +167,10 @@ def main(argv=None):
         dropout=args.dropout,
         recurrent_dropout=args.recurrent_dropout,
     )
-    test, probabilities, attention = training.evaluate_sentiment_classifier(
-        result.model, splits["test"]
-    )
+    with distribute.local_scope(strategy, result.model):
+        test, probabilities, attention = training.evaluate_sentiment_classifier(
+            result.model, splits["test"]
+        )
     metrics = {
         "test_accuracy": test["accuracy"],
         "test_examples": test["examples"],
@@ -176,7 +184,7 @@ def main(argv=None):
     }
     if "attention_on_cues" in test:
         metrics["attention_on_cues"] = test["attention_on_cues"]
-    if training.worker_index() == 0:
+    if distribute.is_chief(strategy):
         os.makedirs(args.output, exist_ok=True)
         result.model.save(os.path.join(args.output, "model.keras"))
         with open(os.path.join(args.output, "metrics.json"), "w") as f:
@@ -188,7 +196,7 @@ def main(argv=None):
             attention,
             args.output,
         )
-    print(f"wrote {args.output}/model.keras, metrics.json, attention.png/html")
+        print(f"wrote {args.output}/model.keras, metrics.json, attention.*")
     for key in (
         "test_accuracy",
         "attention_on_cues",

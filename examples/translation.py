@@ -19,7 +19,8 @@ data `alignment_accuracy`: the share of target words whose strongest
 attention weight, with the gold target fed to the decoder, falls on the
 source word they translate) and `alignment.png` (target × source weights
 of a few test sentences). A killed run resumes from its last epoch when
-started again with the same `--output`.
+started again with the same `--output`. `--distribute` spreads training
+over several devices or machines (docs/distributed.md).
 """
 
 import argparse
@@ -30,6 +31,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from keras_attention.data import translation as data  # noqa: E402
+from keras_attention.models import distribute  # noqa: E402
 from keras_attention.models import translation  # noqa: E402
 
 
@@ -81,7 +83,9 @@ def parse_args(argv=None):
         "--distribute",
         choices=["none", "mirrored", "multi-worker"],
         default="none",
-        help="tf.distribute strategy; multi-worker reads TF_CONFIG",
+        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
+        "or keras.distribution.DataParallel on JAX); multi-worker: the "
+        "cluster in TF_CONFIG (see docs/distributed.md)",
     )
     group.add_argument(
         "--quiet", action="store_true", help="one line per epoch"
@@ -133,8 +137,9 @@ def main(argv=None):
     args = parse_args(argv)
     if args.translate:
         return translate(args)
-    # Multi-worker strategies must exist before any other TensorFlow op.
-    strategy = translation.get_strategy(args.distribute)
+    # Multi-worker set-ups must exist before any other TensorFlow/JAX op.
+    strategy = distribute.get_strategy(args.distribute)
+    print(f"replicas: {distribute.num_replicas(strategy)}")
     splits = load_splits(args)
     print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))
     result = translation.train_translator(
@@ -157,7 +162,8 @@ def main(argv=None):
         length_penalty=args.length_penalty,
         dropout=args.dropout,
     )
-    test = translation.evaluate_translator(result.model, splits["test"])
+    with distribute.local_scope(strategy, result.model):
+        test = translation.evaluate_translator(result.model, splits["test"])
     metrics = {
         "bleu": test["bleu"],
         "test_examples": test["examples"],
@@ -169,7 +175,7 @@ def main(argv=None):
     }
     if "alignment_accuracy" in test:
         metrics["alignment_accuracy"] = test["alignment_accuracy"]
-    if translation.is_chief(strategy):
+    if distribute.is_chief(strategy):
         result.model.save(os.path.join(args.output, "model.keras"))
         with open(os.path.join(args.output, "metrics.json"), "w") as f:
             json.dump(metrics, f, indent=2)
@@ -179,7 +185,7 @@ def main(argv=None):
             test["alignments"],
             os.path.join(args.output, "alignment.png"),
         )
-    print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
+        print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
     for i in range(3):
         print(f"  {splits['test'].sources[i]}  ->  {test['translations'][i]}")
     for key in (

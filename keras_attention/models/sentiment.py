@@ -7,6 +7,13 @@ raw strings → the adapted `TextVectorization` (inside the model, so a saved
 below read the attention back per sentence and score it: how much of it
 lands on the tokens that decide the label (`attention_on_cues`) and how
 much the hops repeat each other (`attention_redundancy`).
+
+Backends. Only TensorFlow runs string tensors inside a model. On JAX (and
+PyTorch) the same model is built, saved and loaded (the `.keras` file is
+identical: raw strings in), but it is trained and run through
+`token_id_model(model)`, its view from token ids on, with the vectorizer
+applied outside (`tf.data`, or eagerly); `predict_sentiment` does this by
+itself.
 """
 
 import re
@@ -143,6 +150,38 @@ def classifier_for_training(model):
     )
 
 
+def token_id_model(model, probabilities_only=False):
+    """The part of `model` after its vectorizer: token ids in.
+
+    It shares `model`'s layers and weights (training it trains `model`),
+    takes `int32` ids `(batch_size, time)` as the vectorizer makes them (0
+    is padding) and runs on every backend, where `model` itself takes
+    strings and runs on TensorFlow only.
+
+    Args:
+        model: A model from `build_sentiment_classifier` (or loaded from
+            its `.keras` file).
+        probabilities_only: Return only the class probabilities (the view
+            to compile and fit, as `classifier_for_training`) instead of the
+            output dict. Defaults to `False`.
+
+    Returns:
+        A functional `keras.Model`.
+    """
+    vectorizer = _vectorizer_of(model)
+    outputs = (
+        model.get_layer("probabilities").output
+        if probabilities_only
+        else model.output
+    )
+    after_vectorizer = keras.Model(vectorizer.output, outputs)
+    length = vectorizer.get_config()["output_sequence_length"]
+    token_ids = keras.Input(shape=(length,), dtype="int32", name="token_ids")
+    return keras.Model(
+        token_ids, after_vectorizer(token_ids), name=f"{model.name}_token_ids"
+    )
+
+
 def _vectorizer_of(model):
     for layer in model.layers:
         if isinstance(layer, keras.layers.TextVectorization):
@@ -168,14 +207,17 @@ def predict_sentiment(model, sentences, batch_size=64):
         `length` being its number of non-padding positions.
     """
     vectorizer = _vectorizer_of(model)
+    # String tensors exist on TensorFlow only; elsewhere the vectorizer
+    # runs eagerly and the model from token ids on does the rest.
+    on_strings = keras.backend.backend() == "tensorflow"
+    runner = model if on_strings else token_id_model(model)
     probabilities = []
     attention = []
     for start in range(0, len(sentences), batch_size):
         batch = np.asarray(sentences[start : start + batch_size], dtype=object)
-        outputs = model.predict_on_batch(batch)
-        lengths = np.sum(
-            keras.ops.convert_to_numpy(vectorizer(batch)) != 0, axis=-1
-        )
+        ids = keras.ops.convert_to_numpy(vectorizer(batch)).astype("int32")
+        outputs = runner.predict_on_batch(batch if on_strings else ids)
+        lengths = np.sum(ids != 0, axis=-1)
         probabilities.append(np.asarray(outputs["probabilities"]))
         weights = np.asarray(outputs["attention"])
         attention += [w[:, :n] for w, n in zip(weights, lengths, strict=True)]

@@ -2,7 +2,8 @@
 
 The sentiment example (`examples/sentiment_classifier.py`) and the SST-2
 benchmark are thin: they parse arguments and call the functions here,
-which load and split the data, pick a `tf.distribute` strategy, train with
+which load and split the data, pick a distribution (`tf.distribute` or
+`keras.distribution`, see `keras_attention.models.distribute`), train with
 progress bar, early stopping, checkpoints and resumable backups, and score
 the model (accuracy, where the attention lands, how redundant the hops
 are). TensorFlow is imported inside the functions that need it (`tf.data`,
@@ -16,13 +17,13 @@ and test, the rest stays for training. Synthetic data is generated with
 """
 
 import dataclasses
-import json
 import os
 import time
 
 import keras
 import numpy as np
 
+from keras_attention.models import distribute
 from keras_attention.models import sentiment as sentiment_lib
 
 #: Default number of synthetic sentences before the split.
@@ -174,31 +175,23 @@ def load_sentiment_splits(
 
 
 def get_strategy(name: str = "none"):
-    """The `tf.distribute` strategy for `--distribute`.
+    """The distribution for `--distribute`, on the current backend.
+
+    See `keras_attention.models.distribute.get_strategy`: on TensorFlow
+    `"none"` is the default strategy, `"mirrored"` a
+    `tf.distribute.MirroredStrategy` and `"multi-worker"` a
+    `tf.distribute.MultiWorkerMirroredStrategy` (the cluster of
+    `TF_CONFIG`); on JAX, `keras.distribution.DataParallel`.
 
     Args:
-        name: `"none"` (the default strategy: one device), `"mirrored"`
-            (`tf.distribute.MirroredStrategy`, all local GPUs, or the CPU)
-            or `"multi-worker"` (`tf.distribute.MultiWorkerMirroredStrategy`,
-            the cluster described by the `TF_CONFIG` environment variable;
-            without it, a single local worker).
+        name: `"none"`, `"mirrored"` or `"multi-worker"`.
 
     Returns:
-        A `tf.distribute.Strategy`. Build and compile the model inside its
-        `scope()`.
+        A `tf.distribute.Strategy`, a `keras.distribution.Distribution` or
+        `None`. Build, compile and fit within
+        `keras_attention.models.distribute.scope(strategy)`.
     """
-    import tensorflow as tf
-
-    if name == "none":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "multi-worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    raise ValueError(
-        "Received an invalid value for argument `distribute`, expected one "
-        f"of 'none', 'mirrored', 'multi-worker'. Received: distribute={name!r}"
-    )
+    return distribute.get_strategy(name)
 
 
 def worker_index() -> int:
@@ -206,16 +199,7 @@ def worker_index() -> int:
 
     Without a `chief` task in the cluster, worker 0 acts as chief.
     """
-    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    task = config.get("task", {})
-    kind = task.get("type", "chief")
-    index = int(task.get("index", 0))
-    if kind == "chief":
-        return 0
-    if kind == "worker":
-        return index + int("chief" in config.get("cluster", {}))
-    # Evaluators and other task types never act as chief.
-    return 1000 + index
+    return distribute.tf_config_index()
 
 
 def make_dataset(
@@ -223,10 +207,13 @@ def make_dataset(
     batch_size: int,
     shuffle: bool = False,
     seed: int | None = None,
+    vectorizer=None,
 ):
     """A batched `tf.data.Dataset` of `(sentence, label)` pairs.
 
-    Sharded by data (not by file) under a multi-worker strategy.
+    With a `vectorizer`, the pairs are `(token_ids, label)` instead, the
+    ids `int32` (for backends that cannot take strings). Sharded by data
+    (not by file) under a multi-worker strategy.
     """
     import tensorflow as tf
 
@@ -244,11 +231,13 @@ def make_dataset(
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.DATA
     )
-    return (
-        dataset.batch(batch_size)
-        .with_options(options)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    dataset = dataset.batch(batch_size)
+    if vectorizer is not None:
+        dataset = dataset.map(
+            lambda text, label: (tf.cast(vectorizer(text), "int32"), label),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
 @dataclasses.dataclass
@@ -289,6 +278,11 @@ def train_sentiment_classifier(
     workers other than the chief write their checkpoints and backups to
     `output_dir/worker-<index>/`.
 
+    On backends other than TensorFlow, which cannot run string tensors in
+    a model, the vectorizer runs in the `tf.data` pipeline instead and
+    `token_id_model(model)` is fit; the returned model is the same
+    raw-string model (see `keras_attention.models.sentiment`).
+
     Args:
         splits: `"train"` and `"validation"` `SentimentSplit`s.
         output_dir: Directory for checkpoints and backups (created).
@@ -297,7 +291,9 @@ def train_sentiment_classifier(
         learning_rate: Adam learning rate. Defaults to `1e-3`.
         patience: Epochs without a lower validation loss before stopping.
             Defaults to `3`.
-        strategy: A `tf.distribute.Strategy`; defaults to the current one.
+        strategy: From `get_strategy`: a `tf.distribute.Strategy` or a
+            `keras.distribution.Distribution`; defaults to no
+            distribution.
         seed: Seed of the weights and of the shuffling. Defaults to `0`.
         max_tokens: Vocabulary size. Defaults to `20000`.
         max_length: Truncate sentences to this many tokens; `None` keeps
@@ -316,12 +312,7 @@ def train_sentiment_classifier(
     if strategy is None:
         strategy = get_strategy("none")
     keras.utils.set_random_seed(seed)
-    index = worker_index()
-    work_dir = (
-        output_dir
-        if index == 0
-        else os.path.join(output_dir, f"worker-{index}")
-    )
+    work_dir = distribute.work_dir(output_dir, strategy)
     os.makedirs(work_dir, exist_ok=True)
     train, validation = splits["train"], splits["validation"]
     vectorizer = data_lib.make_text_vectorizer(
@@ -329,15 +320,28 @@ def train_sentiment_classifier(
         max_tokens=max_tokens,
         output_sequence_length=max_length,
     )
-    with strategy.scope():
+    # Only TensorFlow runs the vectorizer inside the model; elsewhere it
+    # runs in the tf.data pipeline and the model is fit from token ids on.
+    on_strings = keras.backend.backend() == "tensorflow"
+    pipeline_vectorizer = None if on_strings else vectorizer
+    with distribute.scope(strategy):
         model = sentiment_lib.build_sentiment_classifier(
             vectorizer, **model_kwargs
         )
-        trainer = sentiment_lib.classifier_for_training(model)
+        if on_strings:
+            trainer = sentiment_lib.classifier_for_training(model)
+        else:
+            trainer = sentiment_lib.token_id_model(
+                model, probabilities_only=True
+            )
+        # Under a `keras.distribution`, filler rows with weight 0 even out
+        # the last batch (`distribute.even_batches`); a weighted accuracy
+        # leaves them out, and is the plain accuracy otherwise.
         trainer.compile(
             optimizer=keras.optimizers.Adam(learning_rate),
             loss="sparse_categorical_crossentropy",
-            metrics=["accuracy"],
+            metrics=["accuracy"] if on_strings else None,
+            weighted_metrics=None if on_strings else ["accuracy"],
         )
     callbacks = [
         # First, so that an epoch is backed up before any later callback
@@ -357,15 +361,34 @@ def train_sentiment_classifier(
         *(callbacks or []),
     ]
     start = time.perf_counter()
-    history = trainer.fit(
-        make_dataset(train, batch_size, shuffle=True, seed=seed),
-        validation_data=make_dataset(validation, batch_size),
-        epochs=epochs,
-        callbacks=callbacks,
-        # The dataset shuffles itself, with `seed`.
-        shuffle=False,
-        verbose=verbose,
-    )
+    with distribute.fit_scope(strategy, trainer):
+        history = trainer.fit(
+            distribute.even_batches(
+                make_dataset(
+                    train,
+                    batch_size,
+                    shuffle=True,
+                    seed=seed,
+                    vectorizer=pipeline_vectorizer,
+                ),
+                batch_size,
+                strategy,
+                sample_weight=True,
+            ),
+            validation_data=distribute.even_batches(
+                make_dataset(
+                    validation, batch_size, vectorizer=pipeline_vectorizer
+                ),
+                batch_size,
+                strategy,
+                sample_weight=True,
+            ),
+            epochs=epochs,
+            callbacks=callbacks,
+            # The dataset shuffles itself, with `seed`.
+            shuffle=False,
+            verbose=verbose,
+        )
     seconds = time.perf_counter() - start
     return TrainingResult(
         model=model,

@@ -14,6 +14,7 @@ from keras import ops
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.data.translation import detokenize
 from keras_attention.data.translation import tokenize
+from keras_attention.models import distribute
 from keras_attention.seq2seq.translator import END_TOKEN as END_TOKEN
 from keras_attention.seq2seq.translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.translator import Translator as Translator
@@ -156,34 +157,19 @@ def alignment_accuracy(model, corpus, batch_size=128) -> float:
 
 
 def get_strategy(name: str = "none"):
-    """`"none"`, `"mirrored"` or `"multi-worker"` → a `tf.distribute` strategy.
+    """`"none"`, `"mirrored"` or `"multi-worker"` → the distribution.
 
-    `"multi-worker"` reads the cluster from `TF_CONFIG` (without it, it runs
-    as a single worker) and must be created before any other TensorFlow op.
+    See `keras_attention.models.distribute.get_strategy`: `tf.distribute`
+    strategies on TensorFlow (`"multi-worker"` reads the cluster from
+    `TF_CONFIG` and must be created before any other TensorFlow op),
+    `keras.distribution.DataParallel` on JAX.
     """
-    import tensorflow as tf
-
-    if name == "none":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "multi-worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    raise ValueError(
-        "Received an invalid value for argument `distribute`, expected one "
-        "of ['none', 'mirrored', 'multi-worker']. "
-        f"Received: distribute={name!r}"
-    )
+    return distribute.get_strategy(name)
 
 
 def is_chief(strategy=None) -> bool:
     """Whether this process writes the run's files (worker 0 / no cluster)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not getattr(resolver, "task_type", None):
-        return True
-    return resolver.task_type == "chief" or (
-        resolver.task_type == "worker" and resolver.task_id == 0
-    )
+    return distribute.is_chief(strategy)
 
 
 def make_dataset(model, corpus, batch_size, shuffle=False, seed=0):
@@ -255,7 +241,8 @@ def train_translator(
         learning_rate: Adam's learning rate. Defaults to `3e-3`.
         patience: Epochs without validation improvement before stopping.
             Defaults to `3`.
-        strategy: A `tf.distribute` strategy. Defaults to the default one.
+        strategy: From `get_strategy` (a `tf.distribute` strategy or a
+            `keras.distribution`). Defaults to no distribution.
         seed: Seed of the initialisation and the shuffling. Defaults to `0`.
         verbose: `fit`'s verbosity. Defaults to `1`.
         max_source_tokens: Optional source vocabulary size.
@@ -279,44 +266,52 @@ def train_translator(
     if "max_output_length" not in model_kwargs:
         longest = max(len(tokenize(t).split()) for t in train.targets)
         model_kwargs["max_output_length"] = 2 * longest + 2
-    with strategy.scope():
+    with distribute.scope(strategy):
         model = Translator(source_vocabulary, target_vocabulary, **model_kwargs)
         model.compile(
             optimizer=keras.optimizers.Adam(learning_rate, clipnorm=5.0),
             loss=keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, ignore_class=0
             ),
-            jit_compile=False,
+            # XLA is kept off on TensorFlow; on JAX, whose un-jitted steps
+            # run op by op, "auto" compiles the step with jax.jit.
+            jit_compile=(
+                False if keras.backend.backend() == "tensorflow" else "auto"
+            ),
         )
-    train_data = make_dataset(model, train, batch_size, shuffle=True, seed=seed)
-    validation_data = make_dataset(model, validation, batch_size)
-    os.makedirs(output_dir, exist_ok=True)
-    backup_dir = os.path.join(output_dir, "backup")
-    checkpoint = os.path.join(output_dir, "checkpoint.keras")
-    if not is_chief(strategy):
-        # Other workers write throw-away copies (as Keras asks for).
-        index = strategy.cluster_resolver.task_id
-        backup_dir = os.path.join(backup_dir, f"worker_{index}")
-        checkpoint = os.path.join(output_dir, f"worker_{index}.keras")
+    train_data = distribute.even_batches(
+        make_dataset(model, train, batch_size, shuffle=True, seed=seed),
+        batch_size,
+        strategy,
+    )
+    validation_data = distribute.even_batches(
+        make_dataset(model, validation, batch_size), batch_size, strategy
+    )
+    # Workers other than the chief write throw-away copies (as Keras asks).
+    work_dir = distribute.work_dir(output_dir, strategy)
+    os.makedirs(work_dir, exist_ok=True)
     callbacks = list(callbacks or []) + [
-        keras.callbacks.BackupAndRestore(backup_dir),
+        keras.callbacks.BackupAndRestore(os.path.join(work_dir, "backup")),
         keras.callbacks.EarlyStopping(
             monitor="val_loss", patience=patience, restore_best_weights=True
         ),
         keras.callbacks.ModelCheckpoint(
-            checkpoint, monitor="val_loss", save_best_only=True
+            os.path.join(work_dir, "checkpoint.keras"),
+            monitor="val_loss",
+            save_best_only=True,
         ),
     ]
     start = time.perf_counter()
-    history = model.fit(
-        train_data,
-        validation_data=validation_data,
-        epochs=epochs,
-        callbacks=callbacks,
-        verbose=verbose,
-        # The dataset shuffles itself.
-        shuffle=False,
-    )
+    with distribute.fit_scope(strategy, model):
+        history = model.fit(
+            train_data,
+            validation_data=validation_data,
+            epochs=epochs,
+            callbacks=callbacks,
+            verbose=verbose,
+            # The dataset shuffles itself.
+            shuffle=False,
+        )
     seconds = time.perf_counter() - start
     return TrainResult(
         model, history.history, len(history.history.get("loss", [])), seconds

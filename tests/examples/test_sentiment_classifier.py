@@ -77,6 +77,7 @@ def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
     assert not os.path.exists(os.path.join(output, "backup"))
 
 
+@pytest.mark.tensorflow_only
 def test_saved_model_takes_raw_strings(synthetic_run):
     output, _ = synthetic_run
     model = keras.saving.load_model(
@@ -87,6 +88,20 @@ def test_saved_model_takes_raw_strings(synthetic_run):
     )
     assert outputs["probabilities"].shape == (2, 2)
     assert outputs["attention"].shape == (2, 2, 2)
+
+
+def test_saved_model_predicts_with_predict_sentiment(synthetic_run):
+    from keras_attention.models.sentiment import predict_sentiment
+
+    output, metrics = synthetic_run
+    model = keras.saving.load_model(
+        os.path.join(output, "model.keras"), safe_mode=True
+    )
+    probabilities, attention = predict_sentiment(
+        model, ["never dull", "not good"]
+    )
+    assert probabilities.argmax(-1).tolist() == [1, 0]
+    assert [w.shape for w in attention] == [(2, 2), (2, 2)]
 
 
 def _write_tsv(path, data):

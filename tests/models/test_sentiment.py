@@ -35,9 +35,24 @@ def _strings(sentences):
     return np.array(sentences, dtype=object)
 
 
+def _ids(model, sentences):
+    """Token ids from the model's own vectorizer (run eagerly)."""
+    vectorizer = model.get_layer(index=1)
+    ids = keras.ops.convert_to_numpy(vectorizer(_strings(sentences)))
+    return ids.astype("int32")
+
+
+def _outputs(model, sentences):
+    """The model's output dict, on any backend (strings on TensorFlow)."""
+    if keras.backend.backend() == "tensorflow":
+        return model.predict(_strings(sentences), verbose=0)
+    ids = _ids(model, sentences)
+    return sentiment.token_id_model(model).predict(ids, verbose=0)
+
+
 def test_outputs_are_named_and_shaped():
     model = _model()
-    outputs = model.predict(_strings(SENTENCES), verbose=0)
+    outputs = _outputs(model, SENTENCES)
     assert sorted(outputs) == list(sentiment.OUTPUT_NAMES)
     assert outputs["probabilities"].shape == (4, 2)
     np.testing.assert_allclose(outputs["probabilities"].sum(-1), 1, 1e-5)
@@ -49,7 +64,7 @@ def test_outputs_are_named_and_shaped():
 
 def test_attention_is_zero_on_padding_and_sums_to_one():
     model = _model()
-    weights = model.predict(_strings(SENTENCES), verbose=0)["attention"]
+    weights = _outputs(model, SENTENCES)["attention"]
     lengths = [3, 5, 5, 4]
     for w, n in zip(weights, lengths, strict=True):
         np.testing.assert_allclose(w[:, :n].sum(-1), 1.0, rtol=1e-5)
@@ -58,11 +73,12 @@ def test_attention_is_zero_on_padding_and_sums_to_one():
 
 def test_empty_sentence_gives_zero_attention_not_nan():
     model = _model()
-    outputs = model.predict(_strings(["", "a good film"]), verbose=0)
+    outputs = _outputs(model, ["", "a good film"])
     np.testing.assert_array_equal(outputs["attention"][0], 0.0)
     assert np.all(np.isfinite(outputs["probabilities"]))
 
 
+@pytest.mark.tensorflow_only
 def test_save_and_load_in_safe_mode_takes_raw_strings(tmp_path):
     model = _model()
     x = _strings(SENTENCES + ["Unknown WORDS here!"])
@@ -80,6 +96,54 @@ def test_save_and_load_in_safe_mode_takes_raw_strings(tmp_path):
     )
 
 
+def test_save_and_load_then_predict_sentiment_on_any_backend(tmp_path):
+    model = _model()
+    sentences = SENTENCES + ["Unknown WORDS here!"]
+    expected, _ = sentiment.predict_sentiment(model, sentences)
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert loaded.inputs[0].dtype == "string"
+    got, attention = sentiment.predict_sentiment(loaded, sentences)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert [w.shape[1] for w in attention] == [3, 5, 5, 4, 3]
+
+
+def test_token_id_model_shares_weights_and_penalty():
+    model = _model(penalty=1.0)
+    view = sentiment.token_id_model(model, probabilities_only=True)
+    assert view.inputs[0].dtype == "int32"
+    assert {id(w) for w in view.weights} == {id(w) for w in model.weights}
+    ids = _ids(model, SENTENCES)
+    view.compile("adam", "sparse_categorical_crossentropy")
+    before = [w.copy() for w in model.get_weights()]
+    view.fit(ids, np.array([1, 0, 1, 0]), verbose=0)
+    assert any(
+        not np.allclose(a, b)
+        for a, b in zip(before, model.get_weights(), strict=True)
+    )
+    view(ids)
+    assert len(view.losses) == 1
+    full = sentiment.token_id_model(model).predict(ids, verbose=0)
+    np.testing.assert_allclose(
+        view.predict(ids, verbose=0), full["probabilities"], atol=1e-6
+    )
+
+
+@pytest.mark.tensorflow_only
+def test_token_id_model_agrees_with_the_raw_string_model():
+    model = _model()
+    from_ids = sentiment.token_id_model(model).predict(
+        _ids(model, SENTENCES), verbose=0
+    )
+    from_strings = model.predict(_strings(SENTENCES), verbose=0)
+    for name in sentiment.OUTPUT_NAMES:
+        np.testing.assert_allclose(
+            from_ids[name], from_strings[name], atol=1e-6
+        )
+
+
+@pytest.mark.tensorflow_only
 def test_classifier_for_training_shares_weights_and_penalty():
     model = _model(penalty=1.0)
     trainer = sentiment.classifier_for_training(model)
@@ -97,9 +161,9 @@ def test_classifier_for_training_shares_weights_and_penalty():
 
 
 def test_no_penalty_loss_without_coefficient():
-    trainer = sentiment.classifier_for_training(_model(penalty=0.0))
-    trainer(_strings(SENTENCES))
-    assert trainer.losses == []
+    view = sentiment.token_id_model(_model(penalty=0.0))
+    view(np.array([[2, 3, 0]], dtype="int32"))
+    assert view.losses == []
 
 
 def test_predict_sentiment_trims_each_sentence_across_batches():
@@ -110,7 +174,7 @@ def test_predict_sentiment_trims_each_sentence_across_batches():
     )
     assert probabilities.shape == (6, 2)
     assert [w.shape for w in attention] == [(3, 1)] * 3 + [(3, 7)] * 3
-    full = model.predict(_strings(sentences[3:]), verbose=0)["attention"]
+    full = _outputs(model, sentences[3:])["attention"]
     np.testing.assert_allclose(attention[3], full[0], atol=1e-6)
 
 

@@ -1,0 +1,332 @@
+"""`--distribute none|mirrored|multi-worker` on every Keras backend.
+
+The example scripts take one flag and get what the backend offers:
+
+- `none`: one device. TensorFlow's default strategy; no distribution on
+  JAX.
+- `mirrored`: every local device. `tf.distribute.MirroredStrategy` (all
+  local GPUs, or the CPU); `keras.distribution.DataParallel` over
+  `keras.distribution.list_devices()` on JAX.
+- `multi-worker`: several processes (machines). On TensorFlow,
+  `tf.distribute.MultiWorkerMirroredStrategy` with the cluster of
+  `TF_CONFIG`; on JAX, `keras.distribution.initialize()` then
+  `DataParallel` over every device of every process.
+
+On JAX, `multi-worker` reads the `KERAS_DISTRIBUTION_JOB_ADDRESSES`,
+`KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`
+environment variables of `keras.distribution.initialize`; when they are
+not set, it derives them from `TF_CONFIG` (the coordinator is the chief,
+or worker 0), so one cluster description serves both backends. Other
+backends (PyTorch) support `none` only. See `docs/distributed.md`.
+
+Everything that creates variables (model, optimizer) and `fit` run inside
+`scope(strategy)`. Under a multi-worker run every process trains, but only
+the chief (`is_chief`) writes the run's files; the others write their
+checkpoints and backups under `work_dir`, a directory of their own, as
+Keras asks for.
+"""
+
+import contextlib
+import importlib
+import json
+import os
+
+import keras
+
+NAMES = ("none", "mirrored", "multi-worker")
+_JAX_ENV = (
+    "KERAS_DISTRIBUTION_JOB_ADDRESSES",
+    "KERAS_DISTRIBUTION_NUM_PROCESSES",
+    "KERAS_DISTRIBUTION_PROCESS_ID",
+)
+
+
+def _is_keras_distribution(strategy) -> bool:
+    # `keras.distribution` exports the concrete classes, not their base.
+    return isinstance(
+        strategy,
+        (keras.distribution.DataParallel, keras.distribution.ModelParallel),
+    )
+
+
+def _check_name(name):
+    if name not in NAMES:
+        raise ValueError(
+            "Received an invalid value for argument `distribute`, expected "
+            f"one of {list(NAMES)}. Received: distribute={name!r}"
+        )
+
+
+def _tf_config() -> dict:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def tf_config_index(config: dict | None = None) -> int:
+    """This task's index under `TF_CONFIG`; 0 for the chief (or alone).
+
+    Without a `chief` task in the cluster, worker 0 acts as chief.
+    Evaluators and other task types never act as chief (index >= 1000).
+    """
+    config = _tf_config() if config is None else config
+    task = config.get("task", {})
+    kind = task.get("type", "chief")
+    index = int(task.get("index", 0))
+    if kind == "chief":
+        return 0
+    if kind == "worker":
+        return index + int("chief" in config.get("cluster", {}))
+    return 1000 + index
+
+
+def _jax_cluster_from_tf_config() -> dict:
+    """`keras.distribution.initialize` arguments from `TF_CONFIG`."""
+    config = _tf_config()
+    cluster = config.get("cluster", {})
+    addresses = [*cluster.get("chief", []), *cluster.get("worker", [])]
+    if not addresses:
+        raise ValueError(
+            "--distribute multi-worker on the JAX backend needs the cluster: "
+            f"set {', '.join(_JAX_ENV)} (see keras.distribution.initialize) "
+            "or TF_CONFIG with 'chief'/'worker' addresses; see "
+            "docs/distributed.md. Received: TF_CONFIG="
+            f"{os.environ.get('TF_CONFIG')!r}"
+        )
+    return {
+        "job_addresses": ",".join(addresses),
+        "num_processes": len(addresses),
+        "process_id": tf_config_index(config),
+    }
+
+
+def get_strategy(name: str = "none"):
+    """The distribution for `--distribute NAME` on the current backend.
+
+    Call it first, before any other TensorFlow or JAX computation:
+    multi-worker set-ups must exist before the runtime starts.
+
+    Args:
+        name: `"none"`, `"mirrored"` or `"multi-worker"` (see the module
+            docstring for what each means on each backend).
+
+    Returns:
+        On TensorFlow, a `tf.distribute.Strategy`. On JAX, `None` (for
+        `"none"`) or a `keras.distribution.DataParallel`. On other
+        backends, `None`. Use it with `scope`, `is_chief` and `work_dir`.
+    """
+    _check_name(name)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if name == "none":
+            return tf.distribute.get_strategy()
+        if name == "mirrored":
+            return tf.distribute.MirroredStrategy()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "none":
+        return None
+    if backend != "jax":
+        raise ValueError(
+            f"--distribute {name} needs the TensorFlow or JAX backend; the "
+            f"{backend} backend runs on one device here (see "
+            f"docs/distributed.md). Received: distribute={name!r}"
+        )
+    if name == "multi-worker":
+        if all(os.environ.get(k) is None for k in _JAX_ENV):
+            keras.distribution.initialize(**_jax_cluster_from_tf_config())
+        else:
+            keras.distribution.initialize()
+    return keras.distribution.DataParallel(
+        devices=keras.distribution.list_devices()
+    )
+
+
+def scope(strategy):
+    """The context in which to build, compile and fit under `strategy`."""
+    if strategy is None:
+        return contextlib.nullcontext()
+    return strategy.scope()
+
+
+@contextlib.contextmanager
+def fit_scope(strategy, model=None):
+    """The context in which to call `model.fit` under `strategy`.
+
+    A `keras.distribution` places the batches as well as the variables, so
+    `fit` runs in its scope. `tf.distribute` strategies distribute the data
+    themselves, so nothing is needed, except under
+    `MultiWorkerMirroredStrategy`, where Keras 3's `fit` fails
+    (tensorflow/tensorflow#72388, still so in Keras 3.15) in two places,
+    both worked around here for the duration of the `with` block:
+
+    - before the first step it averages one `(x, y)` batch across the
+      workers to build the model symbolically, and
+      `tf.distribute.Strategy.reduce` takes no nested values. The model is
+      built already; handed the strategy through the scope instead of
+      holding it, the model skips that step.
+    - it reduces the step's logs with `reduction="auto"`, which under
+      multiple workers averages scalars over a batch axis they do not
+      have. The logs are metric results, already the same on every worker
+      (the metrics' variables are all-reduced), so the first replica's
+      value is taken.
+
+    Args:
+        strategy: From `get_strategy`.
+        model: The model to fit; needed under a multi-worker
+            `tf.distribute` strategy.
+    """
+    if _is_keras_distribution(strategy):
+        with strategy.scope():
+            yield
+        return
+    if model is None or not is_multi_worker(strategy):
+        yield
+        return
+    trainer_module = importlib.import_module(
+        "keras.src.backend.tensorflow.trainer"
+    )
+    reduce_per_replica = trainer_module.reduce_per_replica
+
+    def first_replica(values, strategy, reduction="auto"):
+        if reduction == "auto":
+            reduction = "first"
+        return reduce_per_replica(values, strategy, reduction=reduction)
+
+    own_strategy = model._distribute_strategy
+    model._distribute_strategy = None
+    trainer_module.reduce_per_replica = first_replica
+    try:
+        with strategy.scope():
+            yield
+    finally:
+        trainer_module.reduce_per_replica = reduce_per_replica
+        model._distribute_strategy = own_strategy
+
+
+@contextlib.contextmanager
+def local_scope(strategy, model):
+    """The context in which each process evaluates `model` on its own.
+
+    After a multi-worker `tf.distribute` run, `model.predict` would split
+    each batch over the workers and gather the rows of all of them (every
+    worker then sees each row once per worker). Here the model forgets its
+    strategy for the duration of the `with` block, so that `predict` runs
+    on this process's device with the trained (mirrored) weights.
+    Elsewhere this does nothing.
+    """
+    if not is_multi_worker(strategy) or _is_keras_distribution(strategy):
+        yield
+        return
+    own_strategy = model._distribute_strategy
+    model._distribute_strategy = None
+    try:
+        yield
+    finally:
+        model._distribute_strategy = own_strategy
+
+
+def even_batches(dataset, batch_size: int, strategy, sample_weight=False):
+    """Pads each batch of `dataset` to `batch_size` rows for `strategy`.
+
+    A `keras.distribution` splits every batch evenly over the devices, so
+    a short last batch (say 31 rows on 2 devices) cannot be placed. Under
+    one, the missing rows are filled with zeros: an empty sentence, or an
+    all-padding source and target that a loss with `ignore_class=0`
+    ignores; with `sample_weight=True` a third element, `1` for real rows
+    and `0` for filler, keeps them out of the loss and metrics. (The mean
+    loss Keras reports then counts the filler rows in its denominator, a
+    constant factor of at most `(n + batch_size - 1) / n` for `n` examples,
+    the same every epoch.) Elsewhere `dataset` is returned as it is.
+
+    Args:
+        dataset: A batched `tf.data.Dataset` of `(inputs, targets)`.
+        batch_size: The global batch size, a multiple of the number of
+            replicas.
+        strategy: From `get_strategy`.
+        sample_weight: Append the `(batch_size,)` weights. Defaults to
+            `False`.
+
+    Returns:
+        A `tf.data.Dataset`.
+    """
+    if not _is_keras_distribution(strategy):
+        return dataset
+    import tensorflow as tf
+
+    replicas = num_replicas(strategy)
+    if batch_size % replicas:
+        raise ValueError(
+            "Received an invalid value for argument `batch_size`, expected a "
+            f"multiple of the number of replicas ({replicas}). Received: "
+            f"batch_size={batch_size}"
+        )
+
+    def pad(*element):
+        rows = tf.shape(tf.nest.flatten(element)[0])[0]
+        missing = batch_size - rows
+
+        def pad_rows(tensor):
+            paddings = [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1)
+            return tf.pad(tensor, paddings)
+
+        padded = tf.nest.map_structure(pad_rows, element)
+        if sample_weight:
+            weights = tf.pad(tf.ones([rows]), [[0, missing]])
+            return (*padded, weights)
+        return padded
+
+    return dataset.map(pad)
+
+
+def is_multi_worker(strategy) -> bool:
+    """Whether `strategy` spans several processes (`multi-worker`)."""
+    if strategy is None:
+        return False
+    if _is_keras_distribution(strategy):
+        import jax
+
+        return jax.process_count() > 1
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def num_replicas(strategy) -> int:
+    """How many replicas share each global batch."""
+    if strategy is None:
+        return 1
+    if _is_keras_distribution(strategy):
+        return int(strategy.device_mesh.devices.size)
+    return int(strategy.num_replicas_in_sync)
+
+
+def worker_index(strategy=None) -> int:
+    """This process's index in the cluster; 0 for the chief (or alone).
+
+    On JAX under `keras.distribution`, the process index; otherwise read
+    from `TF_CONFIG` (see `tf_config_index`).
+    """
+    if _is_keras_distribution(strategy):
+        import jax
+
+        return jax.process_index()
+    return tf_config_index()
+
+
+def is_chief(strategy=None) -> bool:
+    """Whether this process writes the run's files (model, metrics)."""
+    return worker_index(strategy) == 0
+
+
+def work_dir(output_dir: str, strategy=None) -> str:
+    """Where this process keeps checkpoints and backups.
+
+    `output_dir` for the chief; `output_dir/worker-<index>` for the other
+    workers, whose copies are thrown away (every worker must save, since
+    saving a distributed model is a collective operation, but they must
+    not overwrite the chief's files).
+    """
+    index = worker_index(strategy)
+    if index == 0:
+        return output_dir
+    return os.path.join(output_dir, f"worker-{index}")

@@ -1,0 +1,111 @@
+"""Runs the example scripts in subprocesses: clusters, kills, timeouts."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+SCRIPTS = {
+    "sentiment": os.path.join(ROOT, "examples", "sentiment_classifier.py"),
+    "translation": os.path.join(ROOT, "examples", "translation.py"),
+}
+# Small runs: enough data that an epoch takes about a second on 2 cores
+# (so a run can be caught between epochs), small enough to stay fast.
+SMALL = {
+    "sentiment": ["--num-examples", "1200", "--quiet"],
+    "translation": [
+        "--num-examples",
+        "600",
+        "--units",
+        "16",
+        "--embedding-dim",
+        "16",
+        "--quiet",
+    ],
+}
+# Generous: the machine that runs the tests may be busy.
+TIMEOUT_SECONDS = 240
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports that are free on 127.0.0.1 right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def environment(**extra) -> dict:
+    """This process's environment, quiet, CPU only, plus `extra`."""
+    env = dict(os.environ)
+    env.update(
+        TF_CPP_MIN_LOG_LEVEL="3",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+def start(name: str, args: list[str], log_path, env=None):
+    """Starts example `name` with `args`; stdout and stderr go to a file."""
+    log = open(log_path, "w")
+    try:
+        return subprocess.Popen(
+            [sys.executable, SCRIPTS[name], *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env or environment(),
+            cwd=ROOT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+def kill(process) -> None:
+    """SIGKILL to `process` and its children, then reap it."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def tail(path, lines: int = 40) -> str:
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+def wait_all(processes, logs, timeout=TIMEOUT_SECONDS) -> list[int]:
+    """Waits for every process; kills them all and fails past `timeout`."""
+    deadline = time.monotonic() + timeout
+    try:
+        for process in processes:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            kill(process)
+        pytest.fail(
+            f"not finished within {timeout} s:\n"
+            + "\n".join(f"--- {log}\n{tail(log)}" for log in logs)
+        )
+    return [process.returncode for process in processes]
+
+
+def run(name: str, args: list[str], log_path, env=None, timeout=None):
+    """Runs example `name` to the end; fails with its log if it fails."""
+    process = start(name, args, log_path, env)
+    (code,) = wait_all([process], [log_path], timeout or TIMEOUT_SECONDS)
+    assert code == 0, f"exit code {code}:\n{tail(log_path)}"
+    with open(log_path, errors="replace") as f:
+        return f.read()

@@ -1,0 +1,124 @@
+"""Both examples under real multi-process and multi-device distribution."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.models import distribute
+from keras_attention.models import sentiment
+from tests.examples import processes
+
+
+def _check_run_dir(name, output):
+    """The chief's files are there and the model loads and predicts."""
+    for file in ("model.keras", "metrics.json"):
+        assert os.path.getsize(os.path.join(output, file)) > 0
+    model = keras.saving.load_model(
+        os.path.join(output, "model.keras"), safe_mode=True
+    )
+    if name == "sentiment":
+        probabilities, _ = sentiment.predict_sentiment(
+            model, ["not bad at all", "dull"]
+        )
+        assert probabilities.shape == (2, 2)
+        np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+    else:
+        translations = model.translate(["de tumi zefa poro"])
+        assert len(translations) == 1 and isinstance(translations[0], str)
+    with open(os.path.join(output, "metrics.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("name", ["sentiment", "translation"])
+def test_multi_worker_mirrored_strategy_with_two_workers(name, tmp_path):
+    ports = processes.free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    output = str(tmp_path / "run")
+    args = [*processes.SMALL[name], "--epochs", "2"]
+    args += ["--distribute", "multi-worker", "--output", output]
+    workers, logs = [], []
+    for index in range(2):
+        task = {"type": "worker", "index": index}
+        tf_config = {"cluster": cluster, "task": task}
+        env = processes.environment(
+            TF_CONFIG=json.dumps(tf_config), KERAS_BACKEND="tensorflow"
+        )
+        logs.append(tmp_path / f"worker-{index}.log")
+        workers.append(processes.start(name, args, logs[-1], env))
+    codes = processes.wait_all(workers, logs)
+    for code, log in zip(codes, logs, strict=True):
+        assert code == 0, f"{log}:\n{processes.tail(log)}"
+        # One CPU per worker, two workers: every step is all-reduced.
+        assert "replicas: 2" in log.read_text()
+    metrics = _check_run_dir(name, output)
+    assert metrics["epochs_trained"] == 2
+    # Worker 1 trained too, but wrote only its throw-away checkpoint.
+    worker = os.path.join(output, "worker-1")
+    assert os.path.isdir(worker)
+    assert not os.path.exists(os.path.join(worker, "model.keras"))
+    assert not os.path.exists(os.path.join(worker, "metrics.json"))
+
+
+def test_jax_data_parallel_over_two_local_devices(tmp_path):
+    pytest.importorskip("jax")
+    output = str(tmp_path / "run")
+    log = tmp_path / "run.log"
+    env = processes.environment(
+        KERAS_BACKEND="jax",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
+    # 1200 examples split 80/10/10: the last batches hold 16 and 24 rows,
+    # evened out across the two devices by distribute.even_batches.
+    args = [*processes.SMALL["sentiment"], "--epochs", "1", "--batch-size"]
+    args += ["32", "--distribute", "mirrored", "--output", output]
+    printed = processes.run("sentiment", args, log, env)
+    assert "replicas: 2" in printed
+    metrics = _check_run_dir("sentiment", output)
+    assert metrics["epochs_trained"] == 1
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+
+
+def test_batch_size_must_split_evenly_over_a_keras_distribution():
+    import tensorflow as tf
+
+    class TwoReplicas(keras.distribution.DataParallel):
+        """A stand-in: no second device is needed to check the argument."""
+
+        def __init__(self):
+            pass
+
+        @property
+        def device_mesh(self):
+            return keras.distribution.DeviceMesh(
+                (2,), ["batch"], np.array(["a", "b"])
+            )
+
+    dataset = tf.data.Dataset.from_tensor_slices(np.zeros((5, 3))).batch(4)
+    with pytest.raises(ValueError, match="Received: batch_size=3"):
+        distribute.even_batches(dataset, 3, TwoReplicas())
+
+
+def test_even_batches_pads_rows_with_zero_weights():
+    import tensorflow as tf
+
+    distribution = keras.distribution.DataParallel(
+        devices=keras.distribution.list_devices()[:1]
+    )
+    x = np.arange(10, dtype="int32").reshape(5, 2) + 1
+    y = np.arange(5, dtype="int32") + 1
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    batches = list(
+        distribute.even_batches(dataset, 4, distribution, sample_weight=True)
+    )
+    assert [tuple(b[0].shape) for b in batches] == [(4, 2), (4, 2)]
+    last_x, last_y, last_w = (np.asarray(t) for t in batches[1])
+    np.testing.assert_array_equal(last_x, [[9, 10], [0, 0], [0, 0], [0, 0]])
+    np.testing.assert_array_equal(last_y, [5, 0, 0, 0])
+    np.testing.assert_array_equal(last_w, [1, 0, 0, 0])
+    np.testing.assert_array_equal(np.asarray(batches[0][2]), [1, 1, 1, 1])
+    # Without a keras.distribution the dataset is left alone.
+    assert distribute.even_batches(dataset, 4, None) is dataset

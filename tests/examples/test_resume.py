@@ -1,0 +1,77 @@
+"""A run of each example killed with SIGKILL resumes where it stopped."""
+
+import json
+import os
+import re
+import time
+
+import keras
+import pytest
+
+from keras_attention.models import sentiment
+from tests.examples import processes
+
+EPOCHS = 6
+# `fit(verbose=2)` prints one line per finished epoch: "38/38 - 2s - ...".
+_EPOCH_DONE = re.compile(r"^\d+/\d+ - .*loss", re.MULTILINE)
+_EPOCH_START = re.compile(r"^Epoch (\d+)/\d+", re.MULTILINE)
+
+
+def _backed_up_epochs(path):
+    """Epochs recorded by BackupAndRestore, or None before the first one."""
+    try:
+        with open(path) as f:
+            return json.load(f)["epoch"]
+    except (OSError, ValueError, KeyError):
+        # Absent, or caught while being written.
+        return None
+
+
+@pytest.mark.parametrize("name", ["sentiment", "translation"])
+def test_killed_run_resumes_and_loses_at_most_one_epoch(name, tmp_path):
+    output = str(tmp_path / "run")
+    # No early stopping: every epoch runs, so the count is exact.
+    args = [*processes.SMALL[name], "--epochs", str(EPOCHS)]
+    args += ["--patience", str(EPOCHS), "--output", output]
+    metadata = os.path.join(output, "backup", "training_metadata.json")
+    first_log = tmp_path / "first.log"
+    process = processes.start(name, args, first_log)
+    deadline = time.monotonic() + processes.TIMEOUT_SECONDS
+    # The callbacks write the backup at the end of each epoch: kill as soon
+    # as the first one is there, in the middle of the next epoch.
+    while not _backed_up_epochs(metadata):
+        if process.poll() is not None:
+            pytest.fail(
+                f"exited ({process.returncode}) before an epoch was backed "
+                f"up:\n{processes.tail(first_log)}"
+            )
+        if time.monotonic() > deadline:
+            processes.kill(process)
+            pytest.fail(f"no backup in time:\n{processes.tail(first_log)}")
+        time.sleep(0.05)
+    processes.kill(process)
+    assert process.returncode == -9
+    backed_up = _backed_up_epochs(metadata)
+    finished = len(_EPOCH_DONE.findall(first_log.read_text()))
+    assert 1 <= backed_up < EPOCHS, processes.tail(first_log)
+    # The kill costs the epoch in progress and nothing else.
+    assert finished - backed_up <= 1
+    assert not os.path.exists(os.path.join(output, "model.keras"))
+
+    printed = processes.run(name, args, tmp_path / "second.log")
+    started = [int(e) for e in _EPOCH_START.findall(printed)]
+    assert started == list(range(backed_up + 1, EPOCHS + 1))
+    with open(os.path.join(output, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["epochs_trained"] == EPOCHS - backed_up
+    assert not os.path.exists(os.path.join(output, "backup"))
+    model = keras.saving.load_model(
+        os.path.join(output, "model.keras"), safe_mode=True
+    )
+    if name == "sentiment":
+        probabilities, _ = sentiment.predict_sentiment(model, ["not bad"])
+        assert probabilities.shape == (1, 2)
+        assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    else:
+        assert isinstance(model.translate(["de tumi zefa poro"])[0], str)
+        assert 0.0 <= metrics["bleu"] <= 100.0
