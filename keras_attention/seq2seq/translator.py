@@ -36,10 +36,22 @@ _EMBEDDINGS_INITIALIZER = {
 }
 
 
-def _vectorizer(vocabulary):
-    return keras.layers.TextVectorization(
-        standardize=None, split="whitespace", vocabulary=list(vocabulary)
-    )
+def _vectorize(vocabulary, texts):
+    """Tokenized texts → ids `(batch_size, longest)`, padded with 0.
+
+    What `TextVectorization(standardize=None, split="whitespace",
+    vocabulary=vocabulary)` returns, in plain Python: `tokenize` leaves
+    single spaces, and the `TextVectorization` layer needs TensorFlow,
+    which the JAX and PyTorch backends do not have to install.
+    """
+    index = {}
+    for i, word in enumerate(vocabulary[_SPECIAL_IDS:], _SPECIAL_IDS):
+        index.setdefault(word, i)
+    rows = [[index.get(word, 1) for word in text.split()] for text in texts]
+    ids = np.zeros((len(rows), max(map(len, rows), default=0)), "int32")
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+    return ids
 
 
 def target_text(text: str) -> str:
@@ -298,15 +310,13 @@ class Translator(keras.Model):
 
     def vectorize_sources(self, texts):
         """Raw source texts → padded ids `(batch_size, longest)` (NumPy)."""
-        ids = _vectorizer(self.source_vocabulary)([tokenize(t) for t in texts])
-        return np.asarray(ops.convert_to_numpy(ids), dtype="int32")
+        return _vectorize(self.source_vocabulary, [tokenize(t) for t in texts])
 
     def vectorize_targets(self, texts):
         """Raw target texts → ids of `[start] ... [end]`, padded (NumPy)."""
-        ids = _vectorizer(self.target_vocabulary)(
-            [target_text(t) for t in texts]
+        return _vectorize(
+            self.target_vocabulary, [target_text(t) for t in texts]
         )
-        return np.asarray(ops.convert_to_numpy(ids), dtype="int32")
 
     def tokens_to_words(self, tokens):
         """One id sequence → its words, up to the end token."""

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from keras_attention import seq2seq
 from tests.layer_basics import check_layer_basics
+from tests.seq2seq._arrays import assert_allclose
+from tests.seq2seq._arrays import to_numpy
 
 RNG = np.random.default_rng(0)
 QUERY = RNG.normal(size=(2, 4)).astype("float32")
@@ -23,14 +25,14 @@ def _np_masked_softmax(logits, mask):
 
 
 def _weights(layer, name):
-    return {w.path.split("/")[-1]: np.asarray(w) for w in layer.weights}[name]
+    return {w.path.split("/")[-1]: to_numpy(w) for w in layer.weights}[name]
 
 
 def _check(layer, logits):
     context, weights = layer(QUERY, MEMORY, MASK)
     expected = _np_masked_softmax(logits, MASK)
-    np.testing.assert_allclose(weights, expected, atol=1e-5)
-    np.testing.assert_allclose(
+    assert_allclose(weights, expected, atol=1e-5)
+    assert_allclose(
         context, np.einsum("bs,bsd->bd", expected, MEMORY), atol=1e-5
     )
 
@@ -62,7 +64,7 @@ def test_normalized_bahdanau_matches_numpy():
 def test_normalized_score_starts_with_g_sqrt_one_over_units():
     layer = seq2seq.BahdanauAttention(units=16, normalize=True)
     layer(QUERY, MEMORY)
-    np.testing.assert_allclose(np.asarray(layer.score.g), 0.25)
+    assert_allclose(to_numpy(layer.score.g), 0.25)
 
 
 def test_luong_dot_matches_numpy():
@@ -70,7 +72,7 @@ def test_luong_dot_matches_numpy():
     layer = seq2seq.LuongAttention("dot")
     context, weights = layer(query, MEMORY, MASK)
     expected = _np_masked_softmax(np.einsum("bd,bsd->bs", query, MEMORY), MASK)
-    np.testing.assert_allclose(weights, expected, atol=1e-5)
+    assert_allclose(weights, expected, atol=1e-5)
 
 
 def test_luong_general_matches_numpy():
@@ -111,27 +113,27 @@ def test_luong_location_matches_numpy():
 def test_padded_positions_get_zero_weight_and_do_not_change_outputs(layer):
     layer = layer()
     context, weights = layer(QUERY, MEMORY, MASK)
-    assert np.all(np.asarray(weights)[~MASK] == 0)
+    assert np.all(to_numpy(weights)[~MASK] == 0)
     changed = MEMORY.copy()
     changed[~MASK] = RNG.normal(size=changed[~MASK].shape) * 100
     context2, weights2 = layer(QUERY, changed, MASK)
-    np.testing.assert_allclose(context2, context, atol=1e-5)
-    np.testing.assert_allclose(weights2, weights, atol=1e-6)
+    assert_allclose(context2, context, atol=1e-5)
+    assert_allclose(weights2, weights, atol=1e-6)
 
 
 def test_fully_masked_memory_gives_zero_weights_and_context():
     layer = seq2seq.BahdanauAttention(4)
     mask = np.zeros((2, 5), dtype=bool)
     context, weights = layer(QUERY, MEMORY, mask)
-    assert np.all(np.asarray(weights) == 0)
-    assert np.all(np.asarray(context) == 0)
+    assert np.all(to_numpy(weights) == 0)
+    assert np.all(to_numpy(context) == 0)
 
 
 def test_keras_mask_of_memory_is_used():
     ids = np.array([[3, 4, 0, 0], [1, 2, 3, 4]])
     memory = keras.layers.Embedding(5, 6, mask_zero=True)(ids)
     _, weights = seq2seq.LuongAttention("general")(QUERY, memory)
-    assert np.all(np.asarray(weights)[0, 2:] == 0)
+    assert np.all(to_numpy(weights)[0, 2:] == 0)
 
 
 def test_query_sequence_gives_one_row_per_query():
@@ -141,7 +143,7 @@ def test_query_sequence_gives_one_row_per_query():
     assert tuple(context.shape) == (2, 3, 6)
     assert tuple(weights.shape) == (2, 3, 5)
     single_context, _ = layer(queries[:, 1], MEMORY, MASK)
-    np.testing.assert_allclose(context[:, 1], single_context, atol=1e-6)
+    assert_allclose(context[:, 1], single_context, atol=1e-6)
 
 
 @settings(max_examples=15, deadline=None)
@@ -153,13 +155,11 @@ def test_query_sequence_gives_one_row_per_query():
 def test_weights_are_a_distribution_over_valid_positions(mask_rows):
     mask = np.array(mask_rows, dtype=bool)
     _, weights = seq2seq.LuongAttention("general")(QUERY, MEMORY, mask)
-    weights = np.asarray(weights)
+    weights = to_numpy(weights)
     assert np.all(np.isfinite(weights))
     assert np.all(weights[~mask] == 0)
     totals = weights.sum(-1)
-    np.testing.assert_allclose(
-        totals, mask.any(-1).astype("float32"), atol=1e-5
-    )
+    assert_allclose(totals, mask.any(-1).astype("float32"), atol=1e-5)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ import pytest
 
 from keras_attention import seq2seq
 from tests.layer_basics import check_layer_basics
+from tests.seq2seq._arrays import assert_allclose
+from tests.seq2seq._arrays import to_numpy
 
 RNG = np.random.default_rng(1)
 INPUTS = RNG.normal(size=(2, 4, 3)).astype("float32")
@@ -31,8 +33,8 @@ def _step_by_step(cell, inputs, memory, memory_mask, cell_state=None):
     outputs, alignments = [], []
     for t in range(inputs.shape[1]):
         output, states = cell(inputs[:, t], states)
-        outputs.append(np.asarray(output))
-        alignments.append(np.asarray(states[cell.alignments_index]))
+        outputs.append(to_numpy(output))
+        alignments.append(to_numpy(states[cell.alignments_index]))
     return np.stack(outputs, 1), np.stack(alignments, 1)
 
 
@@ -52,8 +54,8 @@ def test_step_by_step_equals_teacher_forced_full_call(kind, kwargs):
     step_outputs, step_alignments = _step_by_step(
         cell, INPUTS, MEMORY, MEMORY_MASK
     )
-    np.testing.assert_allclose(outputs, step_outputs, atol=1e-5)
-    np.testing.assert_allclose(alignments, step_alignments, atol=1e-6)
+    assert_allclose(outputs, step_outputs, atol=1e-5)
+    assert_allclose(alignments, step_alignments, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind, kwargs", CONFIGS)
@@ -65,11 +67,11 @@ def test_cell_runs_inside_keras_rnn_with_memory_in_the_state(kind, kwargs):
     step_outputs, step_alignments = _step_by_step(
         cell, INPUTS, MEMORY, MEMORY_MASK
     )
-    np.testing.assert_allclose(outputs, step_outputs, atol=1e-5)
-    np.testing.assert_allclose(
+    assert_allclose(outputs, step_outputs, atol=1e-5)
+    assert_allclose(
         final[cell.alignments_index], step_alignments[:, -1], atol=1e-6
     )
-    np.testing.assert_allclose(final[-2], MEMORY)
+    assert_allclose(final[-2], MEMORY)
 
 
 def test_input_feeding_first_step_sees_zero_attention():
@@ -81,24 +83,24 @@ def test_input_feeding_first_step_sees_zero_attention():
     gru.set_weights(cell.cell.get_weights())
     feed = np.concatenate([INPUTS[:, 0], np.zeros((2, 7), "float32")], -1)
     h, _ = gru(feed, [np.zeros((2, 8), "float32")])
-    np.testing.assert_allclose(new_states[0], h, atol=1e-6)
+    assert_allclose(new_states[0], h, atol=1e-6)
     # The second step is fed the first step's attention vector.
     _, states2 = cell(INPUTS[:, 1], new_states)
-    feed2 = np.concatenate([INPUTS[:, 1], np.asarray(output)], -1)
+    feed2 = np.concatenate([INPUTS[:, 1], to_numpy(output)], -1)
     h2, _ = gru(feed2, [h])
-    np.testing.assert_allclose(states2[0], h2, atol=1e-6)
+    assert_allclose(states2[0], h2, atol=1e-6)
 
 
 def test_luong_attention_layer_is_tanh_of_context_and_state():
     cell = _cell(attention_layer_units=7)
     states = cell.get_initial_state(memory=MEMORY, memory_mask=MEMORY_MASK)
     output, new_states = cell(INPUTS[:, 0], states)
-    h = np.asarray(new_states[0])
-    alignments = np.asarray(new_states[cell.alignments_index])
+    h = to_numpy(new_states[0])
+    alignments = to_numpy(new_states[cell.alignments_index])
     context = np.einsum("bs,bsd->bd", alignments, MEMORY)
-    kernel = np.asarray(cell.attention_layer.kernel)
+    kernel = to_numpy(cell.attention_layer.kernel)
     expected = np.tanh(np.concatenate([context, h], -1) @ kernel)
-    np.testing.assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(output, expected, atol=1e-5)
 
 
 def test_padding_values_of_the_memory_do_not_change_outputs():
@@ -107,9 +109,9 @@ def test_padding_values_of_the_memory_do_not_change_outputs():
     changed = MEMORY.copy()
     changed[~MEMORY_MASK] = 1e3
     outputs2, alignments2 = decoder(INPUTS, changed, memory_mask=MEMORY_MASK)
-    np.testing.assert_allclose(outputs2, outputs, atol=1e-5)
-    np.testing.assert_allclose(alignments2, alignments, atol=1e-6)
-    assert np.all(np.asarray(alignments)[0, :, 3:] == 0)
+    assert_allclose(outputs2, outputs, atol=1e-5)
+    assert_allclose(alignments2, alignments, atol=1e-6)
+    assert np.all(to_numpy(alignments)[0, :, 3:] == 0)
 
 
 def test_target_padding_steps_emit_zeros():
@@ -117,9 +119,9 @@ def test_target_padding_steps_emit_zeros():
     embedded = keras.layers.Embedding(5, 3, mask_zero=True)(ids)
     decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
     outputs, alignments = decoder(embedded, MEMORY)
-    assert np.all(np.asarray(outputs)[0, 2:] == 0)
-    assert np.all(np.asarray(alignments)[0, 2:] == 0)
-    assert np.all(np.asarray(outputs)[1] != 0)
+    assert np.all(to_numpy(outputs)[0, 2:] == 0)
+    assert np.all(to_numpy(alignments)[0, 2:] == 0)
+    assert np.all(to_numpy(outputs)[1] != 0)
 
 
 def test_target_padding_step_leaves_the_state_unchanged():
@@ -134,21 +136,19 @@ def test_target_padding_step_leaves_the_state_unchanged():
     want, want_alignments = decoder(
         kept, MEMORY[:1], memory_mask=MEMORY_MASK[:1]
     )
-    np.testing.assert_allclose(
-        np.asarray(outputs)[:1, [0, 2, 3]], want, atol=1e-5
+    assert_allclose(to_numpy(outputs)[:1, [0, 2, 3]], want, atol=1e-5)
+    assert_allclose(
+        to_numpy(alignments)[:1, [0, 2, 3]], want_alignments, atol=1e-6
     )
-    np.testing.assert_allclose(
-        np.asarray(alignments)[:1, [0, 2, 3]], want_alignments, atol=1e-6
-    )
-    assert np.all(np.asarray(outputs)[0, 1] == 0)
+    assert np.all(to_numpy(outputs)[0, 1] == 0)
 
 
 def test_fully_masked_memory_is_finite():
     decoder = seq2seq.AttentionDecoder(_cell(), return_alignments=True)
     mask = np.zeros((2, 5), dtype=bool)
     outputs, alignments = decoder(INPUTS, MEMORY, memory_mask=mask)
-    assert np.all(np.isfinite(outputs))
-    assert np.all(np.asarray(alignments) == 0)
+    assert np.all(np.isfinite(to_numpy(outputs)))
+    assert np.all(to_numpy(alignments) == 0)
 
 
 def test_initial_cell_state_is_used():
@@ -156,10 +156,10 @@ def test_initial_cell_state_is_used():
     state = RNG.normal(size=(2, 8)).astype("float32")
     with_state = decoder(INPUTS, MEMORY, initial_state=[state])
     without = decoder(INPUTS, MEMORY)
-    assert not np.allclose(with_state, without)
+    assert not np.allclose(to_numpy(with_state), to_numpy(without))
     cell = decoder.cell
     step_outputs, _ = _step_by_step(cell, INPUTS, MEMORY, None, [state])
-    np.testing.assert_allclose(with_state, step_outputs, atol=1e-5)
+    assert_allclose(with_state, step_outputs, atol=1e-5)
 
 
 @pytest.mark.parametrize("kind, kwargs", CONFIGS[:3])
@@ -205,7 +205,7 @@ def test_functional_model_saves_and_loads_in_safe_mode():
         loaded = keras.saving.load_model(path, safe_mode=True)
     got = loaded.predict([ids, MEMORY], verbose=0)
     for got_i, want in zip(got, expected, strict=True):
-        np.testing.assert_allclose(got_i, want, atol=1e-6)
+        assert_allclose(got_i, want, atol=1e-6)
 
 
 def test_cell_without_state_size_raises():

@@ -6,6 +6,9 @@ import pytest
 from keras import ops
 
 from keras_attention import seq2seq
+from tests.seq2seq._arrays import assert_allclose
+from tests.seq2seq._arrays import assert_array_equal
+from tests.seq2seq._arrays import to_numpy
 
 PAD, START, END, A, B = range(5)
 VOCAB = 5
@@ -29,7 +32,7 @@ def _model(kind="gru", vocab=11):
 
 
 def _as_np(result):
-    return [np.asarray(x) for x in result]
+    return [to_numpy(x) for x in result]
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
@@ -49,10 +52,10 @@ def test_beam_width_one_equals_greedy(kind):
     beam = _as_np(
         seq2seq.beam_search_decode(**common, beam_width=1, length_penalty=1.0)
     )
-    np.testing.assert_array_equal(beam[0], greedy[0])
-    np.testing.assert_allclose(beam[1], greedy[1], rtol=1e-5)
-    np.testing.assert_allclose(beam[2], greedy[2], atol=1e-6)
-    np.testing.assert_array_equal(beam[3], greedy[3])
+    assert_array_equal(beam[0], greedy[0])
+    assert_allclose(beam[1], greedy[1], rtol=1e-5)
+    assert_allclose(beam[2], greedy[2], atol=1e-6)
+    assert_array_equal(beam[3], greedy[3])
 
 
 def _teacher_forced(cell, embedding, output_layer, tokens):
@@ -64,7 +67,7 @@ def _teacher_forced(cell, embedding, output_layer, tokens):
         embedding(inputs), MEMORY, memory_mask=MEMORY_MASK
     )
     log_probs = ops.log_softmax(output_layer(outputs), axis=-1)
-    return np.asarray(log_probs), np.asarray(alignments)
+    return to_numpy(log_probs), to_numpy(alignments)
 
 
 def test_greedy_step_by_step_equals_teacher_forcing_on_its_output():
@@ -79,10 +82,10 @@ def test_greedy_step_by_step_equals_teacher_forcing_on_its_output():
     )
     valid = np.arange(7)[None, :] < lengths[:, None]
     argmax = log_probs.argmax(-1)
-    np.testing.assert_array_equal(argmax[valid], tokens[valid])
+    assert_array_equal(argmax[valid], tokens[valid])
     picked = np.take_along_axis(log_probs, tokens[..., None], -1)[..., 0]
-    np.testing.assert_allclose((picked * valid).sum(1), scores, rtol=1e-4)
-    np.testing.assert_allclose(alignments, forced_alignments, atol=1e-5)
+    assert_allclose((picked * valid).sum(1), scores, rtol=1e-4)
+    assert_allclose(alignments, forced_alignments, atol=1e-5)
 
 
 def test_beam_scores_are_the_log_probabilities_of_its_tokens():
@@ -103,7 +106,7 @@ def test_beam_scores_are_the_log_probabilities_of_its_tokens():
     log_probs, _ = _teacher_forced(cell, embedding, output_layer, tokens)
     valid = np.arange(6)[None, :] < lengths[:, None]
     picked = np.take_along_axis(log_probs, tokens[..., None], -1)[..., 0]
-    np.testing.assert_allclose((picked * valid).sum(1), scores, rtol=1e-4)
+    assert_allclose((picked * valid).sum(1), scores, rtol=1e-4)
 
 
 class _PreviousToken(keras.layers.Layer):
@@ -119,7 +122,7 @@ class _PreviousToken(keras.layers.Layer):
 
 def _bigram(table):
     """Decoder pieces whose next-token distribution is `table[previous]`."""
-    table = np.asarray(table, dtype="float32") + 1e-6
+    table = np.array(table, dtype="float32") + 1e-6
     log_table = np.log(table / table.sum(1, keepdims=True))
     cell = seq2seq.AttentionDecoderCell(
         _PreviousToken(),
@@ -152,11 +155,11 @@ def test_beam_search_finds_a_better_sequence_than_greedy():
     common = _bigram(table)
     greedy = _as_np(seq2seq.greedy_decode(**common))
     beam = _as_np(seq2seq.beam_search_decode(**common, beam_width=2))
-    np.testing.assert_array_equal(greedy[0][:, :2], [[A, END]] * 2)
-    np.testing.assert_array_equal(beam[0][:, :2], [[B, END]] * 2)
+    assert_array_equal(greedy[0][:, :2], [[A, END]] * 2)
+    assert_array_equal(beam[0][:, :2], [[B, END]] * 2)
     assert np.all(beam[1] > greedy[1] + 0.5)
-    np.testing.assert_allclose(beam[1], np.log(0.4 * 0.99), atol=1e-3)
-    np.testing.assert_array_equal(beam[3], [2, 2])
+    assert_allclose(beam[1], np.log(0.4 * 0.99), atol=1e-3)
+    assert_array_equal(beam[3], [2, 2])
     assert np.all(beam[0][:, 2:] == PAD)
 
 
@@ -174,9 +177,9 @@ def test_length_penalty_prefers_longer_hypotheses():
     penalized = _as_np(
         seq2seq.beam_search_decode(**common, beam_width=2, length_penalty=5.0)
     )
-    np.testing.assert_array_equal(plain[3], [1, 1])
-    np.testing.assert_array_equal(penalized[3], [2, 2])
-    np.testing.assert_array_equal(penalized[0][:, :2], [[A, END]] * 2)
+    assert_array_equal(plain[3], [1, 1])
+    assert_array_equal(penalized[3], [2, 2])
+    assert_array_equal(penalized[0][:, :2], [[A, END]] * 2)
 
 
 def test_tokens_after_the_end_token_are_padding_and_alignments_zero():
@@ -190,10 +193,10 @@ def test_tokens_after_the_end_token_are_padding_and_alignments_zero():
     ]
     common = _bigram(table)
     tokens, _, alignments, lengths = _as_np(seq2seq.greedy_decode(**common))
-    np.testing.assert_array_equal(tokens, [[A, END, PAD, PAD, PAD]] * 2)
-    np.testing.assert_array_equal(lengths, [2, 2])
+    assert_array_equal(tokens, [[A, END, PAD, PAD, PAD]] * 2)
+    assert_array_equal(lengths, [2, 2])
     assert np.all(alignments[:, 2:] == 0)
-    np.testing.assert_allclose(alignments[:, :2].sum(-1), 1.0, atol=1e-5)
+    assert_allclose(alignments[:, :2].sum(-1), 1.0, atol=1e-5)
 
 
 def test_fully_masked_memory_decodes_without_nan():
@@ -233,8 +236,8 @@ def test_decoders_work_inside_a_compiled_function():
             cell, MEMORY, embedding, output_layer, 1, 2, 5, 2
         )
     )
-    np.testing.assert_array_equal(tokens, eager[0])
-    np.testing.assert_allclose(scores, eager[1], rtol=1e-5)
+    assert_array_equal(tokens, eager[0])
+    assert_allclose(scores, eager[1], rtol=1e-5)
 
 
 @pytest.mark.parametrize(

@@ -10,19 +10,53 @@ import pytest
 
 from keras_attention import seq2seq
 from keras_attention.data.translation import make_synthetic_translation
-from keras_attention.models.translation import build_vocabularies
+from keras_attention.data.translation import tokenize
+from keras_attention.seq2seq.translator import target_text
+from tests.seq2seq._arrays import assert_allclose
+from tests.seq2seq._arrays import to_numpy
 
 DATA = make_synthetic_translation(40, seed=5)
 
 
+def _vocabulary(texts):
+    # Built here, not with `models.translation.build_vocabularies`, whose
+    # `TextVectorization.adapt` needs TensorFlow: these tests run on every
+    # backend.
+    return ["", "[UNK]", *sorted({w for t in texts for w in t.split()})]
+
+
+SOURCE_VOCABULARY = _vocabulary(tokenize(t) for t in DATA.sources)
+TARGET_VOCABULARY = _vocabulary(target_text(t) for t in DATA.targets)
+
+
 def _model(**kwargs):
-    source_vocabulary, target_vocabulary = build_vocabularies(
-        DATA.sources, DATA.targets
-    )
     defaults = {"embedding_dim": 8, "units": 8, "max_output_length": 6}
     return seq2seq.Translator(
-        source_vocabulary, target_vocabulary, **{**defaults, **kwargs}
+        SOURCE_VOCABULARY, TARGET_VOCABULARY, **{**defaults, **kwargs}
     )
+
+
+def test_vectorize_pads_and_maps_unknown_words_to_one():
+    model = seq2seq.Translator(
+        ["", "[UNK]", "ein", "hund", "."],
+        ["", "[UNK]", "[start]", "[end]", "a", "dog"],
+    )
+    ids = model.vectorize_sources(["Ein Hund.", "ein Katze", ""])
+    assert ids.dtype == np.int32
+    np.testing.assert_array_equal(ids, [[2, 3, 4], [2, 1, 0], [0, 0, 0]])
+    targets = model.vectorize_targets(["A dog", "a cat"])
+    np.testing.assert_array_equal(targets, [[2, 4, 5, 3], [2, 4, 1, 3]])
+
+
+@pytest.mark.tensorflow_only
+def test_vectorize_matches_text_vectorization():
+    model = _model()
+    texts = [*DATA.sources[:5], "völlig unbekannte wörter .", ""]
+    layer = keras.layers.TextVectorization(
+        standardize=None, split="whitespace", vocabulary=SOURCE_VOCABULARY
+    )
+    want = to_numpy(layer([tokenize(t) for t in texts]))
+    np.testing.assert_array_equal(model.vectorize_sources(texts), want)
 
 
 @pytest.mark.parametrize("attention", ["bahdanau", "general", "concat"])
@@ -38,7 +72,7 @@ def test_saved_translator_loads_in_safe_mode_with_same_outputs(
     assert isinstance(loaded, seq2seq.Translator)
     assert loaded.get_config() == model.get_config()
     for got, want in zip(loaded.predict(ids, verbose=0), expected, strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-6)
+        assert_allclose(got, want, atol=1e-6)
     assert loaded.translate(DATA.sources[:2]) == model.translate(
         DATA.sources[:2]
     )
@@ -56,7 +90,7 @@ def test_call_on_source_ids_decodes_and_on_a_pair_teacher_forces():
     vocab = len(model.target_vocabulary)
     assert tuple(logits.shape) == (3, target.shape[1] - 1, vocab)
     _, forced = model.teacher_forcing(source, target[:, :-1])
-    forced = np.asarray(forced)
+    forced = to_numpy(forced)
     # No attention on source padding, none from target padding.
     assert np.all(
         forced[source[:, None, :].repeat(forced.shape[1], 1) == 0] == 0
