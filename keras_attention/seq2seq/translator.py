@@ -36,6 +36,17 @@ _EMBEDDINGS_INITIALIZER = {
 }
 
 
+def _vectorizer(vocabulary):
+    """The `TextVectorization` layer equivalent to `_vectorize`.
+
+    Needs TensorFlow; `keras_attention.saving` puts it in exported
+    SavedModels, where the words must be mapped inside the graph.
+    """
+    return keras.layers.TextVectorization(
+        standardize=None, split="whitespace", vocabulary=list(vocabulary)
+    )
+
+
 def _vectorize(vocabulary, texts):
     """Tokenized texts → ids `(batch_size, longest)`, padded with 0.
 
