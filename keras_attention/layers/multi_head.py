@@ -106,13 +106,18 @@ def _dot_attention(query, key, value, mask):
             if upstream is None:
                 (upstream,) = args
             d_value = ops.einsum("bqnd,bnqk->bknd", upstream, cast_weights)
-            d_weights = ops.einsum("bqnd,bknd->bnqk", upstream, value)
+            # `d_weights` and `row` are formed in the logits dtype: where
+            # the weights are one-hot the two cancel exactly, and rounding
+            # either one to float16 leaves a spurious gradient that can
+            # overflow float16 (where autodiff gives 0).
             dtype = weights.dtype
-            row = ops.sum(
-                ops.cast(upstream, dtype) * ops.cast(output, dtype), axis=-1
+            upstream_wide = ops.cast(upstream, dtype)
+            d_weights = ops.einsum(
+                "bqnd,bknd->bnqk", upstream_wide, ops.cast(value, dtype)
             )
+            row = ops.sum(upstream_wide * ops.cast(output, dtype), axis=-1)
             row = ops.expand_dims(ops.transpose(row, (0, 2, 1)), -1)
-            d_logits = weights * (ops.cast(d_weights, dtype) - row)
+            d_logits = weights * (d_weights - row)
             d_query = ops.einsum("bnqk,bknd->bqnd", d_logits, key)
             d_key = ops.einsum("bqnd,bnqk->bknd", query, d_logits)
             return d_query, d_key, d_value
