@@ -7,6 +7,15 @@ from keras_attention import scores
 from tests.layer_basics import check_layer_basics
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_data():
+    """Every test draws the same data, whatever ran before it."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K4 = RNG.normal(size=(2, 5, 4)).astype("float32")
 K6 = RNG.normal(size=(2, 5, 6)).astype("float32")

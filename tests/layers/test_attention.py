@@ -13,6 +13,13 @@ from tests.layer_basics import check_layer_basics
 RNG = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def _seeded_data():
+    """Every test draws the same data, whatever ran before it."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 def rand(*shape):
     return RNG.normal(size=shape).astype("float32")
 

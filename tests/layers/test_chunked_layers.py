@@ -3,13 +3,21 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 import keras_attention
 from keras_attention import ops as ka_ops
 from keras_attention.layers import multi_head
+from tests.autodiff import gradients
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_data():
+    """Every test draws the same data, whatever ran before it."""
+    global RNG
+    RNG = np.random.default_rng(0)
 
 
 def rand(*shape):
@@ -17,13 +25,15 @@ def rand(*shape):
 
 
 def outputs_and_grads(layer, inputs, **call_kwargs):
-    inputs = [tf.constant(x) for x in inputs]
-    with tf.GradientTape() as tape:
-        tape.watch(inputs)
-        out = layer(*inputs, **call_kwargs)
-        loss = tf.reduce_sum(tf.cast(out, "float32") ** 2)
-    grads = tape.gradient(loss, inputs + layer.trainable_variables)
-    return [np.asarray(out, "float32")] + [np.asarray(g) for g in grads]
+    """The output and the gradients of `sum(output ** 2)`: inputs, weights."""
+    out = ops.convert_to_numpy(layer(*inputs, **call_kwargs))
+
+    def loss(*sources):
+        out = layer(*sources[: len(inputs)], **call_kwargs)
+        return ops.sum(ops.cast(out, "float32") ** 2)
+
+    _, grads = gradients(loss, list(inputs) + layer.trainable_variables)
+    return [out.astype("float32"), *grads]
 
 
 def assert_paths_agree(make, inputs, atol=1e-4, **call_kwargs):
@@ -93,8 +103,10 @@ def test_keras_mask_is_used_by_the_chunked_path():
     explicit = layer(x, mask=np.any(x != 0, axis=-1))
     unmasked = layer(x, mask=np.ones((2, 5), bool))
     got = model.predict(x, verbose=0)
-    np.testing.assert_allclose(got, np.asarray(explicit), rtol=1e-5, atol=1e-6)
-    assert not np.allclose(got[0, :3], np.asarray(unmasked)[0, :3])
+    np.testing.assert_allclose(
+        got, ops.convert_to_numpy(explicit), rtol=1e-5, atol=1e-6
+    )
+    assert not np.allclose(got[0, :3], ops.convert_to_numpy(unmasked)[0, :3])
 
 
 def test_dynamic_length_model_with_chunks():
@@ -107,7 +119,7 @@ def test_dynamic_length_model_with_chunks():
     dense.set_weights(layer.get_weights())
     np.testing.assert_allclose(
         model.predict(x, verbose=0),
-        np.asarray(dense(x, use_causal_mask=True)),
+        ops.convert_to_numpy(dense(x, use_causal_mask=True)),
         rtol=1e-4,
         atol=1e-5,
     )
@@ -129,7 +141,7 @@ def test_mixed_precision_chunked_is_finite_and_float16():
     layer = keras_attention.MultiHeadAttention(2, 8, chunk_size=4)
     out = layer(rand(2, 9, 16) * 50, rand(2, 9, 16) * 50)
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
-    assert np.all(np.isfinite(np.asarray(out, "float32")))
+    assert np.all(np.isfinite(ops.convert_to_numpy(out).astype("float32")))
 
 
 def test_chunk_size_survives_save_and_load(tmp_path):

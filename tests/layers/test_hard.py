@@ -1,13 +1,20 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 import keras_attention
+from tests.autodiff import gradients
 from tests.layer_basics import check_layer_basics
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_data():
+    """Every test draws the same data, whatever ran before it."""
+    global RNG
+    RNG = np.random.default_rng(0)
 
 
 def rand(*shape):
@@ -109,10 +116,11 @@ def test_straight_through_passes_gradient_to_the_score():
     layer = keras_attention.HardAttention(score="bilinear")
     q, v = rand(4, 2, 4), rand(4, 5, 4)
     layer(q, v)
-    kernel = layer.score.kernel.value
-    with tf.GradientTape() as tape:
-        loss = ops.sum(layer(q, v, training=True) ** 2)
-    assert np.abs(tape.gradient(loss, kernel).numpy()).sum() > 0
+    _, (grad,) = gradients(
+        lambda _: ops.sum(layer(q, v, training=True) ** 2),
+        [layer.score.kernel],
+    )
+    assert np.abs(grad).sum() > 0
 
 
 def test_reinforce_passes_gradient_only_through_log_prob():
@@ -121,13 +129,24 @@ def test_reinforce_passes_gradient_only_through_log_prob():
     )
     q, v = rand(4, 2, 4), rand(4, 5, 4)
     layer(q, v)
-    kernel = layer.score.kernel.value
-    with tf.GradientTape(persistent=True) as tape:
-        out, log_p = layer(q, v, return_log_prob=True, training=True)
-        out_loss = ops.sum(out**2)
-        policy_loss = keras_attention.reinforce_loss(log_p, reward=1.0)
-    assert tape.gradient(out_loss, kernel) is None
-    assert np.abs(tape.gradient(policy_loss, kernel).numpy()).sum() > 0
+
+    def loss(which, value):
+        out, log_p = layer(q, value, return_log_prob=True, training=True)
+        if which == "output":
+            return ops.sum(out**2)
+        return keras_attention.reinforce_loss(log_p, reward=1.0)
+
+    sources = [layer.score.kernel, v]
+    _, (out_grad, value_grad) = gradients(
+        lambda _, value: loss("output", value), sources
+    )
+    _, (policy_grad, _) = gradients(
+        lambda _, value: loss("policy", value), sources
+    )
+    # The output reaches the values it picked, never the score.
+    np.testing.assert_array_equal(out_grad, 0.0)
+    assert np.abs(value_grad).sum() > 0
+    assert np.abs(policy_grad).sum() > 0
 
 
 def _marker_task(n, length=6, seed=0):
@@ -156,6 +175,9 @@ def test_straight_through_gumbel_learns_to_select():
     picked = layer(q_in, x_in)
     target = keras.layers.Lambda(lambda t: t[:, 1])(picked)
     model = keras.Model([q_in, x_in], target)
+    # A zero kernel prefers no position, on every backend (their random
+    # initial kernels differ and one happened to favour the marker).
+    layer.score.kernel.assign(np.zeros((4, 4), "float32"))
     before = _selection_accuracy(layer, query, x, where)
     model.compile(keras.optimizers.Adam(0.05), "mse")
     model.fit([query, x], y, epochs=15, batch_size=64, verbose=0)
@@ -176,14 +198,20 @@ def test_reinforce_learns_to_select():
     baseline = 0.0
     for step in range(150):
         idx = np.random.default_rng(step).integers(0, 512, 64)
-        with tf.GradientTape() as tape:
+
+        def loss(*_, idx=idx, baseline=baseline):
             picked, log_p = layer(
                 query[idx], x[idx], return_log_prob=True, training=True
             )
             reward = -((picked[:, 1] - y[idx]) ** 2)
-            loss = keras_attention.reinforce_loss(log_p, reward, baseline)
-        grads = tape.gradient(loss, layer.trainable_variables)
+            return keras_attention.reinforce_loss(log_p, reward, baseline)
+
+        _, grads = gradients(loss, layer.trainable_variables)
         optimizer.apply(grads, layer.trainable_variables)
+        # The baseline follows the reward of a fresh draw from the policy
+        # (on JAX the same draw: `gradients` does not advance the seed).
+        picked = to_np(layer(query[idx], x[idx], training=True))
+        reward = -((picked[:, 1] - y[idx]) ** 2)
         baseline = 0.9 * baseline + 0.1 * float(np.mean(reward))
     after = _selection_accuracy(layer, query, x, where)
     assert before < 0.5

@@ -7,6 +7,15 @@ import keras_attention
 from tests.layer_basics import check_layer_basics
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_data():
+    """Every test draws the same data, whatever ran before it."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 B, T, D = 2, 5, 8
 
 
