@@ -275,7 +275,16 @@ def even_batches(dataset, batch_size: int, strategy, sample_weight=False):
             return (*padded, weights)
         return padded
 
-    return dataset.map(pad)
+    # Every batch is full now; batching again (the same rows together)
+    # makes the batch size static, which multi-process sharding reads.
+    batches = dataset.cardinality()
+    return (
+        dataset.map(pad)
+        .unbatch()
+        .padded_batch(batch_size, drop_remainder=True)
+        .apply(tf.data.experimental.assert_cardinality(batches))
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 def is_multi_worker(strategy) -> bool:

@@ -63,8 +63,14 @@ def test_multi_worker_mirrored_strategy_with_two_workers(name, tmp_path):
     assert not os.path.exists(os.path.join(worker, "metrics.json"))
 
 
+# Run by the JAX lane; the TensorFlow lane would repeat the same runs.
+jax_lane = pytest.mark.skipif(
+    keras.backend.backend() != "jax", reason="runs in the JAX lane"
+)
+
+
+@jax_lane
 def test_jax_data_parallel_over_two_local_devices(tmp_path):
-    pytest.importorskip("jax")
     output = str(tmp_path / "run")
     log = tmp_path / "run.log"
     env = processes.environment(
@@ -122,3 +128,31 @@ def test_even_batches_pads_rows_with_zero_weights():
     np.testing.assert_array_equal(np.asarray(batches[0][2]), [1, 1, 1, 1])
     # Without a keras.distribution the dataset is left alone.
     assert distribute.even_batches(dataset, 4, None) is dataset
+
+
+@jax_lane
+def test_jax_multi_process_data_parallel_with_two_processes(tmp_path):
+    # keras.distribution.initialize() over gloo, CPU only: two processes
+    # with one device each, the cluster given in TF_CONFIG as on TF.
+    ports = processes.free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    output = str(tmp_path / "run")
+    args = ["--num-examples", "200", "--epochs", "1", "--batch-size", "32"]
+    args += ["--quiet", "--distribute", "multi-worker", "--output", output]
+    workers, logs = [], []
+    for index in range(2):
+        task = {"type": "worker", "index": index}
+        env = processes.environment(
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": task}),
+            KERAS_BACKEND="jax",
+        )
+        logs.append(tmp_path / f"process-{index}.log")
+        workers.append(processes.start("sentiment", args, logs[-1], env))
+    codes = processes.wait_all(workers, logs)
+    for code, log in zip(codes, logs, strict=True):
+        assert code == 0, f"{log}:\n{processes.tail(log)}"
+        assert "replicas: 2" in log.read_text()
+    metrics = _check_run_dir("sentiment", output)
+    assert metrics["epochs_trained"] == 1
+    worker = os.path.join(output, "worker-1")
+    assert not os.path.exists(os.path.join(worker, "model.keras"))
