@@ -193,6 +193,7 @@ def test_reinforce_learns_to_select():
         score="bilinear", mode="sample", estimator="reinforce", seed=0
     )
     layer(query[:1], x[:1])
+    layer.score.kernel.assign(np.zeros((4, 4), "float32"))  # as above
     optimizer = keras.optimizers.Adam(0.05)
     before = _selection_accuracy(layer, query, x, where)
     baseline = 0.0
@@ -203,10 +204,11 @@ def test_reinforce_learns_to_select():
             picked, log_p = layer(
                 query[idx], x[idx], return_log_prob=True, training=True
             )
-            reward = -((picked[:, 1] - y[idx]) ** 2)
+            reward = -((picked[:, 1] - ops.convert_to_tensor(y[idx])) ** 2)
             return keras_attention.reinforce_loss(log_p, reward, baseline)
 
         _, grads = gradients(loss, layer.trainable_variables)
+        grads = [ops.convert_to_tensor(g) for g in grads]
         optimizer.apply(grads, layer.trainable_variables)
         # The baseline follows the reward of a fresh draw from the policy
         # (on JAX the same draw: `gradients` does not advance the seed).

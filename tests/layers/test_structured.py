@@ -7,6 +7,10 @@ from keras_attention import StructuredSelfAttention
 from tests.layer_basics import check_layer_basics
 
 
+def to_np(x):
+    return keras.ops.convert_to_numpy(x)
+
+
 def _reference(hidden, ws1, ws2, mask=None):
     """NumPy `A = softmax_T((tanh(H W_s1) W_s2)ᵀ)`, `M = A H` and `P`."""
     logits = np.swapaxes(np.tanh(hidden @ ws1) @ ws2, -1, -2)
@@ -73,6 +77,7 @@ def test_tiny_hand_computed_case():
     x = np.arctanh(np.log(2.0))
     hidden = np.array([[[0.0, 3.0], [x, 6.0]]], "float32")
     embedding, weights = layer(hidden, return_attention_scores=True)
+    embedding, weights = to_np(embedding), to_np(weights)
     np.testing.assert_allclose(weights, [[[1 / 3, 2 / 3]]], rtol=1e-6)
     np.testing.assert_allclose(embedding, [[2 / 3 * x, 5.0]], rtol=1e-6)
 
@@ -84,6 +89,7 @@ def test_matches_numpy_reference(flatten):
         units=6, num_hops=3, penalty_coefficient=0.5, flatten=flatten
     )
     embedding, weights = layer(hidden, return_attention_scores=True)
+    embedding, weights = to_np(embedding), to_np(weights)
     ws1, ws2 = layer.get_weights()
     a, m, penalty = _reference(hidden, ws1, ws2)
     np.testing.assert_allclose(weights, a, rtol=1e-5, atol=1e-6)
@@ -91,7 +97,7 @@ def test_matches_numpy_reference(flatten):
         m = m.reshape(4, 3 * 5)
     np.testing.assert_allclose(embedding, m, rtol=1e-5, atol=1e-5)
     (loss,) = layer.losses
-    np.testing.assert_allclose(loss, 0.5 * penalty, rtol=1e-5)
+    np.testing.assert_allclose(to_np(loss), 0.5 * penalty, rtol=1e-5)
 
 
 def test_masked_positions_get_zero_weight_and_match_reference():
@@ -101,6 +107,7 @@ def test_masked_positions_get_zero_weight_and_match_reference():
     )
     layer = StructuredSelfAttention(units=4, num_hops=2, penalty_coefficient=1)
     embedding, weights = layer(hidden, mask=mask, return_attention_scores=True)
+    embedding, weights = to_np(embedding), to_np(weights)
     weights = keras.ops.convert_to_numpy(weights)
     assert np.all(weights[:, :, ~mask[0]][0] == 0)
     np.testing.assert_allclose(weights[:2].sum(-1), 1.0, rtol=1e-6)
@@ -108,7 +115,7 @@ def test_masked_positions_get_zero_weight_and_match_reference():
     a, m, penalty = _reference(hidden, ws1, ws2, mask)
     np.testing.assert_allclose(weights, a, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(embedding, m.reshape(3, -1), atol=1e-5)
-    np.testing.assert_allclose(layer.losses[0], penalty, rtol=1e-5)
+    np.testing.assert_allclose(to_np(layer.losses[0]), penalty, rtol=1e-5)
 
 
 def test_fully_masked_sentence_gives_zero_weights_not_nan():
@@ -116,6 +123,7 @@ def test_fully_masked_sentence_gives_zero_weights_not_nan():
     mask = np.array([[0, 0, 0, 0], [1, 1, 0, 0]], bool)
     layer = StructuredSelfAttention(units=4, num_hops=2, penalty_coefficient=1)
     embedding, weights = layer(hidden, mask=mask, return_attention_scores=True)
+    embedding, weights = to_np(embedding), to_np(weights)
     np.testing.assert_array_equal(weights[0], 0.0)
     np.testing.assert_array_equal(embedding[0], 0.0)
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(layer.losses[0])))
@@ -130,7 +138,9 @@ def test_padding_values_do_not_change_outputs():
     clean_out = layer(hidden, mask=mask, return_attention_scores=True)
     noisy_out = layer(noisy, mask=mask, return_attention_scores=True)
     for clean, noise in zip(clean_out, noisy_out, strict=True):
-        np.testing.assert_allclose(clean, noise, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            to_np(clean), to_np(noise), rtol=1e-6, atol=1e-6
+        )
 
 
 def _masked_functional_model(penalty=1.0):
@@ -149,13 +159,14 @@ def test_keras_mask_through_bilstm_is_used():
     model = _masked_functional_model()
     ids = np.array([[3, 4, 5, 0, 0], [7, 0, 0, 0, 0]], "int32")
     embedding, weights = model(ids)
+    embedding, weights = to_np(embedding), to_np(weights)
     assert tuple(embedding.shape) == (2, 16)
     weights = keras.ops.convert_to_numpy(weights)
     np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
     np.testing.assert_array_equal(weights[1, :, 1:], 0.0)
     np.testing.assert_allclose(weights[1, :, 0], 1.0, rtol=1e-6)
     # Trailing padding must not change the sentence's outputs.
-    shorter = model(ids[:, :3])
+    shorter = [to_np(x) for x in model(ids[:, :3])]
     np.testing.assert_allclose(shorter[0], embedding, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(shorter[1], weights[:, :, :3], atol=1e-6)
 
@@ -225,6 +236,7 @@ def test_mixed_precision_weights_normalised_in_float16():
     hidden = 100.0 * _hidden(batch=2, time=5)
     mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], bool)
     embedding, weights = layer(hidden, mask=mask, return_attention_scores=True)
+    embedding, weights = to_np(embedding), to_np(weights)
     assert keras.backend.standardize_dtype(weights.dtype) == "float16"
     assert keras.backend.standardize_dtype(embedding.dtype) == "float16"
     weights = keras.ops.convert_to_numpy(weights).astype("float32")
