@@ -1,0 +1,435 @@
+"""Every layer trains under XLA and under mixed precision (issue 7, item 4).
+
+For each layer of the library (each score through `Attention`, `Attention`
+with and without a key, `HardAttention` in all its modes, the dense and
+chunked paths of `MultiHeadAttention` and `SelfAttention`,
+`StructuredSelfAttention` with its penalty, and the seq2seq mechanisms on
+their own and through `AttentionDecoder`) a small functional branch is
+fitted with `jit_compile=True` under the `float32`, `mixed_float16` and
+`mixed_bfloat16` policies; each decoder runs under one of them, as its
+recurrent loop is the costliest to compile. Each test checks, for its
+layer and policy, that
+
+- the training loss is finite, and the layer's error on an easy fixed
+  target goes down;
+- the weights of the layer itself, and the query projection in front of it
+  (which only reaches the loss through the attention weights), change;
+- the layer's output has the policy's compute dtype and every variable
+  stays `float32`.
+
+Compiling one model per layer and policy takes most of the time, so all
+branches of a policy are trained together, as one multi-output model, the
+first time a test of that policy runs. If that joint run raises, each test
+trains its own branch alone, so the error names the layer.
+"""
+
+import dataclasses
+from collections.abc import Callable
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_attention
+from keras_attention import scores
+from keras_attention import seq2seq
+
+BATCH, TQ, TV, DIM = 8, 3, 5, 8
+STEPS = 30
+POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return {
+        "query": rng.normal(size=(BATCH, TQ, DIM)).astype("float32"),
+        "value": rng.normal(size=(BATCH, TV, DIM)).astype("float32"),
+        "targets": rng.normal(size=(BATCH, TQ, 4)).astype("float32"),
+    }
+
+
+@dataclasses.dataclass
+class Branch:
+    """One layer under test inside the joint model.
+
+    `output` is the branch's model output and `layer_output` the (first)
+    output of the layer itself; `projection` is the trainable layer in
+    front of it whose only path to the loss is the attention weights.
+    """
+
+    layer: keras.layers.Layer
+    projection: keras.layers.Layer
+    inputs: tuple
+    output: object
+    layer_output: object
+    target: np.ndarray
+    loss: object = "mse"
+    # How many trailing features of `output` are not the prediction (the
+    # log-probability packed in by the REINFORCE branch).
+    extra_features: int = 0
+    # Variables whose gradient is zero in exact arithmetic, so they need
+    # not move: a bias added to every key shifts all logits of a row by the
+    # same amount, which the softmax ignores.
+    may_stay: tuple = ()
+
+
+def _target(data, rows):
+    """The easy target: value 0 of each example, repeated `rows` times."""
+    return np.repeat(data["value"][:, :1], rows, axis=1)
+
+
+def _query_value(make_layer, with_key=False, single_query=False):
+    """`layer(Dense(query), Dense(value)[, Dense(key)])`."""
+
+    def build(inputs, data):
+        query = inputs["query"]
+        if single_query:
+            query = keras.layers.Lambda(lambda q: q[:, 0])(query)
+        projection = keras.layers.Dense(DIM)
+        args = [projection(query), keras.layers.Dense(DIM)(inputs["value"])]
+        if with_key:
+            args.append(keras.layers.Dense(DIM)(inputs["value"]))
+        layer = make_layer()
+        out = layer(*args)
+        target = _target(data, TQ)
+        if single_query:
+            target = target[:, 0]
+        return Branch(layer, projection, ("query", "value"), out, out, target)
+
+    return build
+
+
+def _score(score, with_key=True):
+    return _query_value(
+        lambda: keras_attention.Attention(score=score), with_key=with_key
+    )
+
+
+def _hard_straight_through(mode):
+    return _query_value(
+        lambda: keras_attention.HardAttention(
+            score="bilinear", mode=mode, seed=3
+        )
+    )
+
+
+def _reinforce_loss(y_true, y_pred):
+    """Squared error of the selection plus the REINFORCE surrogate.
+
+    The reward of a selection is its negative squared error and the
+    baseline the batch mean, so the policy learns to pick better values.
+    """
+    out, log_prob = y_pred[..., :-1], y_pred[..., -1]
+    error = ops.mean(ops.square(out - y_true), axis=-1)
+    baseline = ops.mean(-error)
+    surrogate = keras_attention.reinforce_loss(log_prob, -error, baseline)
+    return ops.mean(error) + surrogate
+
+
+def _hard_reinforce(mode):
+    """The selection has no gradient; the log-probability does."""
+
+    def build(inputs, data):
+        projection = keras.layers.Dense(DIM)
+        layer = keras_attention.HardAttention(
+            score="bilinear", mode=mode, estimator="reinforce", seed=3
+        )
+        out, log_prob = layer(
+            projection(inputs["query"]),
+            keras.layers.Dense(DIM)(inputs["value"]),
+            return_log_prob=True,
+        )
+        packed = keras.layers.Concatenate()(
+            [out, keras.layers.Reshape((TQ, 1))(log_prob)]
+        )
+        return Branch(
+            layer,
+            projection,
+            ("query", "value"),
+            packed,
+            out,
+            _target(data, TQ),
+            loss=_reinforce_loss,
+            extra_features=1,
+        )
+
+    return build
+
+
+def _multi_head(chunk_size, score="scaled_dot"):
+    def build(inputs, data):
+        projection = keras.layers.Dense(DIM)
+        layer = keras_attention.MultiHeadAttention(
+            num_heads=2, key_dim=4, chunk_size=chunk_size, score=score
+        )
+        out = layer(projection(inputs["query"]), inputs["value"])
+        return Branch(
+            layer,
+            projection,
+            ("query", "value"),
+            out,
+            out,
+            _target(data, TQ),
+            may_stay=("key/bias",),
+        )
+
+    return build
+
+
+def _self_attention(chunk_size):
+    def build(inputs, data):
+        projection = keras.layers.Dense(DIM)
+        layer = keras_attention.SelfAttention(
+            num_heads=2, chunk_size=chunk_size
+        )
+        out = layer(projection(inputs["value"]), use_causal_mask=True)
+        return Branch(
+            layer,
+            projection,
+            ("value",),
+            out,
+            out,
+            _target(data, TV),
+            may_stay=("key/bias",),
+        )
+
+    return build
+
+
+def _structured(inputs, data):
+    projection = keras.layers.Dense(DIM)
+    layer = keras_attention.StructuredSelfAttention(
+        units=6, num_hops=2, penalty_coefficient=1.0
+    )
+    out = layer(projection(inputs["value"]))
+    target = _target(data, 2).reshape(BATCH, 2 * DIM)
+    return Branch(layer, projection, ("value",), out, out, target)
+
+
+def _mechanism(make_mechanism):
+    """A seq2seq mechanism on its own: `Dense(query)` over `Dense(value)`."""
+
+    def build(inputs, data):
+        projection = keras.layers.Dense(DIM)
+        layer = make_mechanism()
+        context, _ = layer(
+            projection(inputs["query"]),
+            keras.layers.Dense(DIM)(inputs["value"]),
+        )
+        return Branch(
+            layer,
+            projection,
+            ("query", "value"),
+            context,
+            context,
+            _target(data, TQ),
+        )
+
+    return build
+
+
+def _decoder(make_mechanism, attention_layer_units=DIM):
+    """`AttentionDecoder` over a projected memory; target: memory step 0."""
+
+    def build(inputs, data):
+        projection = keras.layers.Dense(DIM)
+        cell = seq2seq.AttentionDecoderCell(
+            keras.layers.GRUCell(DIM),
+            make_mechanism(),
+            attention_layer_units=attention_layer_units,
+        )
+        layer = seq2seq.AttentionDecoder(cell)
+        out = layer(inputs["targets"], projection(inputs["value"]))
+        return Branch(
+            layer,
+            projection,
+            ("targets", "value"),
+            out,
+            out,
+            _target(data, TQ),
+        )
+
+    return build
+
+
+MECHANISMS = {
+    "bahdanau": lambda: seq2seq.BahdanauAttention(DIM),
+    "bahdanau_normalized": lambda: seq2seq.BahdanauAttention(
+        DIM, normalize=True
+    ),
+    "luong_dot": lambda: seq2seq.LuongAttention("dot"),
+    "luong_general": lambda: seq2seq.LuongAttention("general"),
+    "luong_concat": lambda: seq2seq.LuongAttention("concat", units=DIM),
+    "luong_location": lambda: seq2seq.LuongAttention("location", max_length=TV),
+}
+
+LAYERS: dict[str, Callable] = {
+    "attention_dot": _score("dot"),
+    "attention_scaled_dot": _score("scaled_dot"),
+    "attention_cosine": _score("cosine"),
+    "attention_bilinear": _score("bilinear"),
+    "attention_additive": _score("additive"),
+    "attention_concat": _score("concat"),
+    # The location score ignores the keys, so it gets none.
+    "attention_location": _score(
+        scores.LocationScore(max_length=TV), with_key=False
+    ),
+    "attention_without_key": _score("scaled_dot", with_key=False),
+    "attention_single_query": _query_value(
+        lambda: keras_attention.Attention(score="additive"),
+        single_query=True,
+    ),
+    "hard_argmax_straight_through": _hard_straight_through("argmax"),
+    "hard_sample_straight_through": _hard_straight_through("sample"),
+    "hard_argmax_reinforce": _hard_reinforce("argmax"),
+    "hard_sample_reinforce": _hard_reinforce("sample"),
+    "multi_head_dense": _multi_head(0),
+    "multi_head_chunked": _multi_head(2),
+    "multi_head_additive": _multi_head(0, score="additive"),
+    "self_attention_dense": _self_attention(0),
+    "self_attention_chunked": _self_attention(2),
+    "structured_self_attention": _structured,
+    **{f"mechanism_{k}": _mechanism(v) for k, v in MECHANISMS.items()},
+    **{
+        f"decoder_{k}": _decoder(
+            v, attention_layer_units=None if k == "luong_dot" else DIM
+        )
+        for k, v in MECHANISMS.items()
+    },
+}
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x).astype("float32")
+
+
+def _error(model, names, branches, data):
+    """Each branch's mean squared error at inference (training=False)."""
+    outputs = model([data[k] for k in _input_names(branches)], training=False)
+    errors = {}
+    for name, output in zip(names, outputs, strict=True):
+        branch = branches[name]
+        output = _numpy(output)
+        if branch.extra_features:
+            output = output[..., : -branch.extra_features]
+        errors[name] = float(np.mean(np.square(output - branch.target)))
+    return errors
+
+
+def _input_names(branches):
+    used = {k for b in branches.values() for k in b.inputs}
+    return [k for k in ("query", "value", "targets") if k in used]
+
+
+def _train(policy, names):
+    """Trains the branches `names` together; one result dict per branch."""
+    keras.config.set_dtype_policy(policy)
+    compute_dtype = keras.config.dtype_policy().compute_dtype
+    data = _data()
+    inputs = {k: keras.Input(v.shape[1:], name=k) for k, v in data.items()}
+    branches = {name: LAYERS[name](inputs, data) for name in names}
+    model_inputs = [inputs[k] for k in _input_names(branches)]
+    model = keras.Model(model_inputs, [branches[n].output for n in names])
+    results = {name: {} for name in names}
+
+    # The layer's own output is in the compute dtype, symbolically and
+    # when the model runs.
+    for name, branch in branches.items():
+        probe = keras.Model(
+            [inputs[k] for k in branch.inputs], branch.layer_output
+        )
+        actual = probe([data[k] for k in branch.inputs])
+        results[name]["output_dtypes"] = {
+            keras.backend.standardize_dtype(t.dtype)
+            for t in (branch.layer_output, actual)
+        } - {compute_dtype}
+
+    def watched(branch):
+        variables = branch.layer.trainable_variables
+        variables += branch.projection.trainable_variables
+        return {id(v): (v.path, _numpy(v)) for v in variables}
+
+    before = {name: watched(b) for name, b in branches.items()}
+    error_before = _error(model, names, branches, data)
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.02),
+        loss=[branches[n].loss for n in names],
+        jit_compile=True,
+    )
+    # One epoch of STEPS identical batches: one update per batch.
+    history = model.fit(
+        [np.concatenate([data[k]] * STEPS) for k in _input_names(branches)],
+        [np.concatenate([branches[n].target] * STEPS) for n in names],
+        batch_size=BATCH,
+        epochs=1,
+        shuffle=False,
+        verbose=0,
+    )
+    loss = history.history["loss"][0]
+    error_after = _error(model, names, branches, data)
+
+    for name, branch in branches.items():
+        after = watched(branch)
+        results[name]["loss"] = loss
+        results[name]["frozen"] = [
+            path
+            for key, (path, value) in before[name].items()
+            if np.array_equal(value, after[key][1])
+            and not path.endswith(branch.may_stay)
+        ]
+        variables = branch.layer.variables + branch.projection.variables
+        results[name]["not_float32"] = [
+            (v.path, keras.backend.standardize_dtype(v.dtype))
+            for v in variables
+            if (v.trainable or "float" in v.dtype) and v.dtype != "float32"
+        ]
+        results[name]["errors"] = (error_before[name], error_after[name])
+    return results
+
+
+# Compiling a decoder's recurrent loop costs the most, so each decoder runs
+# under one policy (every mechanism also trains on its own under all three).
+DECODER_POLICY = {
+    "decoder_bahdanau": "float32",
+    "decoder_luong_general": "float32",
+    "decoder_bahdanau_normalized": "mixed_float16",
+    "decoder_luong_concat": "mixed_float16",
+    "decoder_luong_dot": "mixed_bfloat16",
+    "decoder_luong_location": "mixed_bfloat16",
+}
+CASES = [
+    (name, policy)
+    for name in sorted(LAYERS)
+    for policy in POLICIES
+    if DECODER_POLICY.get(name, policy) == policy
+]
+
+_JOINT = {}
+
+
+def _result(name, policy):
+    if policy not in _JOINT:
+        try:
+            names = sorted(n for n, p in CASES if p == policy)
+            _JOINT[policy] = _train(policy, names)
+        except Exception as error:  # noqa: BLE001 - retried one by one
+            _JOINT[policy] = error
+    if isinstance(_JOINT[policy], Exception):
+        return _train(policy, [name])[name]
+    return _JOINT[policy][name]
+
+
+@pytest.mark.parametrize("name, policy", CASES)
+def test_layer_trains_under_xla_and_policy(name, policy):
+    result = _result(name, policy)
+    where = f"{name} under {policy}"
+    assert not result["output_dtypes"], (
+        f"{where}: output dtypes {result['output_dtypes']}"
+    )
+    assert np.isfinite(result["loss"]), f"{where}: loss {result['loss']}"
+    assert not result["frozen"], f"{where}: unchanged {result['frozen']}"
+    assert not result["not_float32"], f"{where}: {result['not_float32']}"
+    before, after = result["errors"]
+    assert np.isfinite(after), f"{where}: error {before} -> {after}"
+    assert after < 0.8 * before, f"{where}: error {before} -> {after}"
