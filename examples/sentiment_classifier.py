@@ -117,6 +117,13 @@ def parse_args(argv=None):
         "cluster in TF_CONFIG (see docs/distributed.md)",
     )
     fit.add_argument(
+        "--cpu-devices",
+        type=int,
+        help="split the CPU into this many logical devices first, so that "
+        "--distribute mirrored has several to mirror over without a GPU "
+        "(see docs/distributed.md)",
+    )
+    fit.add_argument(
         "--quiet",
         action="store_true",
         help="one line per epoch instead of a progress bar",
@@ -129,7 +136,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    # Multi-worker set-ups must exist before any other TensorFlow/JAX op.
+    # Logical devices and multi-worker set-ups must exist before any other
+    # TensorFlow/JAX op.
+    if args.cpu_devices is not None:
+        distribute.split_cpu(args.cpu_devices)
     strategy = distribute.get_strategy(args.distribute)
     print(f"replicas: {distribute.num_replicas(strategy)}")
     splits = training.load_sentiment_splits(

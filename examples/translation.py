@@ -88,6 +88,13 @@ def parse_args(argv=None):
         "cluster in TF_CONFIG (see docs/distributed.md)",
     )
     group.add_argument(
+        "--cpu-devices",
+        type=int,
+        help="split the CPU into this many logical devices first, so that "
+        "--distribute mirrored has several to mirror over without a GPU "
+        "(see docs/distributed.md)",
+    )
+    group.add_argument(
         "--quiet", action="store_true", help="one line per epoch"
     )
     parser.add_argument(
@@ -137,7 +144,10 @@ def main(argv=None):
     args = parse_args(argv)
     if args.translate:
         return translate(args)
-    # Multi-worker set-ups must exist before any other TensorFlow/JAX op.
+    # Logical devices and multi-worker set-ups must exist before any other
+    # TensorFlow/JAX op.
+    if args.cpu_devices is not None:
+        distribute.split_cpu(args.cpu_devices)
     strategy = distribute.get_strategy(args.distribute)
     print(f"replicas: {distribute.num_replicas(strategy)}")
     splits = load_splits(args)

@@ -98,6 +98,48 @@ def _jax_cluster_from_tf_config() -> dict:
     }
 
 
+def split_cpu(devices: int) -> None:
+    """Splits the CPU into `devices` logical devices (`--cpu-devices`).
+
+    So that `mirrored` has several devices to mirror over on a machine
+    without accelerators: `tf.config.set_logical_device_configuration` on
+    TensorFlow, `jax_num_cpu_devices` on JAX. Call it first, before
+    `get_strategy` and before anything else starts the runtime.
+    `MirroredStrategy` then uses the CPU's logical devices only when there
+    is no GPU.
+
+    Args:
+        devices: How many logical CPU devices, a positive integer.
+    """
+    if isinstance(devices, bool) or not isinstance(devices, int):
+        devices_ok = False
+    else:
+        devices_ok = devices >= 1
+    if not devices_ok:
+        raise ValueError(
+            "Received an invalid value for argument `cpu_devices`, expected "
+            f"a positive integer. Received: cpu_devices={devices!r}"
+        )
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * devices
+        )
+    elif backend == "jax":
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", devices)
+    elif devices > 1:
+        raise ValueError(
+            f"--cpu-devices needs the TensorFlow or JAX backend; the "
+            f"{backend} backend runs on one device here. Received: "
+            f"cpu_devices={devices}"
+        )
+
+
 def get_strategy(name: str = "none"):
     """The distribution for `--distribute NAME` on the current backend.
 
@@ -148,40 +190,77 @@ def scope(strategy):
     return strategy.scope()
 
 
+def _first_replica_symbolic_build(model, strategy):
+    """`model._maybe_symbolic_build` that reads the first replica's batch.
+
+    Before the first step of `fit` (and `evaluate`), Keras 3 builds the
+    model, its metrics and its optimizer symbolically from one batch. Under
+    a `tf.distribute` strategy it first averages that batch over the
+    replicas with `strategy.reduce("MEAN", batch)`, which fails with more
+    than one replica for string inputs (`AddN` takes no strings) and under
+    `MultiWorkerMirroredStrategy` for any nested batch. Only the shapes and
+    dtypes matter, so the first local replica's batch serves as well.
+    """
+    import tensorflow as tf
+
+    def first_replica(value):
+        if isinstance(value, tf.distribute.DistributedValues):
+            return strategy.experimental_local_results(value)[0]
+        return value
+
+    def maybe_symbolic_build(iterator=None, data_batch=None):
+        if iterator is not None:
+            for _, _, batches in iterator:
+                data_batch = tf.nest.map_structure(first_replica, next(batches))
+                break
+        with strategy.scope():
+            model._symbolic_build(data_batch=data_batch)
+
+    return maybe_symbolic_build
+
+
 @contextlib.contextmanager
 def fit_scope(strategy, model=None):
     """The context in which to call `model.fit` under `strategy`.
 
     A `keras.distribution` places the batches as well as the variables, so
     `fit` runs in its scope. `tf.distribute` strategies distribute the data
-    themselves, so nothing is needed, except under
-    `MultiWorkerMirroredStrategy`, where Keras 3's `fit` fails
+    themselves, but Keras 3's `fit` fails under them
     (tensorflow/tensorflow#72388, still so in Keras 3.15) in two places,
     both worked around here for the duration of the `with` block:
 
     - before the first step it averages one `(x, y)` batch across the
-      workers to build the model symbolically, and
-      `tf.distribute.Strategy.reduce` takes no nested values. The model is
-      built already; handed the strategy through the scope instead of
-      holding it, the model skips that step.
-    - it reduces the step's logs with `reduction="auto"`, which under
-      multiple workers averages scalars over a batch axis they do not
-      have. The logs are metric results, already the same on every worker
-      (the metrics' variables are all-reduced), so the first replica's
-      value is taken.
+      replicas to build the model, its metrics and its optimizer
+      symbolically, and `tf.distribute.Strategy.reduce` takes neither
+      strings (with two or more replicas, as `MirroredStrategy` over two
+      devices) nor nested values (under `MultiWorkerMirroredStrategy`).
+      Here it builds from the first replica's batch instead; only the
+      shapes and dtypes are read. (Skipping that build is no way out: the
+      optimizer would then create its variables inside the distributed
+      train step, which fails with two local replicas.)
+    - under multiple workers it reduces the step's logs with
+      `reduction="auto"`, which averages scalars over a batch axis they do
+      not have. The logs are metric results, already the same on every
+      worker (the metrics' variables are all-reduced), so the first
+      replica's value is taken.
 
     Args:
         strategy: From `get_strategy`.
-        model: The model to fit; needed under a multi-worker
-            `tf.distribute` strategy.
+        model: The model to fit; needed under a `tf.distribute` strategy
+            with more than one replica.
     """
     if _is_keras_distribution(strategy):
         with strategy.scope():
             yield
         return
-    if model is None or not is_multi_worker(strategy):
+    if model is None or num_replicas(strategy) < 2:
         yield
         return
+    object.__setattr__(
+        model,
+        "_maybe_symbolic_build",
+        _first_replica_symbolic_build(model, strategy),
+    )
     trainer_module = importlib.import_module(
         "keras.src.backend.tensorflow.trainer"
     )
@@ -192,36 +271,40 @@ def fit_scope(strategy, model=None):
             reduction = "first"
         return reduce_per_replica(values, strategy, reduction=reduction)
 
-    own_strategy = model._distribute_strategy
-    model._distribute_strategy = None
-    trainer_module.reduce_per_replica = first_replica
+    if is_multi_worker(strategy):
+        trainer_module.reduce_per_replica = first_replica
     try:
         with strategy.scope():
             yield
     finally:
         trainer_module.reduce_per_replica = reduce_per_replica
-        model._distribute_strategy = own_strategy
+        object.__delattr__(model, "_maybe_symbolic_build")
 
 
 @contextlib.contextmanager
 def local_scope(strategy, model):
     """The context in which each process evaluates `model` on its own.
 
-    After a multi-worker `tf.distribute` run, `model.predict` would split
-    each batch over the workers and gather the rows of all of them (every
-    worker then sees each row once per worker). Here the model forgets its
-    strategy for the duration of the `with` block, so that `predict` runs
-    on this process's device with the trained (mirrored) weights.
-    Elsewhere this does nothing.
+    Under a `tf.distribute` strategy with several replicas, Keras 3's
+    `predict_on_batch` hands the whole batch to every replica and
+    concatenates their outputs (two replicas: every row twice), and after a
+    multi-worker run `model.predict` would split each batch over the
+    workers and gather the rows of all of them. Here the model forgets its
+    strategy (and any predict function traced under it) for the duration
+    of the `with` block, so that prediction runs on one device of this
+    process with the trained (mirrored) weights. Call it outside
+    `scope(strategy)`. Elsewhere this does nothing.
     """
-    if not is_multi_worker(strategy) or _is_keras_distribution(strategy):
+    if num_replicas(strategy) < 2 or _is_keras_distribution(strategy):
         yield
         return
     own_strategy = model._distribute_strategy
     model._distribute_strategy = None
+    model.predict_function = None
     try:
         yield
     finally:
+        model.predict_function = None
         model._distribute_strategy = own_strategy
 
 

@@ -1,7 +1,9 @@
 """Both examples under real multi-process and multi-device distribution."""
 
 import json
+import math
 import os
+import re
 
 import keras
 import numpy as np
@@ -63,6 +65,37 @@ def test_multi_worker_mirrored_strategy_with_two_workers(name, tmp_path):
     assert not os.path.exists(os.path.join(worker, "metrics.json"))
 
 
+# Smaller than processes.SMALL: two replicas on a shared 2-core machine.
+MIRRORED = {
+    "sentiment": ["--num-examples", "400", "--quiet"],
+    "translation": processes.SMALL["translation"],
+}
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("name", ["sentiment", "translation"])
+def test_mirrored_strategy_over_two_logical_cpus(name, tmp_path):
+    # --cpu-devices 2 splits the CPU before MirroredStrategy picks its
+    # devices; string inputs (sentiment) and the optimizer's variables used
+    # to break the first step with more than one replica.
+    output = str(tmp_path / "run")
+    args = [*MIRRORED[name], "--epochs", "1", "--batch-size", "32"]
+    args += ["--cpu-devices", "2", "--distribute", "mirrored"]
+    args += ["--output", output]
+    env = processes.environment(KERAS_BACKEND="tensorflow")
+    printed = processes.run(name, args, tmp_path / "run.log", env)
+    assert "replicas: 2" in printed
+    losses = re.findall(r" loss: ([-+.\deE]+|nan)", printed)
+    assert losses and all(math.isfinite(float(v)) for v in losses)
+    metrics = _check_run_dir(name, output)
+    assert metrics["epochs_trained"] == 1
+
+
+def test_cpu_devices_must_be_positive():
+    with pytest.raises(ValueError, match="Received: cpu_devices=0"):
+        distribute.split_cpu(0)
+
+
 # Run by the JAX lane; the TensorFlow lane would repeat the same runs.
 jax_lane = pytest.mark.skipif(
     keras.backend.backend() != "jax", reason="runs in the JAX lane"
@@ -73,14 +106,12 @@ jax_lane = pytest.mark.skipif(
 def test_jax_data_parallel_over_two_local_devices(tmp_path):
     output = str(tmp_path / "run")
     log = tmp_path / "run.log"
-    env = processes.environment(
-        KERAS_BACKEND="jax",
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    )
+    env = processes.environment(KERAS_BACKEND="jax")
     # 1200 examples split 80/10/10: the last batches hold 16 and 24 rows,
     # evened out across the two devices by distribute.even_batches.
     args = [*processes.SMALL["sentiment"], "--epochs", "1", "--batch-size"]
-    args += ["32", "--distribute", "mirrored", "--output", output]
+    args += ["32", "--cpu-devices", "2", "--distribute", "mirrored"]
+    args += ["--output", output]
     printed = processes.run("sentiment", args, log, env)
     assert "replicas: 2" in printed
     metrics = _check_run_dir("sentiment", output)
