@@ -1,9 +1,41 @@
+"""Shared test set-up: fresh Keras state, hypothesis profiles and the lanes.
+
+The README's test command runs the suite once per Keras backend (a lane):
+
+- TensorFlow: every test.
+- JAX: every test but those marked `tensorflow_only` (skipped, with the
+  reason) and `backend_independent` (deselected: they check documentation,
+  data files or argument parsing, which the TensorFlow lane already proves).
+- PyTorch: the tests of the library itself, which do not need TensorFlow
+  (`TORCH_LANE` below); the examples, their data pipelines and the
+  TensorFlow-only features are deselected.
+"""
+
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+from tests import profiles  # noqa: E402, F401 - loads the hypothesis profile
+
+BACKEND = keras.backend.backend()
+
+# Test paths (relative to the repository root) of the PyTorch lane: the
+# ops, scores, layers, seq2seq, saving and error checks.
+TORCH_LANE = (
+    "tests/test_ops.py",
+    "tests/test_ops_chunked.py",
+    "tests/test_scores.py",
+    "tests/test_properties.py",
+    "tests/test_saving.py",
+    "tests/test_saved_models.py",
+    "tests/test_errors_doc.py",
+    "tests/test_check.py",
+    "tests/layers/",
+    "tests/seq2seq/",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -13,17 +45,37 @@ def _fresh_keras_state():
     keras.utils.set_random_seed(1234)
     yield
     keras.config.set_dtype_policy("float32")
-    keras.backend.clear_session()
+    # free_memory=True would run gc.collect() after every test: about
+    # 0.6 s each on 2 cores, most of the suite's time.
+    keras.backend.clear_session(free_memory=False)
+
+
+def _in_lane(item) -> bool:
+    if BACKEND == "tensorflow":
+        return True
+    if "backend_independent" in item.keywords:
+        return False
+    if BACKEND == "torch":
+        path = os.path.relpath(str(item.path), str(item.config.rootpath))
+        return path.replace(os.sep, "/").startswith(TORCH_LANE)
+    return True
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skips `tensorflow_only` tests, with the reason, on other backends."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
+    """Selects this backend's lane; skips `tensorflow_only` tests in it."""
+    dropped = [item for item in items if not _in_lane(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if _in_lane(item)]
+    if BACKEND == "tensorflow":
         return
     skip = pytest.mark.skip(
-        reason=f"needs the TensorFlow backend; this lane runs {backend}"
+        reason=f"needs the TensorFlow backend; this lane runs {BACKEND}"
     )
     for item in items:
         if "tensorflow_only" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    return f"lane: Keras backend {BACKEND} (see tests/conftest.py)"

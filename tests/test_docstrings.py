@@ -11,6 +11,9 @@ import pytest
 
 import keras_attention
 
+# Checks the docstrings, not a backend: the TensorFlow lane runs it.
+pytestmark = pytest.mark.backend_independent
+
 MODULES = sorted(
     m.name
     for m in pkgutil.walk_packages(

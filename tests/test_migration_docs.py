@@ -14,6 +14,9 @@ import re
 import numpy as np
 import pytest
 
+# Checks the guides, not a backend: the TensorFlow lane runs it.
+pytestmark = pytest.mark.backend_independent
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GUIDE_DIR = ROOT / "docs" / "migration"
 GUIDES = (

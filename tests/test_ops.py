@@ -2,12 +2,12 @@ import keras
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 from keras import ops
 
 from keras_attention import ops as ka_ops
 from tests.autodiff import gradients
+from tests.profiles import examples
 
 
 def np_softmax(x, axis=-1):
@@ -58,7 +58,7 @@ def test_float16_large_logits_are_exact_and_finite():
     np.testing.assert_allclose(w, expected, atol=1e-3)
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30)
 @given(
     batch=st.integers(1, 3),
     length=st.integers(1, 7),

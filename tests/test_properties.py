@@ -23,13 +23,13 @@ import keras
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 
 import keras_attention
 from keras_attention import scores
 from keras_attention import seq2seq
 from tests.autodiff import gradients
+from tests.profiles import examples
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 # Tolerance of a sum of a few weights, and of two computations that should
@@ -39,7 +39,7 @@ MAX_LENGTH = 6
 # JAX compiles every new shape eagerly, which costs seconds per example on
 # 2 CPU cores; its lane draws fewer examples per test.
 _FEW = keras.backend.backend() != "tensorflow"
-EXAMPLES = settings(max_examples=3 if _FEW else 6, deadline=None)
+EXAMPLES = examples(2 if _FEW else 6)
 
 
 def to_np(x):
@@ -325,7 +325,7 @@ def test_query_value_layers_are_causal(name, data):
     )
 
 
-@settings(max_examples=2 if _FEW else 4, deadline=None)
+@examples(2 if _FEW else 4)
 @given(data=st.data())
 @pytest.mark.parametrize("name", sorted(QUERY_VALUE))
 def test_query_value_gradients_are_finite_and_zero_on_padding(name, data):
@@ -353,7 +353,7 @@ def test_query_value_gradients_are_finite_and_zero_on_padding(name, data):
             training=True,
         )
         output = keras.ops.cast(output, "float32")
-        return keras.ops.sum(output * cotangent)
+        return keras.ops.sum(output * keras.ops.convert_to_tensor(cotangent))
 
     _, grads = gradients(loss, [query, value, key])
     check_finite(*grads)

@@ -5,6 +5,9 @@ import re
 
 import pytest
 
+# Checks the README, not a backend: the TensorFlow lane runs it.
+pytestmark = pytest.mark.backend_independent
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SNIPPETS = re.findall(r"```python\n(.*?)```", README, flags=re.S)

@@ -9,6 +9,9 @@ pytest.importorskip("matplotlib")
 
 from keras_attention import visualize  # noqa: E402
 
+# Checks plots and HTML of NumPy weights, not a backend: TensorFlow lane.
+pytestmark = pytest.mark.backend_independent
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -11,6 +11,9 @@ import pytest
 
 from keras_attention.data import load_tfds_sentiment
 
+# Checks TFDS loaders, not a backend: the TensorFlow lane runs it.
+pytestmark = pytest.mark.backend_independent
+
 tfds = pytest.importorskip("tensorflow_datasets")
 
 

@@ -14,6 +14,9 @@ from keras_attention.data.sentiment import make_text_vectorizer
 from keras_attention.data.sentiment import read_sentiment_tsv
 from keras_attention.data.sentiment import tokens_for
 
+# Checks the sentiment data readers, not a backend: the TensorFlow lane runs it.
+pytestmark = pytest.mark.backend_independent
+
 SST2 = pathlib.Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 SST2 = SST2.resolve() / "sst2"
 

@@ -7,6 +7,9 @@ import pytest
 
 from keras_attention.data import translation
 
+# Checks the parallel-text readers, not a backend: the TensorFlow lane runs it.
+pytestmark = pytest.mark.backend_independent
+
 SOURCE_CLASS = {
     word: word_class
     for word_class, words in translation.SOURCE_WORDS.items()

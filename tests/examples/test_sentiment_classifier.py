@@ -38,6 +38,7 @@ def synthetic_run(tmp_path_factory):
     return output, metrics
 
 
+@pytest.mark.backend_independent
 def test_help_lists_the_options():
     result = subprocess.run(
         [sys.executable, SCRIPT, "--help"],

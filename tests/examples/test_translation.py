@@ -30,6 +30,7 @@ def synthetic_run(tmp_path_factory):
     return output, metrics
 
 
+@pytest.mark.backend_independent
 def test_help_lists_the_options(capsys):
     with pytest.raises(SystemExit) as exit_info:
         _example().main(["--help"])

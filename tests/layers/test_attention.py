@@ -2,13 +2,13 @@ import keras
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 from keras import ops
 
 import keras_attention
 from keras_attention import scores
 from tests.layer_basics import check_layer_basics
+from tests.profiles import examples
 
 RNG = np.random.default_rng(0)
 
@@ -131,7 +131,7 @@ def test_causal_flag_equals_explicit_lower_triangular_mask():
     np.testing.assert_allclose(to_np(a), to_np(b), rtol=1e-6)
 
 
-@settings(max_examples=15, deadline=None)
+@examples(15)
 @given(
     length=st.integers(2, 6),
     valid=st.integers(1, 6),
@@ -155,7 +155,7 @@ def test_padding_values_do_not_change_outputs(length, valid, seed, score):
     np.testing.assert_allclose(wa.sum(-1), 1.0, rtol=1e-5)
 
 
-@settings(max_examples=10, deadline=None)
+@examples(10)
 @given(length=st.integers(2, 6), cut=st.integers(0, 5), seed=st.integers(0, 99))
 def test_causal_outputs_do_not_see_the_future(length, cut, seed):
     cut = min(cut, length - 1)

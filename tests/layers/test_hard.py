@@ -207,7 +207,8 @@ def test_reinforce_learns_to_select():
             reward = -((picked[:, 1] - ops.convert_to_tensor(y[idx])) ** 2)
             return keras_attention.reinforce_loss(log_p, reward, baseline)
 
-        _, grads = gradients(loss, layer.trainable_variables)
+        # A new `loss` each step: compiling each one would cost more.
+        _, grads = gradients(loss, layer.trainable_variables, jit=False)
         grads = [ops.convert_to_tensor(g) for g in grads]
         optimizer.apply(grads, layer.trainable_variables)
         # The baseline follows the reward of a fresh draw from the policy

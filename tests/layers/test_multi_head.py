@@ -2,7 +2,6 @@ import keras
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 from keras import ops
 
@@ -10,6 +9,7 @@ import keras_attention
 from keras_attention import scores
 from tests.autodiff import gradients
 from tests.layer_basics import check_layer_basics
+from tests.profiles import examples
 
 B, TQ, TV, DQ, DV, DK = 2, 4, 5, 6, 7, 3
 RNG = np.random.default_rng(0)
@@ -264,7 +264,7 @@ def test_bilinear_weights_are_shared_and_follow_keras_weights():
     )
 
 
-@settings(max_examples=12, deadline=None)
+@examples(12)
 @given(st.integers(0, 2**31 - 1))
 def test_weights_sum_to_one_over_unmasked_keys(seed):
     rng = np.random.default_rng(seed)

@@ -4,11 +4,11 @@ import keras
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 
 from keras_attention import seq2seq
 from tests.layer_basics import check_layer_basics
+from tests.profiles import examples
 from tests.seq2seq._arrays import assert_allclose
 from tests.seq2seq._arrays import to_numpy
 
@@ -146,7 +146,7 @@ def test_query_sequence_gives_one_row_per_query():
     assert_allclose(context[:, 1], single_context, atol=1e-6)
 
 
-@settings(max_examples=15, deadline=None)
+@examples(15)
 @given(
     st.lists(
         st.lists(st.booleans(), min_size=5, max_size=5), min_size=2, max_size=2
