@@ -1,0 +1,24 @@
+"""`python -m keras_attention.check`, the quick install check."""
+
+from keras_attention import check
+from keras_attention import ops
+
+
+def test_every_check_passes_on_this_install(capsys):
+    assert check.main() == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\nok   ") == len(check.CHECKS)
+    assert "all checks passed" in printed
+
+
+def test_a_broken_softmax_is_reported_and_fails(monkeypatch, capsys):
+    real = ops.masked_softmax
+
+    def ignores_the_mask(logits, mask=None, axis=-1):
+        return real(logits, None, axis)
+
+    monkeypatch.setattr(ops, "masked_softmax", ignores_the_mask)
+    assert check.main() == 1
+    printed = capsys.readouterr().out
+    assert "FAIL masked_softmax agrees with NumPy" in printed
+    assert "checks failed" in printed
