@@ -1,0 +1,192 @@
+"""Proof that the suite has teeth: plants known bugs, one at a time.
+
+Each mutant replaces one exact piece of the package's source in a copy of
+the repository (the working tree is never touched), runs the test command of
+a lane in that copy and lists the tests that fail. A mutant that no test
+catches is a hole in the suite.
+
+    python -m tests.mutants                   # every mutant, TF lane
+    python -m tests.mutants NAME -- ARGS...   # one mutant, pytest ARGS
+
+Not collected by pytest (the file name has no `test_` prefix).
+"""
+
+import argparse
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    path: str
+    old: str
+    new: str
+
+
+MUTANTS = (
+    Mutant(
+        "masked_softmax",
+        "masked_softmax ignores its mask",
+        "keras_attention/ops.py",
+        "    logits = ops.convert_to_tensor(logits)\n    in_dtype",
+        "    mask = None\n    logits = ops.convert_to_tensor(logits)\n"
+        "    in_dtype",
+    ),
+    Mutant(
+        "frobenius_identity",
+        "the Frobenius penalty drops the identity: ‖AAᵀ‖² for ‖AAᵀ − I‖²",
+        "keras_attention/ops.py",
+        "ops.square(gram - identity)",
+        "ops.square(gram)",
+    ),
+    Mutant(
+        "mha_key_projection",
+        "MultiHeadAttention projects `value` where it should project `key`",
+        "keras_attention/layers/multi_head.py",
+        "self._project(key, self._key_dense, self.key_dim)",
+        "self._project(value, self._key_dense, self.key_dim)",
+    ),
+    Mutant(
+        "chunked_row_term",
+        "the chunked backward pass drops the row term of the softmax gradient",
+        "keras_attention/ops.py",
+        "ds = p * (dp - ops.take(delta_blocks, i, axis=0))",
+        "ds = p * dp",
+    ),
+    Mutant(
+        "attention_config_score",
+        "`Attention.get_config` forgets `score`",
+        "keras_attention/layers/attention.py",
+        '            "score": scores_lib.serialize(self.score),\n',
+        "",
+    ),
+    Mutant(
+        "beam_lowest",
+        "beam search returns its lowest-scoring hypothesis",
+        "keras_attention/seq2seq/decoding.py",
+        'best = ops.cast(ops.argmax(ranking, axis=1), "int32")',
+        'best = ops.cast(ops.argmin(ranking, axis=1), "int32")',
+    ),
+    Mutant(
+        "tsv_last_line",
+        "the TSV reader drops the last line of a file",
+        "keras_attention/data/sentiment.py",
+        "enumerate(lines[1:], start=2)",
+        "enumerate(lines[1:-1], start=2)",
+    ),
+    Mutant(
+        "structured_over_hops",
+        "StructuredSelfAttention normalises over hops instead of over time",
+        "keras_attention/layers/structured.py",
+        "weights = ka_ops.masked_softmax(logits, mask)",
+        "weights = ka_ops.masked_softmax(logits, mask, axis=-2)",
+    ),
+)
+
+
+def _copy_repository(destination):
+    ignore = shutil.ignore_patterns(
+        ".git",
+        "__pycache__",
+        ".pytest_cache",
+        ".hypothesis",
+        "runs",
+        "*.egg-info",
+    )
+    shutil.copytree(ROOT, destination, ignore=ignore)
+
+
+def _plant(copy, mutant):
+    path = os.path.join(copy, mutant.path)
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    count = source.count(mutant.old)
+    if count != 1:
+        raise SystemExit(
+            f"error: mutant {mutant.name}: the text to replace occurs "
+            f"{count} times in {mutant.path} (expected once); update "
+            "tests/mutants.py"
+        )
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source.replace(mutant.old, mutant.new))
+
+
+def run(mutant, pytest_args, environment):
+    """Runs the suite against `mutant`; returns (failed test ids, seconds)."""
+    with tempfile.TemporaryDirectory() as parent:
+        copy = os.path.join(parent, "repo")
+        _copy_repository(copy)
+        # shared/ beside the repository, as in a checkout.
+        shared = os.path.join(os.path.dirname(ROOT), "shared")
+        if os.path.isdir(shared):
+            os.symlink(shared, os.path.join(parent, "shared"))
+        _plant(copy, mutant)
+        start = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rf", *pytest_args],
+            cwd=copy,
+            env=environment,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.monotonic() - start
+    output = result.stdout + result.stderr
+    failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.M)))
+    if result.returncode not in (0, 1):
+        failed.append(f"(pytest exit {result.returncode})")
+    return failed, seconds, output
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "names",
+        nargs="*",
+        help="mutants to run (default: all): "
+        + ", ".join(m.name for m in MUTANTS),
+    )
+    parser.add_argument(
+        "--backend",
+        default="tensorflow",
+        help="KERAS_BACKEND of the lane to run (default: %(default)s)",
+    )
+    argv = sys.argv[1:] if argv is None else list(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    pytest_args = argv[split + 1 :] or ["-n", "auto"]
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutants: {', '.join(sorted(unknown))}")
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    environment = dict(os.environ, KERAS_BACKEND=args.backend)
+    # The copy's package must be the one imported, not the installed one.
+    environment["PYTHONPATH"] = ""
+    survivors = []
+    for mutant in chosen:
+        failed, seconds, output = run(mutant, pytest_args, environment)
+        print(f"## {mutant.name}: {mutant.what} ({seconds:.0f} s)")
+        print(f"   {len(failed)} failing tests")
+        for test in failed:
+            print(f"   - {test}")
+        if not failed:
+            survivors.append(mutant.name)
+            print(output[-3000:])
+        sys.stdout.flush()
+    if survivors:
+        print(f"survived: {', '.join(survivors)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
