@@ -169,6 +169,7 @@ def main(argv=None):
         parser.error(f"unknown mutants: {', '.join(sorted(unknown))}")
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     environment = dict(os.environ, KERAS_BACKEND=args.backend)
+    environment.setdefault("HYPOTHESIS_PROFILE", "mutants")
     # The copy's package must be the one imported, not the installed one.
     environment["PYTHONPATH"] = ""
     survivors = []
