@@ -122,7 +122,7 @@ def _plant(copy, mutant):
 
 
 def run(mutant, pytest_args, environment):
-    """Runs the suite against `mutant`; returns (failed test ids, seconds)."""
+    """Runs the suite against `mutant`: (failed test ids, seconds, output)."""
     with tempfile.TemporaryDirectory() as parent:
         copy = os.path.join(parent, "repo")
         _copy_repository(copy)
