@@ -16,6 +16,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from tests import profiles  # noqa: E402, F401 - loads the hypothesis profile
@@ -48,6 +49,31 @@ def _fresh_keras_state():
     # free_memory=True would run gc.collect() after every test: about
     # 0.6 s each on 2 cores, most of the suite's time.
     keras.backend.clear_session(free_memory=False)
+
+
+@pytest.fixture
+def rng():
+    """A NumPy generator seeded with 0, new for each test.
+
+    A test draws the same data whichever tests ran before it, and on
+    whichever pytest-xdist worker. Hypothesis tests cannot take it (a
+    function-scoped fixture is not reset between examples): they seed
+    their own generator from a drawn integer.
+    """
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def rand(rng):
+    """`rand(*shape, scale=1.0)`: float32 normal draws from `rng`.
+
+    A test that takes both gets one stream: `rand` and `rng` draw in turn.
+    """
+
+    def rand(*shape, scale=1.0):
+        return (scale * rng.normal(size=shape)).astype("float32")
+
+    return rand
 
 
 def _in_lane(item) -> bool:

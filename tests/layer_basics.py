@@ -5,6 +5,10 @@ checks output shapes and weight counts, round-trips `get_config` /
 `from_config` and a `.keras` file (safe mode, no `custom_objects`), runs one
 training step and a mixed-precision call. Layer tests call it once per
 interesting configuration and add their own numerical checks.
+
+The small NumPy helpers those checks share live here too: `to_np`,
+`np_softmax` and `normal_arrays` (a module's constant data). Seeded data for
+one test comes from the `rng` and `rand` fixtures in `tests/conftest.py`.
 """
 
 import os
@@ -171,3 +175,25 @@ def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
         dtype = keras.backend.standardize_dtype(out.dtype)
         if dtype.startswith("float"):
             assert dtype == "float16", f"{name}: mixed output dtype {dtype}"
+
+
+def to_np(x):
+    """A NumPy array of a tensor of any backend."""
+    return keras.ops.convert_to_numpy(x)
+
+
+def np_softmax(x, axis=-1):
+    """The NumPy reference softmax along `axis`."""
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def normal_arrays(seed, *shapes):
+    """Float32 standard-normal arrays of `shapes`, drawn in turn from one
+    generator seeded with `seed`: constant data that a module's tests share.
+
+    A test that needs more draws takes the `rng` or `rand` fixture, so its
+    data does not depend on the tests that ran before it.
+    """
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=shape).astype("float32") for shape in shapes]

@@ -5,20 +5,9 @@ from keras import ops
 
 from keras_attention import scores
 from tests.layer_basics import check_layer_basics
+from tests.layer_basics import normal_arrays
 
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _seeded_data():
-    """Every test draws the same data, whatever ran before it."""
-    global RNG
-    RNG = np.random.default_rng(0)
-
-
-Q = RNG.normal(size=(2, 3, 4)).astype("float32")
-K4 = RNG.normal(size=(2, 5, 4)).astype("float32")
-K6 = RNG.normal(size=(2, 5, 6)).astype("float32")
+Q, K4, K6 = normal_arrays(0, (2, 3, 4), (2, 5, 4), (2, 5, 6))
 
 
 def logits(score, q, k):
@@ -45,8 +34,8 @@ def test_dot_score_matches_formula_and_hand_value():
     np.testing.assert_allclose(logits(s, q, k), [[[11.0, 0.0]]])
 
 
-def test_dot_score_matches_keras_attention_layer():
-    v = RNG.normal(size=(2, 5, 4)).astype("float32")
+def test_dot_score_matches_keras_attention_layer(rng):
+    v = rng.normal(size=(2, 5, 4)).astype("float32")
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
     from keras_attention import Attention
 
@@ -125,9 +114,9 @@ def test_location_score_ignores_keys():
     np.testing.assert_allclose(logits(s, Q, K6 * 0), got)
 
 
-def test_scores_carry_leading_axes_for_heads():
-    q = RNG.normal(size=(2, 3, 4, 8)).astype("float32")
-    k = RNG.normal(size=(2, 3, 6, 8)).astype("float32")
+def test_scores_carry_leading_axes_for_heads(rng):
+    q = rng.normal(size=(2, 3, 4, 8)).astype("float32")
+    k = rng.normal(size=(2, 3, 6, 8)).astype("float32")
     for name in ["dot", "scaled_dot", "cosine", "bilinear", "additive"]:
         s = scores.get(name)
         assert tuple(s(q, k).shape) == (2, 3, 4, 6), name

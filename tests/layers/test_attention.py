@@ -3,34 +3,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from keras import ops
 
 import keras_attention
 from keras_attention import scores
 from tests.layer_basics import check_layer_basics
+from tests.layer_basics import np_softmax
+from tests.layer_basics import to_np
 from tests.profiles import examples
-
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _seeded_data():
-    """Every test draws the same data, whatever ran before it."""
-    global RNG
-    RNG = np.random.default_rng(0)
-
-
-def rand(*shape):
-    return RNG.normal(size=shape).astype("float32")
-
-
-def np_softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def to_np(x):
-    return ops.convert_to_numpy(x)
 
 
 @pytest.mark.parametrize(
@@ -45,7 +24,7 @@ def to_np(x):
         (scores.LocationScore(max_length=9), 1),
     ],
 )
-def test_basics_for_every_score(score, n_weights):
+def test_basics_for_every_score(score, n_weights, rand):
     config = scores.serialize(scores.get(score))
     depth = 4 if n_weights == 0 else 6
     check_layer_basics(
@@ -58,7 +37,7 @@ def test_basics_for_every_score(score, n_weights):
     )
 
 
-def test_basics_single_query_vector_with_dropout():
+def test_basics_single_query_vector_with_dropout(rand):
     check_layer_basics(
         keras_attention.Attention,
         {"score": "additive", "dropout": 0.5, "seed": 3},
@@ -68,7 +47,7 @@ def test_basics_single_query_vector_with_dropout():
     )
 
 
-def test_single_query_matches_seed_formula():
+def test_single_query_matches_seed_formula(rand):
     # a_i = softmax(s(h_i, q)), context = sum a_i h_i with s = q·h / sqrt(D).
     q, h = rand(2, 4), rand(2, 5, 4)
     context, weights = keras_attention.Attention()(
@@ -81,7 +60,7 @@ def test_single_query_matches_seed_formula():
     )
 
 
-def test_key_value_attention_matches_seed_formula():
+def test_key_value_attention_matches_seed_formula(rand):
     q, k, v = rand(2, 3, 4), rand(2, 5, 4), rand(2, 5, 7)
     layer = keras_attention.Attention(score="dot")
     context, weights = layer(q, v, key=k, return_attention_scores=True)
@@ -102,7 +81,7 @@ def test_tiny_hand_computed_case():
     )
 
 
-def test_matches_keras_attention_with_masks_and_causal():
+def test_matches_keras_attention_with_masks_and_causal(rand):
     q, v = rand(2, 5, 4), rand(2, 5, 4)
     v_mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
     ours, w = keras_attention.Attention(score="dot")(
@@ -122,7 +101,7 @@ def test_matches_keras_attention_with_masks_and_causal():
     np.testing.assert_allclose(to_np(ours), to_np(theirs), atol=1e-5)
 
 
-def test_causal_flag_equals_explicit_lower_triangular_mask():
+def test_causal_flag_equals_explicit_lower_triangular_mask(rand):
     q, v = rand(2, 4, 6), rand(2, 4, 6)
     layer = keras_attention.Attention(score="bilinear")
     a = layer(q, v, use_causal_mask=True)
@@ -169,7 +148,7 @@ def test_causal_outputs_do_not_see_the_future(length, cut, seed):
     np.testing.assert_allclose(a[:, : cut + 1], b[:, : cut + 1], rtol=1e-5)
 
 
-def test_fully_masked_row_gives_zero_context():
+def test_fully_masked_row_gives_zero_context(rand):
     q, v = rand(2, 3, 4), rand(2, 5, 4)
     mask = np.ones((2, 5), bool)
     mask[1] = False
@@ -181,7 +160,7 @@ def test_fully_masked_row_gives_zero_context():
     assert np.all(np.isfinite(to_np(context)))
 
 
-def test_masked_query_gets_zero_weights_and_context():
+def test_masked_query_gets_zero_weights_and_context(rand):
     q, v = rand(2, 3, 4), rand(2, 5, 4)
     q_mask = np.array([[1, 1, 0], [1, 1, 1]], bool)
     context, weights = keras_attention.Attention()(
@@ -208,7 +187,7 @@ def test_keras_masks_are_picked_up_and_propagated():
     np.testing.assert_allclose(pooled[0], ctx[0, :3].mean(0), rtol=1e-5)
 
 
-def test_single_query_vector_masks():
+def test_single_query_vector_masks(rand):
     q, v = rand(2, 4), rand(2, 5, 4)
     context, weights = keras_attention.Attention()(
         q,
@@ -222,7 +201,7 @@ def test_single_query_vector_masks():
     assert np.all(w[1] == 0) and np.all(to_np(context)[1] == 0)
 
 
-def test_multi_query_concatenation_as_in_the_seeds():
+def test_multi_query_concatenation_as_in_the_seeds(rand):
     # att((K, V), Q) = att(q_1) ⊕ ... ⊕ att(q_M): a query sequence, then a
     # reshape, equals attending with each query on its own.
     queries, v = rand(2, 3, 4), rand(2, 5, 4)
@@ -237,7 +216,7 @@ def test_multi_query_concatenation_as_in_the_seeds():
     )
 
 
-def test_dropout_is_seeded_and_only_active_in_training():
+def test_dropout_is_seeded_and_only_active_in_training(rand):
     q, v = rand(2, 3, 4), rand(2, 5, 4)
     layer = keras_attention.Attention(dropout=0.5, seed=1)
     inference = to_np(layer(q, v, training=False))
@@ -248,10 +227,10 @@ def test_dropout_is_seeded_and_only_active_in_training():
     assert not np.allclose(train, inference)
 
 
-def test_mixed_precision_with_large_logits_is_finite():
+def test_mixed_precision_with_large_logits_is_finite(rng):
     keras.config.set_dtype_policy("mixed_float16")
     q = np.full((1, 2, 64), 100.0, "float32")
-    v = RNG.normal(size=(1, 5, 64)).astype("float32") * 100
+    v = rng.normal(size=(1, 5, 64)).astype("float32") * 100
     context, weights = keras_attention.Attention(score="dot")(
         q, v, return_attention_scores=True
     )
@@ -262,7 +241,7 @@ def test_mixed_precision_with_large_logits_is_finite():
     )
 
 
-def test_xla_training_step():
+def test_xla_training_step(rand):
     q_in, v_in = keras.Input((3, 4)), keras.Input((5, 4))
     out = keras_attention.Attention(score="additive")(q_in, v_in)
     model = keras.Model([q_in, v_in], out)
@@ -307,14 +286,14 @@ def test_bad_shapes_name_every_shape(shapes, match):
         keras_attention.Attention()(arrays[0], arrays[1], **key)
 
 
-def test_causal_mask_with_single_query_vector_raises():
+def test_causal_mask_with_single_query_vector_raises(rand):
     with pytest.raises(ValueError, match="needs a query sequence"):
         keras_attention.Attention()(
             rand(2, 4), rand(2, 5, 4), use_causal_mask=True
         )
 
 
-def test_attention_mask_of_wrong_rank_raises():
+def test_attention_mask_of_wrong_rank_raises(rand):
     with pytest.raises(ValueError, match=r"attention_mask.shape=\(2, 5\)"):
         keras_attention.Attention()(
             rand(2, 3, 4), rand(2, 5, 4), attention_mask=np.ones((2, 5), bool)
@@ -325,6 +304,6 @@ def test_attention_mask_of_wrong_rank_raises():
         )
 
 
-def test_mismatched_depth_for_dot_score_raises_value_error():
+def test_mismatched_depth_for_dot_score_raises_value_error(rand):
     with pytest.raises(ValueError, match="same depth"):
         keras_attention.Attention(score="dot")(rand(2, 3, 4), rand(2, 5, 6))

@@ -10,19 +10,6 @@ from keras_attention import ops as ka_ops
 from keras_attention.layers import multi_head
 from tests.autodiff import gradients
 
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _seeded_data():
-    """Every test draws the same data, whatever ran before it."""
-    global RNG
-    RNG = np.random.default_rng(0)
-
-
-def rand(*shape):
-    return RNG.normal(size=shape).astype("float32")
-
 
 def outputs_and_grads(layer, inputs, **call_kwargs):
     """The output and the gradients of `sum(output ** 2)`: inputs, weights."""
@@ -51,7 +38,7 @@ def assert_paths_agree(make, inputs, atol=1e-4, **call_kwargs):
 
 @pytest.mark.parametrize("score", ["scaled_dot", "dot", "cosine"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_mha_chunked_equals_dense_with_masks(score, causal):
+def test_mha_chunked_equals_dense_with_masks(score, causal, rand):
     q, v, k = rand(2, 7, 6), rand(2, 7, 5), rand(2, 7, 4)
     v_mask = np.ones((2, 7), bool)
     v_mask[0, 5:] = False
@@ -69,7 +56,7 @@ def test_mha_chunked_equals_dense_with_masks(score, causal):
     )
 
 
-def test_mha_chunked_equals_dense_for_different_lengths():
+def test_mha_chunked_equals_dense_for_different_lengths(rand):
     assert_paths_agree(
         lambda chunk_size: keras_attention.MultiHeadAttention(
             3, 4, chunk_size=chunk_size
@@ -80,7 +67,7 @@ def test_mha_chunked_equals_dense_for_different_lengths():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_self_attention_chunked_equals_dense(causal):
+def test_self_attention_chunked_equals_dense(causal, rand):
     x = rand(2, 10, 8)
     mask = np.arange(10)[None].repeat(2, 0) < [[10], [6]]
     assert_paths_agree(
@@ -93,7 +80,7 @@ def test_self_attention_chunked_equals_dense(causal):
     )
 
 
-def test_keras_mask_is_used_by_the_chunked_path():
+def test_keras_mask_is_used_by_the_chunked_path(rand):
     x = rand(2, 5, 8)
     x[0, 3:] = 0.0  # masked by keras.layers.Masking
     inputs = keras.Input((5, 8))
@@ -109,7 +96,7 @@ def test_keras_mask_is_used_by_the_chunked_path():
     assert not np.allclose(got[0, :3], ops.convert_to_numpy(unmasked)[0, :3])
 
 
-def test_dynamic_length_model_with_chunks():
+def test_dynamic_length_model_with_chunks(rand):
     inputs = keras.Input((None, 8))
     layer = keras_attention.SelfAttention(num_heads=2, chunk_size=4)
     model = keras.Model(inputs, layer(inputs, use_causal_mask=True))
@@ -125,7 +112,7 @@ def test_dynamic_length_model_with_chunks():
     )
 
 
-def test_xla_training_step_with_chunks():
+def test_xla_training_step_with_chunks(rand):
     inputs = keras.Input((12, 8))
     out = keras_attention.SelfAttention(num_heads=2, chunk_size=5)(
         inputs, use_causal_mask=True
@@ -136,7 +123,7 @@ def test_xla_training_step_with_chunks():
     assert np.all(np.isfinite(history.history["loss"]))
 
 
-def test_mixed_precision_chunked_is_finite_and_float16():
+def test_mixed_precision_chunked_is_finite_and_float16(rand):
     keras.config.set_dtype_policy("mixed_float16")
     layer = keras_attention.MultiHeadAttention(2, 8, chunk_size=4)
     out = layer(rand(2, 9, 16) * 50, rand(2, 9, 16) * 50)
@@ -144,7 +131,7 @@ def test_mixed_precision_chunked_is_finite_and_float16():
     assert np.all(np.isfinite(ops.convert_to_numpy(out).astype("float32")))
 
 
-def test_chunk_size_survives_save_and_load(tmp_path):
+def test_chunk_size_survives_save_and_load(tmp_path, rand):
     inputs = keras.Input((6, 8))
     layer = keras_attention.SelfAttention(num_heads=2, chunk_size=4)
     model = keras.Model(inputs, layer(inputs))
@@ -170,7 +157,7 @@ def _count_chunked_calls(monkeypatch):
     return calls
 
 
-def test_automatic_choice(monkeypatch):
+def test_automatic_choice(monkeypatch, rand):
     calls = _count_chunked_calls(monkeypatch)
     # Dense weights of 64x64 floats for one example and one head: the bar.
     monkeypatch.setattr(multi_head, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
@@ -215,13 +202,13 @@ def test_bad_chunk_size_arguments_raise(kwargs, match):
         ({"attention_mask": np.ones((1, 4, 4), bool)}, "attention_mask"),
     ],
 )
-def test_unsupported_call_with_explicit_chunks_raises(call_kwargs, name):
+def test_unsupported_call_with_explicit_chunks_raises(call_kwargs, name, rand):
     layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=2)
     with pytest.raises(ValueError, match=f"not `{name}`"):
         layer(rand(1, 4, 8), rand(1, 4, 8), **call_kwargs)
 
 
-def test_sliding_window_with_explicit_chunks_raises():
+def test_sliding_window_with_explicit_chunks_raises(rand):
     layer = keras_attention.MultiHeadAttention(
         2, 4, chunk_size=2, sliding_window=2
     )

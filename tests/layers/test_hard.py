@@ -6,28 +6,12 @@ from keras import ops
 import keras_attention
 from tests.autodiff import gradients
 from tests.layer_basics import check_layer_basics
-
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _seeded_data():
-    """Every test draws the same data, whatever ran before it."""
-    global RNG
-    RNG = np.random.default_rng(0)
-
-
-def rand(*shape):
-    return RNG.normal(size=shape).astype("float32")
-
-
-def to_np(x):
-    return ops.convert_to_numpy(x)
+from tests.layer_basics import to_np
 
 
 @pytest.mark.parametrize("mode", ["argmax", "sample"])
 @pytest.mark.parametrize("estimator", ["straight_through", "reinforce"])
-def test_basics(mode, estimator):
+def test_basics(mode, estimator, rand):
     check_layer_basics(
         keras_attention.HardAttention,
         {"score": "bilinear", "mode": mode, "estimator": estimator, "seed": 1},
@@ -54,7 +38,7 @@ def test_argmax_selects_the_highest_scoring_value():
     np.testing.assert_allclose(to_np(log_p), [want], rtol=1e-6)
 
 
-def test_output_is_exactly_a_value_vector_with_straight_through():
+def test_output_is_exactly_a_value_vector_with_straight_through(rand):
     q, v = rand(4, 3, 8), rand(4, 6, 8)
     out, w = keras_attention.HardAttention(temperature=0.3)(
         q, v, return_attention_scores=True, training=True
@@ -103,7 +87,7 @@ def test_sampling_follows_the_attention_distribution():
     np.testing.assert_array_equal(inference, np.tile([1.0, 0, 0], (5, 1)))
 
 
-def test_sampling_is_reproducible_for_a_seed():
+def test_sampling_is_reproducible_for_a_seed(rand):
     q, v = rand(8, 3, 4), rand(8, 6, 4)
     a = keras_attention.HardAttention(mode="sample", seed=5)
     b = keras_attention.HardAttention(mode="sample", seed=5)
@@ -112,7 +96,7 @@ def test_sampling_is_reproducible_for_a_seed():
     )
 
 
-def test_straight_through_passes_gradient_to_the_score():
+def test_straight_through_passes_gradient_to_the_score(rand):
     layer = keras_attention.HardAttention(score="bilinear")
     q, v = rand(4, 2, 4), rand(4, 5, 4)
     layer(q, v)
@@ -123,7 +107,7 @@ def test_straight_through_passes_gradient_to_the_score():
     assert np.abs(grad).sum() > 0
 
 
-def test_reinforce_passes_gradient_only_through_log_prob():
+def test_reinforce_passes_gradient_only_through_log_prob(rand):
     layer = keras_attention.HardAttention(
         score="bilinear", estimator="reinforce"
     )

@@ -9,26 +9,10 @@ import keras_attention
 from keras_attention import scores
 from tests.autodiff import gradients
 from tests.layer_basics import check_layer_basics
+from tests.layer_basics import to_np
 from tests.profiles import examples
 
 B, TQ, TV, DQ, DV, DK = 2, 4, 5, 6, 7, 3
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _seeded_data():
-    """Every test draws the same data, whatever ran before it (e.g. under
-    pytest-xdist, which spreads the tests over workers)."""
-    global RNG
-    RNG = np.random.default_rng(0)
-
-
-def rand(*shape, scale=1.0):
-    return (scale * RNG.normal(size=shape)).astype("float32")
-
-
-def to_np(x):
-    return ops.convert_to_numpy(x)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +22,7 @@ def to_np(x):
         ({"score": "additive", "value_dim": 4, "use_bias": False}, 7),
     ],
 )
-def test_basics_with_key(init_kwargs, n_weights):
+def test_basics_with_key(init_kwargs, n_weights, rand):
     check_layer_basics(
         keras_attention.MultiHeadAttention,
         {"num_heads": 2, "key_dim": 3, **init_kwargs},
@@ -49,7 +33,7 @@ def test_basics_with_key(init_kwargs, n_weights):
     )
 
 
-def test_basics_with_output_shape_gate_and_dropout():
+def test_basics_with_output_shape_gate_and_dropout(rand):
     check_layer_basics(
         keras_attention.MultiHeadAttention,
         {
@@ -68,7 +52,7 @@ def test_basics_with_output_shape_gate_and_dropout():
     )
 
 
-def test_pluggable_scores_run_and_save_load(tmp_path):
+def test_pluggable_scores_run_and_save_load(tmp_path, rand):
     query = keras.Input((TQ, DQ))
     value = keras.Input((TV, DV))
     outputs = [
@@ -173,7 +157,7 @@ GRID += [("value_dim", mask, False) for mask in ("key_mask", "attention_4d")]
 
 
 @pytest.mark.parametrize("args, mask_case, distinct_key", GRID)
-def test_matches_keras_with_copied_weights(args, mask_case, distinct_key):
+def test_matches_keras_with_copied_weights(args, mask_case, distinct_key, rand):
     init_kwargs = {"num_heads": 2, "key_dim": 3, **ARGS[args]}
     inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
     if distinct_key:
@@ -246,7 +230,7 @@ def test_output_carries_the_query_mask():
     np.testing.assert_array_equal(to_np(out._keras_mask), ids != 0)
 
 
-def test_bilinear_weights_are_shared_and_follow_keras_weights():
+def test_bilinear_weights_are_shared_and_follow_keras_weights(rand):
     # q W kᵀ with W = I / sqrt(key_dim) is the scaled dot product, so with
     # Keras's weights first and that W last we reproduce Keras.
     inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
@@ -271,8 +255,8 @@ def test_weights_sum_to_one_over_unmasked_keys(seed):
     mask = rng.random((B, TQ, TV)) > 0.5
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=3)
     _, weights = layer(
-        rand(B, TQ, DQ),
-        rand(B, TV, DV),
+        rng.normal(size=(B, TQ, DQ)).astype("float32"),
+        rng.normal(size=(B, TV, DV)).astype("float32"),
         attention_mask=mask,
         return_attention_scores=True,
     )
@@ -286,7 +270,7 @@ def test_weights_sum_to_one_over_unmasked_keys(seed):
     np.testing.assert_array_equal(sums[~live], 0.0)
 
 
-def test_padding_values_do_not_change_outputs():
+def test_padding_values_do_not_change_outputs(rand):
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=3)
     query, value = rand(B, TQ, DQ), rand(B, TV, DV)
     padding = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], bool)
@@ -296,7 +280,7 @@ def test_padding_values_do_not_change_outputs():
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
 
 
-def test_causal_outputs_do_not_depend_on_future_positions():
+def test_causal_outputs_do_not_depend_on_future_positions(rand):
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=3)
     x = rand(B, TV, DQ)
     before = to_np(layer(x, x, use_causal_mask=True))
@@ -307,7 +291,7 @@ def test_causal_outputs_do_not_depend_on_future_positions():
     assert not np.allclose(after[:, 3:], before[:, 3:])
 
 
-def test_causal_flag_equals_lower_triangular_attention_mask():
+def test_causal_flag_equals_lower_triangular_attention_mask(rand):
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=3)
     query, value = rand(B, TQ, DQ), rand(B, TV, DV)
     flag = layer(
@@ -324,7 +308,7 @@ def test_causal_flag_equals_lower_triangular_attention_mask():
         np.testing.assert_allclose(to_np(a), to_np(b), rtol=1e-6, atol=1e-6)
 
 
-def test_fully_masked_rows_give_zero_weights_and_zero_context():
+def test_fully_masked_rows_give_zero_weights_and_zero_context(rand):
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=3)
     query, value = rand(B, TQ, DQ), rand(B, TV, DV)
     mask = np.ones((B, TQ, TV), bool)
@@ -350,14 +334,14 @@ def test_fully_masked_rows_give_zero_weights_and_zero_context():
 
 
 @pytest.mark.parametrize("score", ["scaled_dot", "dot"])
-def test_hand_written_gradient_matches_autodiff(score):
+def test_hand_written_gradient_matches_autodiff(score, rand, rng):
     # Without scores returned, dot scores take the path with a hand-written
     # backward pass; with them, plain autodiff. Both must agree.
     layer = keras_attention.MultiHeadAttention(
         num_heads=2, key_dim=3, score=score
     )
     inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
-    mask = RNG.random((B, TQ, TV)) > 0.3
+    mask = rng.random((B, TQ, TV)) > 0.3
     mask[1, 2] = False
     query_mask = np.array([[1, 1, 0, 1], [1, 1, 1, 1]], bool)
     target = rand(B, TQ, DQ)
@@ -382,7 +366,7 @@ def test_hand_written_gradient_matches_autodiff(score):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_scores_are_pre_dropout_and_dropout_only_in_training():
+def test_scores_are_pre_dropout_and_dropout_only_in_training(rand):
     layer = keras_attention.MultiHeadAttention(
         num_heads=2, key_dim=3, dropout=0.5, seed=0
     )
@@ -396,7 +380,7 @@ def test_scores_are_pre_dropout_and_dropout_only_in_training():
     assert not np.allclose(to_np(out), inference)
 
 
-def test_regularization_losses_match_keras():
+def test_regularization_losses_match_keras(rand):
     regs = {"kernel_regularizer": "l2", "activity_regularizer": "l1"}
     inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
     theirs, ours = _pair({"num_heads": 2, "key_dim": 3, **regs}, inputs)
@@ -410,7 +394,7 @@ def test_regularization_losses_match_keras():
     )
 
 
-def test_mixed_float16_with_large_inputs_stays_finite():
+def test_mixed_float16_with_large_inputs_stays_finite(rand):
     # Logits of about 1e5 overflow float16; they are computed in float32.
     inputs = [rand(B, TQ, 32, scale=200.0), rand(B, TV, 32, scale=200.0)]
     reference = keras_attention.MultiHeadAttention(num_heads=2, key_dim=16)
@@ -451,7 +435,7 @@ def test_mixed_float16_with_large_inputs_stays_finite():
         np.testing.assert_allclose(got, want, atol=0.02 * np.abs(want).max())
 
 
-def test_xla_training_step():
+def test_xla_training_step(rand):
     tokens = keras.Input((6,), dtype="int32")
     x = keras.layers.Embedding(20, 8, mask_zero=True)(tokens)
     x = keras_attention.SelfAttention(num_heads=2)(x, use_causal_mask=True)
@@ -477,7 +461,7 @@ def test_xla_training_step():
     assert all(c or k for c, k in zip(changed, key_bias, strict=True))
 
 
-def test_loads_the_config_of_a_keras_layer():
+def test_loads_the_config_of_a_keras_layer(rand):
     inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
     theirs = keras.layers.MultiHeadAttention(
         num_heads=2, key_dim=3, value_dim=4, output_shape=5, use_gate=True
@@ -489,7 +473,7 @@ def test_loads_the_config_of_a_keras_layer():
     np.testing.assert_allclose(to_np(ours(*inputs)), want, rtol=1e-5, atol=1e-5)
 
 
-def test_attention_axes_of_the_sequence_axis_is_accepted():
+def test_attention_axes_of_the_sequence_axis_is_accepted(rand):
     inputs = [rand(B, TQ, DQ), rand(B, TV, DV)]
     theirs, ours = _pair(
         {"num_heads": 2, "key_dim": 3, "attention_axes": 1}, inputs
@@ -540,13 +524,13 @@ def test_incompatible_shapes_raise_naming_them(shapes, match):
         layer.build(*shapes)
 
 
-def test_attention_mask_of_bad_rank_raises():
+def test_attention_mask_of_bad_rank_raises(rand):
     layer = keras_attention.MultiHeadAttention(num_heads=2, key_dim=3)
     with pytest.raises(ValueError, match=r"attention_mask.shape=\(5,\)"):
         layer(rand(B, TQ, DQ), rand(B, TV, DV), attention_mask=np.ones(5))
 
 
-def test_score_instance_is_kept_and_serialized():
+def test_score_instance_is_kept_and_serialized(rand):
     score = scores.AdditiveScore(units=5)
     layer = keras_attention.MultiHeadAttention(
         num_heads=2, key_dim=3, score=score

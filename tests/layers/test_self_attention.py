@@ -1,30 +1,12 @@
 import keras
 import numpy as np
 import pytest
-from keras import ops
 
 import keras_attention
 from tests.layer_basics import check_layer_basics
-
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _seeded_data():
-    """Every test draws the same data, whatever ran before it."""
-    global RNG
-    RNG = np.random.default_rng(0)
-
+from tests.layer_basics import to_np
 
 B, T, D = 2, 5, 8
-
-
-def rand(*shape, scale=1.0):
-    return (scale * RNG.normal(size=shape)).astype("float32")
-
-
-def to_np(x):
-    return ops.convert_to_numpy(x)
 
 
 def np_self_attention(layer, x, mask=None):
@@ -44,7 +26,7 @@ def np_self_attention(layer, x, mask=None):
     return np.einsum("bnth,nho->bto", context, wo) + bo, a
 
 
-def test_basics_with_scores_returned():
+def test_basics_with_scores_returned(rand):
     check_layer_basics(
         keras_attention.SelfAttention,
         {"num_heads": 2},
@@ -55,7 +37,7 @@ def test_basics_with_scores_returned():
     )
 
 
-def test_basics_with_dims_dropout_causal_and_bilinear_score():
+def test_basics_with_dims_dropout_causal_and_bilinear_score(rand):
     check_layer_basics(
         keras_attention.SelfAttention,
         {
@@ -74,7 +56,7 @@ def test_basics_with_dims_dropout_causal_and_bilinear_score():
     )
 
 
-def test_matches_numpy_formula():
+def test_matches_numpy_formula(rand):
     layer = keras_attention.SelfAttention(num_heads=2)
     x = rand(B, T, D)
     out, weights = layer(x, return_attention_scores=True)
@@ -96,7 +78,7 @@ def test_tiny_hand_computed_case():
     np.testing.assert_allclose(to_np(weights)[0, 0, 1], [1 - p, p], rtol=1e-6)
 
 
-def test_matches_keras_mha_on_x_x_with_copied_weights():
+def test_matches_keras_mha_on_x_x_with_copied_weights(rand):
     x = rand(B, T, D)
     padding = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
     theirs = keras.layers.MultiHeadAttention(num_heads=4, key_dim=2)
@@ -133,7 +115,7 @@ def test_embedding_mask_is_used_and_propagated():
     )
 
 
-def test_weights_sum_to_one_over_unpadded_keys_and_padding_is_ignored():
+def test_weights_sum_to_one_over_unpadded_keys_and_padding_is_ignored(rand):
     layer = keras_attention.SelfAttention(num_heads=2)
     x = rand(B, T, D)
     padding = np.array([[1, 1, 0, 1, 0], [1, 1, 1, 1, 0]], bool)
@@ -151,7 +133,7 @@ def test_weights_sum_to_one_over_unpadded_keys_and_padding_is_ignored():
     )
 
 
-def test_causal_outputs_do_not_depend_on_future_positions():
+def test_causal_outputs_do_not_depend_on_future_positions(rand):
     layer = keras_attention.SelfAttention(num_heads=2)
     x = rand(B, T, D)
     before = to_np(layer(x, use_causal_mask=True))
@@ -161,7 +143,7 @@ def test_causal_outputs_do_not_depend_on_future_positions():
     np.testing.assert_allclose(after[:, :2], before[:, :2], atol=1e-6)
 
 
-def test_causal_flag_equals_lower_triangular_attention_mask():
+def test_causal_flag_equals_lower_triangular_attention_mask(rand):
     layer = keras_attention.SelfAttention(num_heads=2)
     x = rand(B, T, D)
     flag = layer(x, use_causal_mask=True, return_attention_scores=True)
@@ -174,7 +156,7 @@ def test_causal_flag_equals_lower_triangular_attention_mask():
         np.testing.assert_allclose(to_np(a), to_np(b), rtol=1e-6, atol=1e-6)
 
 
-def test_fully_masked_rows_give_zero_weights_and_no_nan():
+def test_fully_masked_rows_give_zero_weights_and_no_nan(rand):
     layer = keras_attention.SelfAttention(num_heads=2)
     x = rand(B, T, D)
     mask = np.ones((B, T, T), bool)
@@ -187,7 +169,7 @@ def test_fully_masked_rows_give_zero_weights_and_no_nan():
     )
 
 
-def test_mixed_float16_with_large_inputs_stays_finite():
+def test_mixed_float16_with_large_inputs_stays_finite(rand):
     x = rand(B, T, 32, scale=200.0)
     reference = keras_attention.SelfAttention(num_heads=2)
     want = to_np(reference(x))
@@ -217,7 +199,7 @@ def test_invalid_constructor_arguments_raise(kwargs, match):
         keras_attention.SelfAttention(**kwargs)
 
 
-def test_num_heads_that_does_not_divide_the_depth_raises():
+def test_num_heads_that_does_not_divide_the_depth_raises(rand):
     layer = keras_attention.SelfAttention(num_heads=3)
     with pytest.raises(
         ValueError, match=r"num_heads=3, input.shape=\(2, 5, 8\)"
@@ -225,6 +207,6 @@ def test_num_heads_that_does_not_divide_the_depth_raises():
         layer(rand(B, T, D))
 
 
-def test_input_of_wrong_rank_raises():
+def test_input_of_wrong_rank_raises(rand):
     with pytest.raises(ValueError, match=r"input.shape=\(2, 8\)"):
         keras_attention.SelfAttention()(rand(B, D))

@@ -5,10 +5,7 @@ import pytest
 import keras_attention
 from keras_attention import StructuredSelfAttention
 from tests.layer_basics import check_layer_basics
-
-
-def to_np(x):
-    return keras.ops.convert_to_numpy(x)
+from tests.layer_basics import to_np
 
 
 def _reference(hidden, ws1, ws2, mask=None):
