@@ -14,7 +14,6 @@ run from the repository root.
 
 import importlib.util
 import os
-import subprocess
 import sys
 
 import keras
@@ -23,8 +22,8 @@ import pytest
 
 import keras_attention
 from keras_attention import seq2seq
+from tests import subprocesses
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_LENGTH = 6
 TARGET_LENGTH = 5
 VOCAB = 13
@@ -180,33 +179,11 @@ def test_model_with_every_layer_loads_across_backends(tmp_path):
     expected = _predict(model, inputs)
     model.save(os.path.join(tmp_path, "parent.keras"))
 
-    env = {
-        **os.environ,
-        "KERAS_BACKEND": "jax",
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-        "JAX_PLATFORMS": "cpu",
-    }
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.test_cross_backend", str(tmp_path)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        stderr = error.stderr or b""
-        if isinstance(stderr, bytes):
-            stderr = stderr.decode(errors="replace")
-        pytest.fail(
-            f"the JAX child ran over {CHILD_TIMEOUT_S} s; stderr:\n"
-            f"{stderr[-4000:]}"
-        )
-    assert done.returncode == 0, (
-        f"the JAX child failed (exit {done.returncode}); stderr:\n"
-        f"{done.stderr[-4000:]}"
+    env = subprocesses.environment(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    done = subprocesses.run_python(
+        ["-m", "tests.test_cross_backend", str(tmp_path)],
+        env=env,
+        timeout=CHILD_TIMEOUT_S,
     )
     assert "jax" in done.stdout, done.stdout
 

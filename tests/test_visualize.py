@@ -1,13 +1,10 @@
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
 
 from keras_attention import visualize  # noqa: E402
+from tests import subprocesses  # noqa: E402
 
 # Checks plots and HTML of NumPy weights, not a backend: TensorFlow lane.
 pytestmark = pytest.mark.backend_independent
@@ -39,11 +36,7 @@ def test_package_imports_without_matplotlib_or_tfds():
         "import keras_attention.visualize\n"
         "print('imported')"
     )
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = subprocesses.run_python(["-c", code])
     assert result.stdout.strip().splitlines()[-1] == "imported"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from keras_attention.models import distribute
 from keras_attention.models import sentiment
-from tests.examples import processes
+from tests import subprocesses as processes
 
 
 def _check_run_dir(name, output):

@@ -9,7 +9,7 @@ import keras
 import pytest
 
 from keras_attention.models import sentiment
-from tests.examples import processes
+from tests import subprocesses as processes
 
 EPOCHS = 6
 # `fit(verbose=2)` prints one line per finished epoch: "38/38 - 2s - ...".

@@ -3,14 +3,13 @@
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
 from keras_attention.data import make_synthetic_sentiment
+from tests import subprocesses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "sentiment_classifier.py")
@@ -40,12 +39,7 @@ def synthetic_run(tmp_path_factory):
 
 @pytest.mark.backend_independent
 def test_help_lists_the_options():
-    result = subprocess.run(
-        [sys.executable, SCRIPT, "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = subprocesses.run_python([SCRIPT, "--help"])
     for option in (
         "--data",
         "--validation",

@@ -1,4 +1,10 @@
-"""Runs the example scripts in subprocesses: clusters, kills, timeouts."""
+"""The one helper for tests that start a subprocess.
+
+`run_python` runs `python ARGS` to the end and returns what it printed
+(failing the test with its stderr when it fails or hangs); `start`, `kill`,
+`wait_all` and `run` drive the example scripts in the background
+(clusters, kills, timeouts), their output going to a log file.
+"""
 
 import os
 import signal
@@ -9,7 +15,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
     "sentiment": os.path.join(ROOT, "examples", "sentiment_classifier.py"),
     "translation": os.path.join(ROOT, "examples", "translation.py"),
@@ -109,3 +115,38 @@ def run(name: str, args: list[str], log_path, env=None, timeout=None):
     assert code == 0, f"exit code {code}:\n{tail(log_path)}"
     with open(log_path, errors="replace") as f:
         return f.read()
+
+
+def run_python(args, env=None, timeout=TIMEOUT_SECONDS, check=True):
+    """Runs `python *args` from the repository root and waits for it.
+
+    Args:
+        args: Arguments after the interpreter, e.g. `["-c", code]`.
+        env: The environment; defaults to `environment()`.
+        timeout: Seconds before the test fails (the process is killed).
+        check: Fail the test, with the end of its stderr, when the exit
+            status is not 0. Defaults to `True`.
+
+    Returns:
+        The `subprocess.CompletedProcess`, with text `stdout` and `stderr`.
+    """
+    try:
+        done = subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            env=env or environment(),
+            cwd=ROOT,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        stderr = error.stderr or b""
+        if isinstance(stderr, bytes):
+            stderr = stderr.decode(errors="replace")
+        pytest.fail(f"ran over {timeout} s; stderr:\n{stderr[-4000:]}")
+    if check:
+        assert done.returncode == 0, (
+            f"exit status {done.returncode}; stderr:\n{done.stderr[-4000:]}"
+        )
+    return done
