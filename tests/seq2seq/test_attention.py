@@ -8,13 +8,12 @@ from hypothesis import strategies as st
 
 from keras_attention import seq2seq
 from tests.layer_basics import check_layer_basics
+from tests.layer_basics import normal_arrays
 from tests.profiles import examples
 from tests.seq2seq._arrays import assert_allclose
 from tests.seq2seq._arrays import to_numpy
 
-RNG = np.random.default_rng(0)
-QUERY = RNG.normal(size=(2, 4)).astype("float32")
-MEMORY = RNG.normal(size=(2, 5, 6)).astype("float32")
+QUERY, MEMORY = normal_arrays(0, (2, 4), (2, 5, 6))
 MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=bool)
 
 
@@ -47,12 +46,12 @@ def test_bahdanau_matches_numpy():
     _check(layer, hidden @ v)
 
 
-def test_normalized_bahdanau_matches_numpy():
+def test_normalized_bahdanau_matches_numpy(rng):
     layer = seq2seq.BahdanauAttention(units=7, normalize=True)
     layer(QUERY, MEMORY, MASK)
     # Move g and b off their initial values so both enter the check.
     layer.score.g.assign(1.7)
-    layer.score.bias.assign(RNG.normal(size=(7,)).astype("float32"))
+    layer.score.bias.assign(rng.normal(size=(7,)).astype("float32"))
     wq = _weights(layer, "query_kernel")
     wk = _weights(layer, "key_kernel")
     v = _weights(layer, "v")
@@ -67,8 +66,8 @@ def test_normalized_score_starts_with_g_sqrt_one_over_units():
     assert_allclose(to_numpy(layer.score.g), 0.25)
 
 
-def test_luong_dot_matches_numpy():
-    query = RNG.normal(size=(2, 6)).astype("float32")
+def test_luong_dot_matches_numpy(rng):
+    query = rng.normal(size=(2, 6)).astype("float32")
     layer = seq2seq.LuongAttention("dot")
     context, weights = layer(query, MEMORY, MASK)
     expected = _np_masked_softmax(np.einsum("bd,bsd->bs", query, MEMORY), MASK)
@@ -110,12 +109,12 @@ def test_luong_location_matches_numpy():
         lambda: seq2seq.LuongAttention("location", max_length=5),
     ],
 )
-def test_padded_positions_get_zero_weight_and_do_not_change_outputs(layer):
+def test_padded_positions_get_zero_weight_and_do_not_change_outputs(layer, rng):
     layer = layer()
     context, weights = layer(QUERY, MEMORY, MASK)
     assert np.all(to_numpy(weights)[~MASK] == 0)
     changed = MEMORY.copy()
-    changed[~MASK] = RNG.normal(size=changed[~MASK].shape) * 100
+    changed[~MASK] = rng.normal(size=changed[~MASK].shape) * 100
     context2, weights2 = layer(QUERY, changed, MASK)
     assert_allclose(context2, context, atol=1e-5)
     assert_allclose(weights2, weights, atol=1e-6)
@@ -136,9 +135,9 @@ def test_keras_mask_of_memory_is_used():
     assert np.all(to_numpy(weights)[0, 2:] == 0)
 
 
-def test_query_sequence_gives_one_row_per_query():
+def test_query_sequence_gives_one_row_per_query(rng):
     layer = seq2seq.BahdanauAttention(4)
-    queries = RNG.normal(size=(2, 3, 4)).astype("float32")
+    queries = rng.normal(size=(2, 3, 4)).astype("float32")
     context, weights = layer(queries, MEMORY, MASK)
     assert tuple(context.shape) == (2, 3, 6)
     assert tuple(weights.shape) == (2, 3, 5)

@@ -9,12 +9,11 @@ import pytest
 
 from keras_attention import seq2seq
 from tests.layer_basics import check_layer_basics
+from tests.layer_basics import normal_arrays
 from tests.seq2seq._arrays import assert_allclose
 from tests.seq2seq._arrays import to_numpy
 
-RNG = np.random.default_rng(1)
-INPUTS = RNG.normal(size=(2, 4, 3)).astype("float32")
-MEMORY = RNG.normal(size=(2, 5, 6)).astype("float32")
+INPUTS, MEMORY = normal_arrays(1, (2, 4, 3), (2, 5, 6))
 MEMORY_MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=bool)
 
 
@@ -151,9 +150,9 @@ def test_fully_masked_memory_is_finite():
     assert np.all(to_numpy(alignments) == 0)
 
 
-def test_initial_cell_state_is_used():
+def test_initial_cell_state_is_used(rng):
     decoder = seq2seq.AttentionDecoder(_cell())
-    state = RNG.normal(size=(2, 8)).astype("float32")
+    state = rng.normal(size=(2, 8)).astype("float32")
     with_state = decoder(INPUTS, MEMORY, initial_state=[state])
     without = decoder(INPUTS, MEMORY)
     assert not np.allclose(to_numpy(with_state), to_numpy(without))

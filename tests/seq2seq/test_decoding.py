@@ -6,14 +6,14 @@ import pytest
 from keras import ops
 
 from keras_attention import seq2seq
+from tests.layer_basics import normal_arrays
 from tests.seq2seq._arrays import assert_allclose
 from tests.seq2seq._arrays import assert_array_equal
 from tests.seq2seq._arrays import to_numpy
 
 PAD, START, END, A, B = range(5)
 VOCAB = 5
-RNG = np.random.default_rng(2)
-MEMORY = RNG.normal(size=(3, 6, 8)).astype("float32")
+(MEMORY,) = normal_arrays(2, (3, 6, 8))
 MEMORY_MASK = np.array(
     [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]], dtype=bool
 )
@@ -120,7 +120,7 @@ class _PreviousToken(keras.layers.Layer):
         return out, [out]
 
 
-def _bigram(table):
+def _bigram(table, rng):
     """Decoder pieces whose next-token distribution is `table[previous]`."""
     table = np.array(table, dtype="float32") + 1e-6
     log_table = np.log(table / table.sum(1, keepdims=True))
@@ -129,7 +129,7 @@ def _bigram(table):
         seq2seq.LuongAttention("dot"),
         output_attention=False,
     )
-    memory = RNG.normal(size=(2, 3, VOCAB)).astype("float32")
+    memory = rng.normal(size=(2, 3, VOCAB)).astype("float32")
     return {
         "cell": cell,
         "memory": memory,
@@ -141,7 +141,7 @@ def _bigram(table):
     }
 
 
-def test_beam_search_finds_a_better_sequence_than_greedy():
+def test_beam_search_finds_a_better_sequence_than_greedy(rng):
     # From <start>, A is likelier than B, but every continuation of A is
     # unlikely while B is almost surely followed by <end>.
     uniform = [0.25] * 5
@@ -152,7 +152,7 @@ def test_beam_search_finds_a_better_sequence_than_greedy():
         [0, 0, 0.35, 0.33, 0.32],  # A
         [0, 0, 0.99, 0.005, 0.005],  # B
     ]
-    common = _bigram(table)
+    common = _bigram(table, rng)
     greedy = _as_np(seq2seq.greedy_decode(**common))
     beam = _as_np(seq2seq.beam_search_decode(**common, beam_width=2))
     assert_array_equal(greedy[0][:, :2], [[A, END]] * 2)
@@ -163,7 +163,7 @@ def test_beam_search_finds_a_better_sequence_than_greedy():
     assert np.all(beam[0][:, 2:] == PAD)
 
 
-def test_length_penalty_prefers_longer_hypotheses():
+def test_length_penalty_prefers_longer_hypotheses(rng):
     uniform = [0.25] * 5
     table = [
         uniform,
@@ -172,7 +172,7 @@ def test_length_penalty_prefers_longer_hypotheses():
         [0, 0, 0.9, 0.1, 0],  # A
         uniform,
     ]
-    common = _bigram(table)
+    common = _bigram(table, rng)
     plain = _as_np(seq2seq.beam_search_decode(**common, beam_width=2))
     penalized = _as_np(
         seq2seq.beam_search_decode(**common, beam_width=2, length_penalty=5.0)
@@ -182,7 +182,7 @@ def test_length_penalty_prefers_longer_hypotheses():
     assert_array_equal(penalized[0][:, :2], [[A, END]] * 2)
 
 
-def test_tokens_after_the_end_token_are_padding_and_alignments_zero():
+def test_tokens_after_the_end_token_are_padding_and_alignments_zero(rng):
     uniform = [0.25] * 5
     table = [
         uniform,
@@ -191,7 +191,7 @@ def test_tokens_after_the_end_token_are_padding_and_alignments_zero():
         [0, 0, 0.9, 0.1, 0],
         uniform,
     ]
-    common = _bigram(table)
+    common = _bigram(table, rng)
     tokens, _, alignments, lengths = _as_np(seq2seq.greedy_decode(**common))
     assert_array_equal(tokens, [[A, END, PAD, PAD, PAD]] * 2)
     assert_array_equal(lengths, [2, 2])
