@@ -7,16 +7,12 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from tests.autodiff import gradients
+from tests.layer_basics import np_softmax
 from tests.profiles import examples
 
 
-def np_softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def test_masked_softmax_without_mask_is_softmax():
-    x = np.random.default_rng(0).normal(size=(2, 3, 5)).astype("float32")
+def test_masked_softmax_without_mask_is_softmax(rng):
+    x = rng.normal(size=(2, 3, 5)).astype("float32")
     got = ops.convert_to_numpy(ka_ops.masked_softmax(x))
     np.testing.assert_allclose(got, np_softmax(x), rtol=1e-6, atol=1e-7)
 
@@ -104,8 +100,7 @@ def test_combine_masks_ands_every_mask():
     assert ka_ops.combine_masks(3, 4) is None
 
 
-def test_attention_matches_numpy_reference():
-    rng = np.random.default_rng(1)
+def test_attention_matches_numpy_reference(rng):
     q = rng.normal(size=(2, 3, 4)).astype("float32")
     k = rng.normal(size=(2, 5, 4)).astype("float32")
     v = rng.normal(size=(2, 5, 6)).astype("float32")
@@ -135,8 +130,7 @@ def test_attention_with_custom_score_and_dropout_fn():
     np.testing.assert_array_equal(ops.convert_to_numpy(context), [[[0.0]]])
 
 
-def test_frobenius_penalty_matches_numpy():
-    rng = np.random.default_rng(2)
+def test_frobenius_penalty_matches_numpy(rng):
     a = np_softmax(rng.normal(size=(3, 4, 6))).astype("float32")
     eye = np.eye(4)
     want = np.mean([np.sum((x @ x.T - eye) ** 2) for x in a.astype("float64")])

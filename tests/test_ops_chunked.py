@@ -128,8 +128,7 @@ def test_fully_masked_rows_give_zero_output_and_gradient():
     assert np.all(dk[1] == 0) and np.all(dv[1] == 0)
 
 
-def test_float16_inputs_are_computed_in_float32():
-    rng = np.random.default_rng(0)
+def test_float16_inputs_are_computed_in_float32(rng):
     # Logits of ~1e5 overflow float16 if they were formed in float16.
     q = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")
     k = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")
@@ -180,8 +179,7 @@ def _compiled_outputs_and_grads(fn):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_custom_scale_and_xla_gradient(causal):
-    rng = np.random.default_rng(1)
+def test_custom_scale_and_xla_gradient(causal, rng):
     q, k, v = (rng.normal(size=(1, 2, 10, 4)).astype("float32") for _ in "qkv")
     compiled = _compiled_outputs_and_grads(
         lambda a, b, c: ka_ops.chunked_attention(
