@@ -26,8 +26,13 @@ class Score(keras.layers.Layer):
     """Base class of the score layers.
 
     Subclasses implement `_logits(query, key)` on inputs already cast to the
-    logits dtype. Variables are never autocast, so under mixed precision the
-    logits are computed from `float32` weights and inputs.
+    logits dtype, or, for a score that is a dot product of transformed
+    inputs, `_dot_product_form(query, key)`: then the score's math lives in
+    that one method, and the attention kernels that never form all logits
+    at once (`keras_attention.ops.dot_product_attention` and
+    `chunked_attention`) can run it. Variables are never autocast, so under
+    mixed precision the logits are computed from `float32` weights and
+    inputs.
     """
 
     def __init__(self, **kwargs):
@@ -48,8 +53,37 @@ class Score(keras.layers.Layer):
         dtype = ka_ops.logits_dtype(query.dtype)
         return self._logits(ops.cast(query, dtype), ops.cast(key, dtype))
 
+    @property
+    def is_dot_product(self):
+        """Whether `dot_product_form` gives this score's logits."""
+        return type(self)._dot_product_form is not Score._dot_product_form
+
+    def dot_product_form(self, query, key):
+        """The score as a dot product: `(query', key', scale)` or `None`.
+
+        For a score whose logits are `scale · query'·key'ᵀ` (dot, scaled
+        dot, cosine, bilinear): the transformed inputs, in the logits
+        dtype, and the factor `scale` (`None` for no scaling). `None` for a
+        score that needs each (query, key) pair (additive, concat) or
+        ignores the keys (location).
+        """
+        dtype = ka_ops.logits_dtype(query.dtype)
+        return self._dot_product_form(
+            ops.cast(query, dtype), ops.cast(key, dtype)
+        )
+
+    def _dot_product_form(self, query, key):
+        return None
+
     def _logits(self, query, key):
-        raise NotImplementedError
+        form = self._dot_product_form(query, key)
+        if form is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} implements neither `_logits` nor "
+                "`_dot_product_form`."
+            )
+        query, key, scale = form
+        return ka_ops.dot_product(query, key, scale=scale)
 
     def compute_mask(self, query, previous_mask):
         # Logits carry no mask: the attention layer combines the masks.
@@ -95,8 +129,8 @@ class DotScore(_SameDepthScore):
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
     """
 
-    def _logits(self, query, key):
-        return ka_ops.dot_product(query, key)
+    def _dot_product_form(self, query, key):
+        return query, key, None
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -113,8 +147,13 @@ class ScaledDotScore(_SameDepthScore):
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
 
-    def _logits(self, query, key):
-        return ka_ops.scaled_dot_product(query, key)
+    def _dot_product_form(self, query, key):
+        depth = key.shape[-1]
+        if depth is None:
+            scale = 1.0 / ops.sqrt(ops.cast(ops.shape(key)[-1], query.dtype))
+        else:
+            scale = 1.0 / float(depth) ** 0.5
+        return query, key, scale
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -147,12 +186,12 @@ class CosineScore(_SameDepthScore):
             )
         self.epsilon = float(epsilon)
 
-    def _logits(self, query, key):
+    def _dot_product_form(self, query, key):
         def _unit(x):
             norm = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
             return x / ops.maximum(norm, self.epsilon)
 
-        return ka_ops.dot_product(_unit(query), _unit(key))
+        return _unit(query), _unit(key), None
 
     def get_config(self):
         return {**super().get_config(), "epsilon": self.epsilon}
@@ -228,9 +267,9 @@ class BilinearScore(_ParametricScore):
             "kernel", (query_shape[-1], key_shape[-1])
         )
 
-    def _logits(self, query, key):
+    def _dot_product_form(self, query, key):
         projected = ops.matmul(query, self._weight(self.kernel, query.dtype))
-        return ka_ops.dot_product(projected, key)
+        return projected, key, None
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -3,7 +3,6 @@
 from keras import ops
 
 from keras_attention import _validation
-from keras_attention import ops as ka_ops
 
 check_rate = _validation.rate
 
@@ -92,18 +91,3 @@ def as_query_sequence(
             )
         attention_mask = ops.expand_dims(attention_mask, 1)
     return ops.expand_dims(query, 1), query_mask, attention_mask, True
-
-
-def attention_mask_for(
-    query, value, query_mask, value_mask, key_mask, attention_mask, causal
-):
-    """`ops.combine_masks` for `(B, Tq, D)` query and `(B, Tv, D)` value."""
-    return ka_ops.combine_masks(
-        ops.shape(query)[1],
-        ops.shape(value)[1],
-        query_mask=query_mask,
-        value_mask=value_mask,
-        key_mask=key_mask,
-        attention_mask=attention_mask,
-        use_causal_mask=causal,
-    )

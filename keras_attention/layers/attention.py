@@ -112,14 +112,14 @@ class Attention(keras.layers.Layer):
             query, query_mask, attention_mask, use_causal_mask, name
         )
         key = value if key is None else key
-        mask = _common.attention_mask_for(
-            query,
-            value,
-            query_mask,
-            value_mask,
-            key_mask,
-            attention_mask,
-            use_causal_mask,
+        mask = ka_ops.combine_masks(
+            ops.shape(query)[1],
+            ops.shape(value)[1],
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
         )
         logits = self.score(query, key)
         return logits, mask, squeeze
@@ -147,9 +147,12 @@ class Attention(keras.layers.Layer):
             attention_mask,
             use_causal_mask,
         )
-        weights = ops.cast(ka_ops.masked_softmax(logits, mask), value.dtype)
-        applied = self._dropout_layer(weights, training=training)
-        context = ops.matmul(applied, value)
+        context, weights = ka_ops.attend(
+            logits,
+            value,
+            mask,
+            dropout_fn=lambda w: self._dropout_layer(w, training=training),
+        )
         if squeeze:
             context = ops.squeeze(context, 1)
             weights = ops.squeeze(weights, 1)

@@ -2,11 +2,12 @@
 
 import keras
 
-from keras_attention.layers import multi_head
+from keras_attention import _validation
+from keras_attention.layers._heads import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class SelfAttention(multi_head._MultiHeadBase):
+class SelfAttention(MultiHeadBase):
     """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
 
     With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
@@ -108,7 +109,7 @@ class SelfAttention(multi_head._MultiHeadBase):
     ):
         super().__init__(
             num_heads=num_heads,
-            key_dim=multi_head._positive_int(
+            key_dim=_validation.positive_int(
                 "key_dim", key_dim, allow_none=True
             ),
             value_dim=value_dim,
@@ -148,7 +149,6 @@ class SelfAttention(multi_head._MultiHeadBase):
                 )
             key_dim = dim // self.num_heads
         value_dim = self.value_dim or key_dim
-        self._head_dims = (key_dim, value_dim)
         self._build_layers(
             input_shape, input_shape, input_shape, key_dim, value_dim, (dim,)
         )
@@ -162,42 +162,16 @@ class SelfAttention(multi_head._MultiHeadBase):
         return_attention_scores=False,
         training=None,
     ):
-        key_dim, value_dim = self._head_dims
-        q = self._project(inputs, self._query_dense, key_dim)
-        k = self._project(inputs, self._key_dense, key_dim)
-        v = self._project(inputs, self._value_dense, value_dim)
-        length = inputs.shape[1]
-        block = self._chunk_block(
-            inputs.shape[0],
-            length,
-            length,
-            attention_mask,
-            None,
-            return_attention_scores,
-            training,
+        masks = {
+            "query_mask": mask,
+            "value_mask": mask,
+            "key_mask": None,
+            "attention_mask": attention_mask,
+            "use_causal_mask": use_causal_mask,
+        }
+        return self._multi_head_call(
+            inputs, inputs, inputs, masks, training, return_attention_scores
         )
-        if block:
-            context = self._chunked_attend(
-                q, k, v, mask, (mask,), use_causal_mask, block
-            )
-            weights = None
-        else:
-            combined = self._mask(
-                inputs,
-                inputs,
-                mask,
-                mask,
-                None,
-                attention_mask,
-                use_causal_mask,
-            )
-            context, weights = self._attend(
-                q, k, v, combined, training, return_attention_scores
-            )
-        output = self._output(context)
-        if return_attention_scores:
-            return output, weights
-        return output
 
     def compute_output_shape(self, input_shape):
         self._check_shape(input_shape)

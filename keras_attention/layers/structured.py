@@ -140,15 +140,14 @@ class StructuredSelfAttention(keras.layers.Layer):
         # (B, T, hops) -> (B, hops, T): one distribution over time per hop.
         logits = ops.matmul(ops.tanh(ops.matmul(hidden, ws1)), ws2)
         logits = ops.swapaxes(logits, -1, -2)
-        if mask is not None:
-            mask = ops.expand_dims(ops.cast(mask, "bool"), -2)
-        weights = ka_ops.masked_softmax(logits, mask)
+        mask = ka_ops.combine_masks(
+            self.num_hops, ops.shape(inputs)[1], value_mask=mask
+        )
+        embedding, weights = ka_ops.attend(logits, inputs, mask)
         if self.penalty_coefficient > 0:
             self.add_loss(
                 self.penalty_coefficient * ka_ops.frobenius_penalty(weights)
             )
-        weights = ops.cast(weights, inputs.dtype)
-        embedding = ops.matmul(weights, inputs)
         if self.flatten:
             embedding = ops.reshape(
                 embedding, (-1, self.num_hops * ops.shape(inputs)[-1])

@@ -60,11 +60,10 @@ class AttentionMechanism(keras.layers.Layer):
         if single:
             query = ops.expand_dims(query, 1)
         logits = self.score(query, memory)
-        mask = None
-        if memory_mask is not None:
-            mask = ops.expand_dims(ops.cast(memory_mask, "bool"), 1)
-        weights = ops.cast(ka_ops.masked_softmax(logits, mask), memory.dtype)
-        context = ops.matmul(weights, memory)
+        mask = ka_ops.combine_masks(
+            ops.shape(query)[1], ops.shape(memory)[1], value_mask=memory_mask
+        )
+        context, weights = ka_ops.attend(logits, memory, mask)
         if single:
             return ops.squeeze(context, 1), ops.squeeze(weights, 1)
         return context, weights

@@ -235,18 +235,7 @@ def beam_search_decode(
         - [Wu et al., 2016](https://arxiv.org/abs/1609.08144)
         - [Sutskever et al., 2014](https://arxiv.org/abs/1409.3215)
     """
-    _check_positive_int("max_length", max_length)
-    _check_positive_int("beam_width", beam_width)
-    if (
-        isinstance(length_penalty, bool)
-        or not isinstance(length_penalty, (int, float))
-        or length_penalty < 0
-    ):
-        raise ValueError(
-            "Received an invalid value for argument `length_penalty`, "
-            "expected a non-negative number. "
-            f"Received: length_penalty={length_penalty!r}"
-        )
+    _check_beam_arguments(max_length, beam_width, length_penalty)
     k = beam_width
     states = cell.get_initial_state(
         memory=memory, memory_mask=memory_mask, cell_state=cell_state
@@ -279,31 +268,9 @@ def beam_search_decode(
         log_probs, new_states = _step(
             cell, embedding, output_layer, tokens, list(states)
         )
-        vocab = log_probs.shape[-1]
-        if k > vocab:
-            raise ValueError(
-                f"`beam_width` must be at most the vocabulary size {vocab}. "
-                f"Received: beam_width={k}"
-            )
-        log_probs = ops.reshape(log_probs, (batch, k, vocab))
-        # A finished hypothesis continues only with the pad token, at no
-        # cost, so it keeps its score.
-        only_pad = ops.where(ops.equal(ops.arange(vocab), pad_token), 0.0, -1e9)
-        step = ops.where(ops.expand_dims(finished, -1), only_pad, log_probs)
-        total = ops.expand_dims(scores, -1) + step
-        new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
-        penalty = _length_penalty(new_lengths, length_penalty)
-        ranking = total / ops.expand_dims(penalty, -1)
-        _, best = ops.top_k(ops.reshape(ranking, (batch, k * vocab)), k)
-        best = ops.cast(best, "int32")
-        parent = best // vocab
-        chosen = best % vocab
-        scores = ops.take_along_axis(
-            ops.reshape(total, (batch, k * vocab)), best, axis=1
+        parent, chosen, scores, finished, lengths = _extend_beams(
+            log_probs, scores, finished, lengths, pad_token, length_penalty
         )
-        finished = ops.take_along_axis(finished, parent, axis=1)
-        lengths = ops.take_along_axis(new_lengths, parent, axis=1)
-        chosen = ops.where(finished, pad_token, chosen)
         rows = ops.reshape(
             ops.expand_dims(ops.arange(batch, dtype="int32") * k, -1) + parent,
             (-1,),
@@ -313,16 +280,14 @@ def beam_search_decode(
             ops.take(s, rows, axis=0) if i < num_varying else s
             for i, s in enumerate(new_states)
         ]
-        out = ops.take(out, rows, axis=0)
-        aligns = ops.take(aligns, rows, axis=0)
         flat_finished = ops.reshape(finished, (-1,))
         flat_chosen = ops.reshape(chosen, (-1,))
         alignments = ops.cast(new_states[cell.alignments_index], "float32")
         alignments = ops.where(
             ops.expand_dims(flat_finished, -1), 0.0, alignments
         )
-        out = _write(out, t, flat_chosen)
-        aligns = _write(aligns, t, alignments)
+        out = _write(ops.take(out, rows, axis=0), t, flat_chosen)
+        aligns = _write(ops.take(aligns, rows, axis=0), t, alignments)
         finished = ops.logical_or(finished, ops.equal(chosen, end_token))
         return (
             t + 1,
@@ -338,7 +303,64 @@ def beam_search_decode(
     _, _, out, aligns, scores, _, lengths, _ = ops.while_loop(
         cond, body, body(*loop_vars)
     )
-    ranking = scores / _length_penalty(lengths, length_penalty)
+    return _best_hypotheses(out, aligns, scores, lengths, length_penalty)
+
+
+def _check_beam_arguments(max_length, beam_width, length_penalty):
+    _check_positive_int("max_length", max_length)
+    _check_positive_int("beam_width", beam_width)
+    if (
+        isinstance(length_penalty, bool)
+        or not isinstance(length_penalty, (int, float))
+        or length_penalty < 0
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `length_penalty`, "
+            "expected a non-negative number. "
+            f"Received: length_penalty={length_penalty!r}"
+        )
+
+
+def _extend_beams(log_probs, scores, finished, lengths, pad_token, alpha):
+    """The `k` best one-token extensions of each example's `k` hypotheses.
+
+    `log_probs` is `(batch * k, vocab)`; `scores`, `finished` and
+    `lengths` are `(batch, k)`. Returns `(parent, chosen, scores, finished,
+    lengths)`, each `(batch, k)`: the hypothesis each new one extends, the
+    token it appends, and its score, state and length.
+    """
+    batch, k = ops.shape(scores)[0], scores.shape[1]
+    vocab = log_probs.shape[-1]
+    if k > vocab:
+        raise ValueError(
+            f"`beam_width` must be at most the vocabulary size {vocab}. "
+            f"Received: beam_width={k}"
+        )
+    log_probs = ops.reshape(log_probs, (batch, k, vocab))
+    # A finished hypothesis continues only with the pad token, at no
+    # cost, so it keeps its score.
+    only_pad = ops.where(ops.equal(ops.arange(vocab), pad_token), 0.0, -1e9)
+    step = ops.where(ops.expand_dims(finished, -1), only_pad, log_probs)
+    total = ops.expand_dims(scores, -1) + step
+    new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
+    penalty = _length_penalty(new_lengths, alpha)
+    ranking = total / ops.expand_dims(penalty, -1)
+    _, best = ops.top_k(ops.reshape(ranking, (batch, k * vocab)), k)
+    best = ops.cast(best, "int32")
+    parent = best // vocab
+    scores = ops.take_along_axis(
+        ops.reshape(total, (batch, k * vocab)), best, axis=1
+    )
+    finished = ops.take_along_axis(finished, parent, axis=1)
+    lengths = ops.take_along_axis(new_lengths, parent, axis=1)
+    chosen = ops.where(finished, pad_token, best % vocab)
+    return parent, chosen, scores, finished, lengths
+
+
+def _best_hypotheses(out, aligns, scores, lengths, alpha):
+    """The `DecodeResult` of each example's best finished hypothesis."""
+    batch, k = ops.shape(scores)[0], scores.shape[1]
+    ranking = scores / _length_penalty(lengths, alpha)
     best = ops.cast(ops.argmax(ranking, axis=1), "int32")
     rows = ops.arange(batch, dtype="int32") * k + best
     return DecodeResult(

@@ -7,7 +7,7 @@ from keras import ops
 
 import keras_attention
 from keras_attention import ops as ka_ops
-from keras_attention.layers import multi_head
+from keras_attention.layers import _chunking
 from tests.autodiff import gradients
 
 
@@ -160,10 +160,10 @@ def _count_chunked_calls(monkeypatch):
 def test_automatic_choice(monkeypatch, rand):
     calls = _count_chunked_calls(monkeypatch)
     # Dense weights of 64x64 floats for one example and one head: the bar.
-    monkeypatch.setattr(multi_head, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
+    monkeypatch.setattr(_chunking, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
     layer = keras_attention.SelfAttention(num_heads=1)
     layer(rand(1, 64, 8))
-    assert calls == [multi_head.AUTO_CHUNK_SIZE]
+    assert calls == [_chunking.AUTO_CHUNK_SIZE]
     # Two examples of 48 (2·48² > 64²) count the batch; 48 alone does not.
     layer(rand(2, 48, 8))
     assert len(calls) == 2

@@ -1,0 +1,83 @@
+"""When the multi-head layers take the chunked path, and the call itself.
+
+The chunked path (`keras_attention.ops.chunked_attention`) keeps memory
+linear in the sequence length but never forms the weights, so it cannot
+return them, apply dropout to them, or take an explicit `attention_mask`
+or window. With `chunk_size=None` it is chosen only where memory is the
+limit (private module).
+"""
+
+from keras import ops
+
+from keras_attention import ops as ka_ops
+
+# With `chunk_size=None`, the chunked path is taken when the dense weights
+# (batch × heads × Tq × Tk floats, batch 1 when it is not static) would
+# exceed this many bytes. The chunked path is slower on CPU (about 4x at
+# N=4096, see BENCHMARKS.md), so it is chosen only where memory is the
+# limit: from N=8192 for one example with 8 heads.
+AUTO_CHUNK_MIN_BYTES = 2**31
+AUTO_CHUNK_SIZE = 512
+
+
+def block_size(layer, shapes, attention_mask, window, return_weights, training):
+    """The block size of the chunked path for `layer`, or 0 for dense.
+
+    `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`.
+    """
+    unsupported = {
+        "attention_mask": attention_mask is not None,
+        "sliding_window": window is not None,
+        "return_attention_scores": return_weights,
+    }
+    if layer.chunk_size:
+        for name, used in unsupported.items():
+            if used:
+                raise ValueError(
+                    "Chunked attention supports padding masks and causal "
+                    f"masking only, not `{name}`: pass chunk_size=0 or None "
+                    f"to use `{name}`. Received: "
+                    f"chunk_size={layer.chunk_size}"
+                )
+        return layer.chunk_size
+    if layer.chunk_size == 0 or any(unsupported.values()):
+        return 0
+    if not layer.score.is_dot_product:
+        return 0
+    if layer.dropout > 0 and training is not False:
+        return 0
+    batch_size, query_length, key_length = shapes
+    if not all(isinstance(n, int) for n in (query_length, key_length)):
+        return 0
+    batch = batch_size if isinstance(batch_size, int) else 1
+    dense_bytes = 4 * batch * layer.num_heads * query_length * key_length
+    if dense_bytes < AUTO_CHUNK_MIN_BYTES:
+        return 0
+    return AUTO_CHUNK_SIZE
+
+
+def chunked_heads_attention(
+    score, query, key, value, query_mask, key_masks, causal, block
+):
+    """Chunked attention on `(B, T, heads, depth)` heads with `score`."""
+    key_mask = None
+    for mask in key_masks:
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            key_mask = (
+                mask if key_mask is None else ops.logical_and(key_mask, mask)
+            )
+    query, key, scale = score.dot_product_form(query, key)
+    heads_first = (0, 2, 1, 3)
+    context = ka_ops.chunked_attention(
+        ops.transpose(query, heads_first),
+        ops.transpose(key, heads_first),
+        ops.transpose(value, heads_first),
+        scale=1.0 if scale is None else scale,
+        query_mask=query_mask,
+        key_mask=key_mask,
+        causal=causal,
+        query_chunk_size=block,
+        key_chunk_size=block,
+    )
+    return ops.transpose(context, heads_first)

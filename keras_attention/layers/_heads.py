@@ -1,0 +1,335 @@
+"""The machinery shared by `MultiHeadAttention` and `SelfAttention`.
+
+Projections into heads, the attention of the heads (dense, fused or
+chunked, all through `keras_attention.ops`) and the output projection
+(private module; the public layers are in `multi_head.py` and
+`self_attention.py`).
+"""
+
+import keras
+from keras import ops
+
+from keras_attention import _validation
+from keras_attention import ops as ka_ops
+from keras_attention import scores as scores_lib
+from keras_attention.layers import _chunking
+from keras_attention.layers import _multi_head_checks as checks
+
+_HEADS_FIRST = (0, 2, 1, 3)
+
+
+def _clone(initializer):
+    # A fresh initializer object per sublayer, so that an unseeded
+    # initializer does not give every projection the same values.
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+class _Untracked:
+    """Hides a layer from Keras's attribute tracking until `build`.
+
+    The score layer is tracked only after the projections, so that its
+    weights come after them and `set_weights` with the weights of a
+    `keras.layers.MultiHeadAttention` lines up.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class MultiHeadBase(keras.layers.Layer):
+    """Projections, attention and output projection shared by the layers.
+
+    The variables are those of `keras.layers.MultiHeadAttention`: `EinsumDense`
+    sublayers `query`, `key`, (`gate`), `value` and `attention_output` with
+    kernels `(dim, num_heads, head_dim)` and `(num_heads, value_dim, out)`,
+    called as sublayers (so quantization, LoRA, dtype policies, constraints
+    and activity regularizers apply to them as to Keras's layer).
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim,
+        dropout,
+        use_bias,
+        kernel_initializer,
+        bias_initializer,
+        kernel_regularizer,
+        bias_regularizer,
+        activity_regularizer,
+        kernel_constraint,
+        bias_constraint,
+        seed,
+        score,
+        chunk_size=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = _validation.positive_int("num_heads", num_heads)
+        self.key_dim = key_dim
+        self.value_dim = _validation.positive_int(
+            "value_dim", value_dim, allow_none=True
+        )
+        self.dropout = _validation.rate("dropout", dropout)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.projection_activity_regularizer = keras.regularizers.get(
+            activity_regularizer
+        )
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self._score_holder = _Untracked(scores_lib.get(score))
+        self.chunk_size = checks.chunk_size(
+            chunk_size, self.score, self.dropout
+        )
+        self.supports_masking = True
+        self._window = None
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
+
+    @property
+    def score(self):
+        """The score layer, shared by all heads."""
+        return self._score_holder.value
+
+    @property
+    def query_dense(self):
+        return self._query_dense
+
+    @property
+    def key_dense(self):
+        return self._key_dense
+
+    @property
+    def value_dense(self):
+        return self._value_dense
+
+    @property
+    def output_dense(self):
+        return self._output_dense
+
+    def _dense(self, name, equation, output_shape, bias_axes, activation=None):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            activation=activation,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=_clone(self.kernel_initializer),
+            bias_initializer=_clone(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            activity_regularizer=self.projection_activity_regularizer,
+            kernel_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def _projection(self, name, input_shape, depth, activation=None):
+        dense = self._dense(
+            name,
+            "abc,cde->abde",
+            (None, self.num_heads, depth),
+            "de",
+            activation=activation,
+        )
+        dense.build(tuple(input_shape))
+        # The layer itself combines the Keras masks of its inputs; a
+        # projection only passes a mask through instead of warning that it
+        # drops it.
+        dense.supports_masking = True
+        return dense
+
+    def _build_layers(
+        self,
+        query_shape,
+        key_shape,
+        value_shape,
+        key_dim,
+        value_dim,
+        out,
+        gate=False,
+    ):
+        """Creates the variables in the order of Keras's layer."""
+        self._query_dense = self._projection("query", query_shape, key_dim)
+        self._key_dense = self._projection("key", key_shape, key_dim)
+        if gate:
+            self._gate_dense = self._projection(
+                "gate", query_shape, value_dim, activation="sigmoid"
+            )
+        self._value_dense = self._projection("value", value_shape, value_dim)
+        letters = "efghijklmnopqrstuvwxyz"[: len(out)]
+        self._output_dense = self._dense(
+            "attention_output",
+            f"abcd,cd{letters}->ab{letters}",
+            (None,) + tuple(out),
+            letters,
+        )
+        self._output_dense.build(
+            (query_shape[0], query_shape[1], self.num_heads, value_dim)
+        )
+        # Tracked only now, so that score weights follow Keras's variables.
+        self._score_layer = self.score
+        if not self.score.built:
+            batch = query_shape[0]
+            self.score.build(
+                (batch, self.num_heads, query_shape[1], key_dim),
+                (batch, self.num_heads, key_shape[1], key_dim),
+            )
+
+    def _multi_head_call(
+        self, query, value, key, masks, training, return_weights, gate=False
+    ):
+        """Projects, attends and projects back.
+
+        `masks` holds the keyword arguments of `_compute_attention_mask`
+        (`query_mask`, `value_mask`, `key_mask`, `attention_mask`,
+        `use_causal_mask`).
+        """
+        q = self._query_dense(query)
+        k = self._key_dense(key)
+        v = self._value_dense(value)
+        shapes = (query.shape[0], query.shape[1], value.shape[1])
+        block = _chunking.block_size(
+            self,
+            shapes,
+            masks["attention_mask"],
+            self._window,
+            return_weights,
+            training,
+        )
+        if block:
+            context = _chunking.chunked_heads_attention(
+                self.score,
+                q,
+                k,
+                v,
+                masks["query_mask"],
+                (masks["value_mask"], masks["key_mask"]),
+                masks["use_causal_mask"],
+                block,
+            )
+            weights = None
+        else:
+            mask = self._compute_attention_mask(query, value, **masks)
+            context, weights = self._compute_attention(
+                q, k, v, mask, training, return_weights
+            )
+        if gate:
+            context = context * self._gate_dense(query)
+        output = self._output_dense(context)
+        if return_weights:
+            return output, weights
+        return output
+
+    def _compute_attention_mask(
+        self,
+        query,
+        value,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+    ):
+        """The combined mask, broadcastable to `(B, heads, Tq, Tv)`."""
+        checks.attention_mask_rank(
+            type(self).__name__, attention_mask, query, value
+        )
+        return ka_ops.combine_masks(
+            ops.shape(query)[1],
+            ops.shape(value)[1],
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            sliding_window=self._window,
+            heads_axis=True,
+        )
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        """Attention of projected heads `(B, T, heads, depth)`.
+
+        Returns the context `(B, Tq, heads, Dv)` and the weights
+        `(B, heads, Tq, Tk)` (`None` unless `return_attention_scores`).
+        Without dropout or weights to return, a dot-product score runs in
+        the fused kernel `keras_attention.ops.dot_product_attention`.
+        """
+        dropout = self.dropout > 0 and training is not None
+        dropout = dropout and training is not False
+        if self.score.is_dot_product and not (
+            dropout or return_attention_scores
+        ):
+            query, key, scale = self.score.dot_product_form(query, key)
+            context = ka_ops.dot_product_attention(
+                query, key, value, attention_mask, scale=scale
+            )
+            return context, None
+        logits = self.score(
+            ops.transpose(query, _HEADS_FIRST),
+            ops.transpose(key, _HEADS_FIRST),
+        )
+        dropout_fn = None
+        if self.dropout > 0:
+
+            def dropout_fn(weights):
+                return self._dropout_layer(weights, training=training)
+
+        context, weights = ka_ops.attend(
+            logits,
+            ops.transpose(value, _HEADS_FIRST),
+            attention_mask,
+            dropout_fn=dropout_fn,
+        )
+        return ops.transpose(context, _HEADS_FIRST), weights
+
+    def get_config(self):
+        config = {
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "dropout": self.dropout,
+            "use_bias": self.use_bias,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer
+            ),
+            "kernel_regularizer": keras.regularizers.serialize(
+                self.kernel_regularizer
+            ),
+            "bias_regularizer": keras.regularizers.serialize(
+                self.bias_regularizer
+            ),
+            "activity_regularizer": keras.regularizers.serialize(
+                self.projection_activity_regularizer
+            ),
+            "kernel_constraint": keras.constraints.serialize(
+                self.kernel_constraint
+            ),
+            "bias_constraint": keras.constraints.serialize(
+                self.bias_constraint
+            ),
+            "seed": self.seed,
+            "score": scores_lib.serialize(self.score),
+            "chunk_size": self.chunk_size,
+        }
+        return {**super().get_config(), **config}

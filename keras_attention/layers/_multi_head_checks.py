@@ -1,0 +1,108 @@
+"""Argument and shape checks of the multi-head layers (private module)."""
+
+from keras_attention import _validation
+
+
+def output_shape_tuple(output_shape):
+    """`output_shape` as a tuple of positive integers, or `None`."""
+    if output_shape is None:
+        return None
+    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
+    if (
+        not isinstance(shape, (tuple, list))
+        or not shape
+        or any(
+            isinstance(d, bool) or not isinstance(d, int) or d <= 0
+            for d in shape
+        )
+    ):
+        raise _validation.invalid(
+            "output_shape",
+            output_shape,
+            "None, a positive integer or a tuple of positive integers",
+        )
+    return tuple(shape)
+
+
+def attention_axes_tuple(attention_axes):
+    """Only attention over the sequence axis of `(B, T, dim)` inputs."""
+    if attention_axes is None:
+        return None
+    axes = (
+        (attention_axes,) if isinstance(attention_axes, int) else attention_axes
+    )
+    # Keras resolves negative axes against the projected `(B, T, N, H)`
+    # tensor, so -2 names the sequence axis just like 1 does.
+    if not isinstance(axes, (tuple, list)) or tuple(axes) not in ((1,), (-2,)):
+        raise ValueError(
+            "Only attention over the sequence axis of `(batch_size, T, dim)` "
+            "inputs is supported: `attention_axes` must be None or 1. "
+            f"Received: attention_axes={attention_axes!r}"
+        )
+    return tuple(axes)
+
+
+def chunk_size(value, score, dropout):
+    """`chunk_size` checked against the score and the dropout rate."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _validation.invalid(
+            "chunk_size", value, "None, 0 or a positive integer"
+        )
+    if value > 0 and not score.is_dot_product:
+        raise ValueError(
+            "Chunked attention needs a score that is a dot product ('dot', "
+            "'scaled_dot', 'cosine' or 'bilinear'); other scores need every "
+            f"(query, key) pair at once. Received: chunk_size={value}, "
+            f"score={type(score).__name__}"
+        )
+    if value > 0 and dropout > 0:
+        raise ValueError(
+            "Chunked attention never forms the attention weights, so it "
+            "cannot apply dropout to them; use chunk_size=None or 0 with "
+            f"dropout. Received: chunk_size={value}, dropout={dropout}"
+        )
+    return value
+
+
+def query_value_key_shapes(query_shape, value_shape, key_shape):
+    """Validates the shapes given to `MultiHeadAttention`."""
+    shapes = (
+        f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
+    )
+    if key_shape is not None:
+        shapes += f", key.shape={tuple(key_shape)}"
+    key_shape = value_shape if key_shape is None else key_shape
+    if any(len(s) != 3 for s in (query_shape, value_shape, key_shape)):
+        raise ValueError(
+            "MultiHeadAttention expects `query`, `value` and `key` of shape "
+            "`(batch_size, T, dim)` (attention over one sequence axis). "
+            f"Received: {shapes}"
+        )
+    if any(s[-1] is None for s in (query_shape, value_shape, key_shape)):
+        raise ValueError(
+            "MultiHeadAttention needs the last axis of `query`, `value` and "
+            f"`key` to be known. Received: {shapes}"
+        )
+    if (
+        key_shape[1] is not None
+        and value_shape[1] is not None
+        and key_shape[1] != value_shape[1]
+    ):
+        raise ValueError(
+            "MultiHeadAttention needs `key` and `value` with the same number "
+            f"of positions (axis 1). Received: {shapes}"
+        )
+
+
+def attention_mask_rank(layer_name, attention_mask, query, value):
+    """An `attention_mask` must be `(Tq, Tv)`, `(B, Tq, Tv)` or per head."""
+    if attention_mask is None or len(attention_mask.shape) in (2, 3, 4):
+        return
+    raise ValueError(
+        f"{layer_name} expects `attention_mask` of shape `(Tq, Tv)`, "
+        "`(batch_size, Tq, Tv)` or `(batch_size, num_heads, Tq, Tv)`. "
+        f"Received: attention_mask.shape={tuple(attention_mask.shape)}, "
+        f"query.shape={tuple(query.shape)}, value.shape={tuple(value.shape)}"
+    )

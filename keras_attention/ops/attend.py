@@ -1,0 +1,235 @@
+"""The attend step: logits → mask → float32 softmax → dropout → weighted sum.
+
+Every attention layer and seq2seq mechanism normalises its logits with
+`masked_softmax` and combines the values with `attend` (or, for multi-head
+dot-product scores, the fused `dot_product_attention`), so the masking,
+precision and fully-masked-row rules hold the same way everywhere.
+"""
+
+from collections.abc import Callable
+
+import keras
+from keras import ops
+
+_HALF_DTYPES = ("float16", "bfloat16")
+
+
+def logits_dtype(dtype) -> str:
+    """The dtype softmax is computed in: `float32` for half precision."""
+    dtype = keras.backend.standardize_dtype(dtype)
+    return "float32" if dtype in _HALF_DTYPES else dtype
+
+
+def _to_standard_dtype(dtype) -> str:
+    return keras.backend.standardize_dtype(dtype)
+
+
+def masked_softmax(logits, mask=None, axis: int = -1):
+    """Softmax over `axis` that ignores masked positions.
+
+    Half-precision logits are promoted to `float32` before the softmax and the
+    weights are cast back, so large logits under mixed precision neither
+    overflow nor lose the winner. Positions where `mask` is `False` get weight
+    exactly `0`; a slice whose positions are all masked gets all-zero weights.
+
+    Args:
+        logits: Float tensor of any rank.
+        mask: Optional boolean tensor broadcastable to `logits`; `True`
+            keeps a position.
+        axis: Axis to normalise over. Defaults to `-1`.
+
+    Returns:
+        Weights with the shape and dtype of `logits`.
+    """
+    logits = ops.convert_to_tensor(logits)
+    in_dtype = _to_standard_dtype(logits.dtype)
+    x = ops.cast(logits, logits_dtype(in_dtype))
+    if mask is None and x.shape[axis] != 1:
+        # Without a mask the backend's softmax is one fused kernel. It is
+        # skipped for a single key, where `keras.ops.softmax` warns (one
+        # key is a legitimate attention input).
+        return ops.cast(ops.softmax(x, axis=axis), in_dtype)
+    if mask is not None:
+        mask = ops.broadcast_to(ops.cast(mask, "bool"), ops.shape(x))
+        # The fill value only has to lose to every unmasked logit: masked
+        # positions are zeroed again after `exp`, which is what makes an
+        # all-masked slice come out as zeros instead of a uniform one.
+        x = ops.where(mask, x, ops.full_like(x, -1e30))
+    x = x - ops.stop_gradient(ops.max(x, axis=axis, keepdims=True))
+    e = ops.exp(x)
+    if mask is not None:
+        e = e * ops.cast(mask, x.dtype)
+    total = ops.sum(e, axis=axis, keepdims=True)
+    # Dividing by 1 where the total is 0 keeps fully masked slices at 0 and
+    # their gradient finite.
+    safe_total = ops.where(total > 0, total, ops.ones_like(total))
+    return ops.cast(e / safe_total, in_dtype)
+
+
+def attend(logits, value, mask=None, dropout_fn: Callable | None = None):
+    """The attend step: `context = softmax(logits, masked) · value`.
+
+    The logits are normalised by `masked_softmax` (in `float32` for half
+    precision), cast to the dtype of `value`, passed through `dropout_fn`
+    and used to weight the values.
+
+    Args:
+        logits: `(..., Tq, Tk)`.
+        value: `(..., Tk, Dv)`, with the same leading axes as `logits`.
+        mask: Optional boolean mask broadcastable to `(..., Tq, Tk)`, e.g.
+            from `combine_masks`.
+        dropout_fn: Optional callable applied to the weights before they
+            multiply the values (the returned weights are pre-dropout).
+
+    Returns:
+        Tuple `(context, weights)`: `(..., Tq, Dv)` and `(..., Tq, Tk)`,
+        both in the dtype of `value`.
+    """
+    weights = ops.cast(masked_softmax(logits, mask), value.dtype)
+    applied = dropout_fn(weights) if dropout_fn is not None else weights
+    return ops.matmul(applied, value), weights
+
+
+def attention(
+    query,
+    key,
+    value,
+    score_fn: Callable | None = None,
+    mask=None,
+    dropout_fn: Callable | None = None,
+):
+    """Soft attention: `context_i = sum_j softmax_j(s(q_i, k_j)) v_j`.
+
+    Args:
+        query: `(..., Tq, Dq)`.
+        key: `(..., Tk, Dk)`.
+        value: `(..., Tk, Dv)`.
+        score_fn: Callable mapping `(query, key)` to logits `(..., Tq, Tk)`,
+            such as a `keras_attention.scores` layer. Defaults to the scaled
+            dot product `q·k / sqrt(Dk)`.
+        mask: Optional boolean mask broadcastable to `(..., Tq, Tk)`.
+        dropout_fn: Optional callable applied to the weights before they
+            multiply the values (the returned weights are pre-dropout).
+
+    Returns:
+        Tuple `(context, weights)`: `(..., Tq, Dv)` in the dtype of `value`,
+        and `(..., Tq, Tk)` in the dtype of `value`.
+    """
+    if score_fn is None:
+        score_fn = scaled_dot_product
+    return attend(score_fn(query, key), value, mask, dropout_fn)
+
+
+def dot_product(query, key, scale=None):
+    """Logits `scale · q·k`, computed in `float32` for half-precision inputs.
+
+    Args:
+        query: `(..., Tq, D)`.
+        key: `(..., Tk, D)`.
+        scale: Optional factor on the logits, applied to the query (which
+            costs `Tq·D` products instead of `Tq·Tk`). Defaults to `None`,
+            no scaling.
+
+    Returns:
+        Logits `(..., Tq, Tk)`.
+    """
+    dtype = logits_dtype(_to_standard_dtype(query.dtype))
+    query, key = ops.cast(query, dtype), ops.cast(key, dtype)
+    if scale is not None:
+        query = query * scale
+    return ops.matmul(query, ops.swapaxes(key, -1, -2))
+
+
+def scaled_dot_product(query, key):
+    """Logits `q·k / sqrt(Dk)`, computed in `float32` for half precision."""
+    dtype = logits_dtype(_to_standard_dtype(query.dtype))
+    depth = ops.cast(ops.shape(key)[-1], dtype)
+    return dot_product(query, key, scale=1.0 / ops.sqrt(depth))
+
+
+def dot_product_attention(query, key, value, mask=None, scale=None):
+    """`softmax(scale · q·k, masked) v` on `(batch, T, heads, depth)` tensors.
+
+    The layout is that of `keras.ops.dot_product_attention` and of the
+    projections of `keras.layers.MultiHeadAttention`; the weights are never
+    returned, which lets the backward pass be the one of FlashAttention
+    (Dao et al. 2022): the row term of the softmax gradient,
+    `Σ_k w_qk dw_qk`, equals `dout_q · out_q`, a sum over `depth` instead of
+    over `Tk`, which saves two passes over the `(Tq, Tk)` weights.
+
+    Args:
+        query: `(batch_size, Tq, heads, depth)`.
+        key: `(batch_size, Tk, heads, depth)`.
+        value: `(batch_size, Tk, heads, Dv)`.
+        mask: Optional boolean mask broadcastable to
+            `(batch_size, heads, Tq, Tk)` (`combine_masks(...,
+            heads_axis=True)`).
+        scale: Factor on the logits. Defaults to `None`, no scaling.
+
+    Returns:
+        The context `(batch_size, Tq, heads, Dv)` in the dtype of `value`.
+        Logits and softmax are in `float32` for half-precision inputs.
+    """
+    dtype = logits_dtype(_to_standard_dtype(value.dtype))
+    query, key = ops.cast(query, dtype), ops.cast(key, dtype)
+    if scale is not None:
+        query = query * scale
+    return _fused_attention(query, key, value, mask)
+
+
+def _fused_attention(query, key, value, mask):
+    """`dot_product_attention` on inputs in the logits dtype, query scaled.
+
+    The `(Tq, Tk)` tensors are the right-hand operand of the contractions
+    over the query axis: under XLA the swapped order measured about 1.4x
+    slower (see BENCHMARKS.md).
+    """
+
+    @ops.custom_gradient
+    def fused(query, key, value):
+        logits = ops.einsum("bqnd,bknd->bnqk", query, key)
+        weights = masked_softmax(logits, mask)
+        cast_weights = ops.cast(weights, value.dtype)
+        output = ops.einsum("bnqk,bknd->bqnd", cast_weights, value)
+
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            d_value = ops.einsum("bqnd,bnqk->bknd", upstream, cast_weights)
+            # `d_weights` and `row` are formed in the logits dtype: where
+            # the weights are one-hot the two cancel exactly, and rounding
+            # either one to float16 leaves a spurious gradient that can
+            # overflow float16 (where autodiff gives 0).
+            dtype = weights.dtype
+            upstream_wide = ops.cast(upstream, dtype)
+            d_weights = ops.einsum(
+                "bqnd,bknd->bnqk", upstream_wide, ops.cast(value, dtype)
+            )
+            row = ops.sum(upstream_wide * ops.cast(output, dtype), axis=-1)
+            row = ops.expand_dims(ops.transpose(row, (0, 2, 1)), -1)
+            d_logits = weights * (d_weights - row)
+            d_query = ops.einsum("bnqk,bknd->bqnd", d_logits, key)
+            d_key = ops.einsum("bqnd,bnqk->bknd", query, d_logits)
+            return d_query, d_key, d_value
+
+        return output, grad
+
+    return fused(query, key, value)
+
+
+def frobenius_penalty(weights):
+    """Lin et al.'s redundancy penalty `mean_batch ‖AAᵀ − I‖²_F`.
+
+    Args:
+        weights: Attention matrix `A` of shape `(batch_size, hops, time)`.
+
+    Returns:
+        Scalar: the squared Frobenius norm of `AAᵀ − I`, averaged over the
+        batch.
+    """
+    weights = ops.convert_to_tensor(weights)
+    dtype = logits_dtype(_to_standard_dtype(weights.dtype))
+    a = ops.cast(weights, dtype)
+    gram = ops.matmul(a, ops.swapaxes(a, -1, -2))
+    identity = ops.eye(ops.shape(a)[-2], dtype=dtype)
+    return ops.mean(ops.sum(ops.square(gram - identity), axis=(-2, -1)))

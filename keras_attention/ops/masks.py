@@ -1,0 +1,133 @@
+"""Attention masks: one boolean mask from every source of masking.
+
+Masks are boolean with `True` meaning "attend". Every layer, seq2seq
+mechanism and the chunked path build their masks here, so that a padding
+mask, an explicit `attention_mask`, causal masking and a sliding window
+mean the same thing everywhere.
+"""
+
+from keras import ops
+
+
+def _positions(length, offset):
+    return ops.arange(length) + offset
+
+
+def causal_mask(
+    query_length: int, key_length: int, query_offset=0, key_offset=0
+):
+    """Lower-triangular boolean mask: query `i` sees keys `j <= i`.
+
+    The same convention as `keras.layers.MultiHeadAttention`.
+
+    Args:
+        query_length: Number of query positions `Tq`.
+        key_length: Number of key positions `Tk`.
+        query_offset: Position of the first query (an integer or a scalar
+            tensor), for a block of a longer sequence. Defaults to `0`.
+        key_offset: Position of the first key. Defaults to `0`.
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    rows = ops.expand_dims(_positions(query_length, query_offset), -1)
+    cols = ops.expand_dims(_positions(key_length, key_offset), 0)
+    return ops.greater_equal(rows, cols)
+
+
+def sliding_window_mask(
+    query_length: int,
+    key_length: int,
+    window: int,
+    query_offset=0,
+    key_offset=0,
+):
+    """Band mask: query `i` sees keys `j` with `|i - j| < window`.
+
+    The convention of `keras.layers.MultiHeadAttention(sliding_window=...)`.
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    rows = ops.expand_dims(_positions(query_length, query_offset), -1)
+    cols = ops.expand_dims(_positions(key_length, key_offset), 0)
+    return ops.less(ops.abs(rows - cols), window)
+
+
+def _and(mask, other):
+    other = ops.cast(other, "bool")
+    return other if mask is None else ops.logical_and(mask, other)
+
+
+def combine_masks(
+    query_length,
+    key_length,
+    query_mask=None,
+    value_mask=None,
+    key_mask=None,
+    attention_mask=None,
+    use_causal_mask: bool = False,
+    sliding_window: int | None = None,
+    heads_axis: bool = False,
+    query_offset=0,
+    key_offset=0,
+):
+    """Combines the padding, explicit, causal and window masks into one.
+
+    Args:
+        query_length: Number of query positions `Tq`.
+        key_length: Number of key positions `Tk`.
+        query_mask: Optional `(batch_size, Tq)`; a masked query gets no key.
+        value_mask: Optional `(batch_size, Tk)`.
+        key_mask: Optional `(batch_size, Tk)`, combined with `value_mask`.
+        attention_mask: Optional `(batch_size, Tq, Tk)` or `(Tq, Tk)`; with
+            `heads_axis=True` also `(batch_size, num_heads, Tq, Tk)`.
+        use_causal_mask: Whether query `i` may only see keys `j <= i`.
+        sliding_window: Optional positive integer: query `i` only sees keys
+            `j` with `|i - j| < sliding_window`.
+        heads_axis: Whether the mask is for logits with a heads axis,
+            `(batch_size, num_heads, Tq, Tk)`: the result then has one too
+            (of size 1 unless `attention_mask` has one).
+        query_offset: Position of the first query, for a block of a longer
+            sequence (causal and window masks). Defaults to `0`.
+        key_offset: Position of the first key. Defaults to `0`.
+
+    Returns:
+        A boolean tensor that broadcasts to `(batch_size, Tq, Tk)` (or
+        `(batch_size, num_heads, Tq, Tk)` with `heads_axis=True`), or `None`
+        when no mask applies.
+    """
+    per_head = None
+    if attention_mask is not None and len(attention_mask.shape) == 4:
+        if not heads_axis:
+            raise ValueError(
+                "An `attention_mask` with a heads axis, `(batch_size, "
+                "num_heads, Tq, Tk)`, needs `heads_axis=True`. Received: "
+                f"attention_mask.shape={tuple(attention_mask.shape)}"
+            )
+        # Combined after the `(B, Tq, Tk)` masks have gained their heads
+        # axis: aligned from the right, batch would meet heads.
+        per_head, attention_mask = attention_mask, None
+    mask = None
+    for padding in (value_mask, key_mask):
+        if padding is not None:
+            mask = _and(mask, ops.expand_dims(padding, -2))
+    if query_mask is not None:
+        mask = _and(mask, ops.expand_dims(query_mask, -1))
+    if attention_mask is not None:
+        mask = _and(mask, attention_mask)
+    if use_causal_mask:
+        mask = _and(
+            mask,
+            causal_mask(query_length, key_length, query_offset, key_offset),
+        )
+    if sliding_window is not None:
+        band = sliding_window_mask(
+            query_length, key_length, sliding_window, query_offset, key_offset
+        )
+        mask = _and(mask, band)
+    if heads_axis and mask is not None and len(mask.shape) == 3:
+        mask = ops.expand_dims(mask, -3)
+    if per_head is not None:
+        mask = _and(mask, per_head)
+    return mask
