@@ -37,7 +37,7 @@ MUTANTS = (
     Mutant(
         "masked_softmax",
         "masked_softmax ignores its mask",
-        "keras_attention/ops.py",
+        "keras_attention/ops/attend.py",
         "    logits = ops.convert_to_tensor(logits)\n    in_dtype",
         "    mask = None\n    logits = ops.convert_to_tensor(logits)\n"
         "    in_dtype",
@@ -45,21 +45,21 @@ MUTANTS = (
     Mutant(
         "frobenius_identity",
         "the Frobenius penalty drops the identity: ‖AAᵀ‖² for ‖AAᵀ − I‖²",
-        "keras_attention/ops.py",
+        "keras_attention/ops/attend.py",
         "ops.square(gram - identity)",
         "ops.square(gram)",
     ),
     Mutant(
         "mha_key_projection",
         "MultiHeadAttention projects `value` where it should project `key`",
-        "keras_attention/layers/multi_head.py",
-        "self._project(key, self._key_dense, self.key_dim)",
-        "self._project(value, self._key_dense, self.key_dim)",
+        "keras_attention/layers/_heads.py",
+        "k = self._key_dense(key)",
+        "k = self._key_dense(value)",
     ),
     Mutant(
         "chunked_row_term",
         "the chunked backward pass drops the row term of the softmax gradient",
-        "keras_attention/ops.py",
+        "keras_attention/ops/chunked.py",
         "ds = p * (dp - ops.take(delta_blocks, i, axis=0))",
         "ds = p * dp",
     ),
@@ -85,11 +85,11 @@ MUTANTS = (
         "enumerate(lines[1:-1], start=2)",
     ),
     Mutant(
-        "structured_over_hops",
-        "StructuredSelfAttention normalises over hops instead of over time",
+        "structured_padding",
+        "StructuredSelfAttention ignores the padding mask",
         "keras_attention/layers/structured.py",
-        "weights = ka_ops.masked_softmax(logits, mask)",
-        "weights = ka_ops.masked_softmax(logits, mask, axis=-2)",
+        "self.num_hops, ops.shape(inputs)[1], value_mask=mask",
+        "self.num_hops, ops.shape(inputs)[1], value_mask=None",
     ),
 )
 
