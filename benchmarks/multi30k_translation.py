@@ -130,19 +130,7 @@ def main(argv=None):
         length_penalty=args.length_penalty,
         max_output_length=60,
     )
-    model = result.model
-    references = [t for t in test.targets]
-    rows = []
-    for beam_width in (1, args.beam_width):
-        start = time.perf_counter()
-        hypotheses, _, _ = translation.translate_corpus(
-            model, test.sources, beam_width=beam_width, batch_size=128
-        )
-        seconds = time.perf_counter() - start
-        bleu = translation.corpus_bleu(hypotheses, references)
-        rows.append(
-            {"beam_width": beam_width, "bleu": bleu, "decode_seconds": seconds}
-        )
+    rows, hypotheses = _decode(result.model, test, args)
     metrics = {
         "train_pairs": len(train),
         "test_pairs": len(test),
@@ -155,7 +143,32 @@ def main(argv=None):
     os.makedirs(args.output, exist_ok=True)
     with open(os.path.join(args.output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-    model.save(os.path.join(args.output, "model.keras"))
+    result.model.save(os.path.join(args.output, "model.keras"))
+    _report(args, train, test, result, rows, hypotheses)
+    return metrics
+
+
+def _decode(model, test, args):
+    """BLEU and decoding time, greedy and with beam search."""
+    from keras_attention.models import translation
+
+    references = list(test.targets)
+    rows = []
+    for beam_width in (1, args.beam_width):
+        start = time.perf_counter()
+        hypotheses, _, _ = translation.translate_corpus(
+            model, test.sources, beam_width=beam_width, batch_size=128
+        )
+        seconds = time.perf_counter() - start
+        bleu = translation.corpus_bleu(hypotheses, references)
+        rows.append(
+            {"beam_width": beam_width, "bleu": bleu, "decode_seconds": seconds}
+        )
+    return rows, hypotheses
+
+
+def _report(args, train, test, result, rows, hypotheses):
+    """Prints the table of the README and a few translations."""
     print(
         f"\n{len(train)} training pairs, {result.epochs_trained} epochs, "
         f"{result.train_seconds / 60:.1f} min of training\n"
@@ -170,10 +183,9 @@ def main(argv=None):
         )
         print(f"| {name} | {row['bleu']:.1f} | {row['decode_seconds']:.1f} s |")
     for source, hypothesis, reference in list(
-        zip(test.sources, hypotheses, references, strict=True)
+        zip(test.sources, hypotheses, test.targets, strict=True)
     )[:3]:
         print(f"\n  {source}\n  -> {hypothesis}\n  (ref) {reference}")
-    return metrics
 
 
 if __name__ == "__main__":

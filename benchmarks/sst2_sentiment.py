@@ -103,13 +103,14 @@ def main(argv=None):
         return None
 
     from keras_attention.data import read_sentiment_tsv
-    from keras_attention.models import training
+    from keras_attention.data import splits as splits_lib
+    from keras_attention.models import sentiment
 
-    train = training.SentimentSplit(*read_sentiment_tsv(train_path))
+    train = splits_lib.SentimentSplit(*read_sentiment_tsv(train_path))
     if args.train_limit:
         train = train.take(range(min(args.train_limit, len(train))))
-    dev = training.SentimentSplit(*read_sentiment_tsv(dev_path))
-    validation, test = training.split_off(dev, (0.5,), seed=args.seed)
+    dev = splits_lib.SentimentSplit(*read_sentiment_tsv(dev_path))
+    validation, test = splits_lib.split_off(dev, (0.5,), seed=args.seed)
     splits = {"train": train, "validation": validation, "test": test}
     print(
         f"train {len(train)}, validation {len(validation)}, "
@@ -119,7 +120,7 @@ def main(argv=None):
     results = []
     for penalty in args.penalties:
         run_dir = os.path.join(args.output, f"penalty_{penalty:g}")
-        result = training.train_sentiment_classifier(
+        result = sentiment.train_sentiment_classifier(
             splits,
             run_dir,
             epochs=args.epochs,
@@ -138,7 +139,7 @@ def main(argv=None):
             mlp_units=args.mlp_units,
             dropout=args.dropout,
         )
-        metrics, _, _ = training.evaluate_sentiment_classifier(
+        metrics, _, _ = sentiment.evaluate_sentiment_classifier(
             result.model, test, batch_size=256
         )
         results.append(

@@ -17,28 +17,22 @@ Writes to `--output`: `model.keras` (raw strings in; outputs
 `attention.png` (hops × tokens for a few test sentences) and
 `attention.html`. A killed run resumes from its last epoch when started
 again with the same `--output`. `--distribute` spreads training over
-several devices or machines (docs/distributed.md). On backends other than
-TensorFlow the vectorizer runs in the input pipeline; `model.keras` is the
-same raw-string model.
+several devices or machines (docs/distributed.md). The vectorizer runs in
+the input pipeline during training; `model.keras` is the raw-string model.
 """
 
 import argparse
-import json
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from keras_attention.models import distribute  # noqa: E402
-from keras_attention.models import training  # noqa: E402
+from keras_attention.data import splits as splits_lib  # noqa: E402
+from keras_attention.models import fitting  # noqa: E402
+from keras_attention.models import sentiment  # noqa: E402
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    data = parser.add_argument_group("data")
+def _add_data_arguments(data):
     data.add_argument(
         "--data",
         default="synthetic",
@@ -50,20 +44,20 @@ def parse_args(argv=None):
     data.add_argument(
         "--num-examples",
         type=int,
-        default=training.SYNTHETIC_EXAMPLES,
+        default=splits_lib.SYNTHETIC_EXAMPLES,
         help="synthetic sentences to generate (before the split)",
     )
     data.add_argument(
         "--validation-fraction",
         type=float,
-        default=training.VALIDATION_FRACTION,
+        default=splits_lib.VALIDATION_FRACTION,
         help="share of the training data held out for validation when "
         "--validation is not given",
     )
     data.add_argument(
         "--test-fraction",
         type=float,
-        default=training.TEST_FRACTION,
+        default=splits_lib.TEST_FRACTION,
         help="share of the training data held out for testing when there "
         "is no test set",
     )
@@ -77,7 +71,9 @@ def parse_args(argv=None):
         default=None,
         help="truncate sentences to this many tokens",
     )
-    model = parser.add_argument_group("model")
+
+
+def _add_model_arguments(model):
     # The defaults are tuned on the synthetic task (2 cores, ~1 minute):
     # a small BiLSTM with recurrent dropout keeps each hidden state about
     # its own word, so the hops attend to the cue phrases themselves.
@@ -97,6 +93,15 @@ def parse_args(argv=None):
     model.add_argument("--mlp-units", type=int, default=32)
     model.add_argument("--dropout", type=float, default=0.2)
     model.add_argument("--recurrent-dropout", type=float, default=0.5)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_data_arguments(parser.add_argument_group("data"))
+    _add_model_arguments(parser.add_argument_group("model"))
     fit = parser.add_argument_group("training")
     fit.add_argument("--epochs", type=int, default=10)
     fit.add_argument("--batch-size", type=int, default=32)
@@ -108,55 +113,15 @@ def parse_args(argv=None):
         help="epochs without a lower validation loss before stopping",
     )
     fit.add_argument("--seed", type=int, default=0)
-    fit.add_argument(
-        "--distribute",
-        choices=["none", "mirrored", "multi-worker"],
-        default="none",
-        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
-        "or keras.distribution.DataParallel on JAX); multi-worker: the "
-        "cluster in TF_CONFIG (see docs/distributed.md)",
-    )
-    fit.add_argument(
-        "--cpu-devices",
-        type=int,
-        help="split the CPU into this many logical devices first, so that "
-        "--distribute mirrored has several to mirror over without a GPU "
-        "(see docs/distributed.md)",
-    )
-    fit.add_argument(
-        "--quiet",
-        action="store_true",
-        help="one line per epoch instead of a progress bar",
-    )
+    fitting.add_run_arguments(fit)
     parser.add_argument(
         "--output", default=os.path.join("runs", "sentiment"), help="run dir"
     )
     return parser.parse_args(argv)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    # Logical devices and multi-worker set-ups must exist before any other
-    # TensorFlow/JAX op.
-    if args.cpu_devices is not None:
-        distribute.split_cpu(args.cpu_devices)
-    strategy = distribute.get_strategy(args.distribute)
-    print(f"replicas: {distribute.num_replicas(strategy)}")
-    splits = training.load_sentiment_splits(
-        args.data,
-        validation=args.validation,
-        test=args.test,
-        num_examples=args.num_examples,
-        validation_fraction=args.validation_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        data_dir=args.data_dir,
-    )
-    print(
-        "examples: "
-        + ", ".join(f"{name} {len(split)}" for name, split in splits.items())
-    )
-    result = training.train_sentiment_classifier(
+def _train(args, splits, strategy):
+    return sentiment.train_sentiment_classifier(
         splits,
         args.output,
         epochs=args.epochs,
@@ -177,10 +142,29 @@ def main(argv=None):
         dropout=args.dropout,
         recurrent_dropout=args.recurrent_dropout,
     )
-    with distribute.local_scope(strategy, result.model):
-        test, probabilities, attention = training.evaluate_sentiment_classifier(
-            result.model, splits["test"]
-        )
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    strategy = fitting.strategy_from_flags(args.distribute, args.cpu_devices)
+    splits = splits_lib.load_sentiment_splits(
+        args.data,
+        validation=args.validation,
+        test=args.test,
+        num_examples=args.num_examples,
+        validation_fraction=args.validation_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        data_dir=args.data_dir,
+    )
+    print(
+        "examples: "
+        + ", ".join(f"{name} {len(split)}" for name, split in splits.items())
+    )
+    result = _train(args, splits, strategy)
+    test, probabilities, attention = sentiment.evaluate_sentiment_classifier(
+        result.model, splits["test"]
+    )
     metrics = {
         "test_accuracy": test["accuracy"],
         "test_examples": test["examples"],
@@ -194,28 +178,21 @@ def main(argv=None):
     }
     if "attention_on_cues" in test:
         metrics["attention_on_cues"] = test["attention_on_cues"]
-    if distribute.is_chief(strategy):
-        os.makedirs(args.output, exist_ok=True)
-        result.model.save(os.path.join(args.output, "model.keras"))
-        with open(os.path.join(args.output, "metrics.json"), "w") as f:
-            json.dump(metrics, f, indent=2)
-        training.save_attention_report(
-            result.model,
-            splits["test"],
-            probabilities,
-            attention,
-            args.output,
+    if fitting.write_run(args.output, result.model, metrics, strategy):
+        sentiment.save_attention_report(
+            result.model, splits["test"], probabilities, attention, args.output
         )
         print(f"wrote {args.output}/model.keras, metrics.json, attention.*")
-    for key in (
-        "test_accuracy",
-        "attention_on_cues",
-        "attention_redundancy",
-        "epochs_trained",
-        "train_seconds",
-    ):
-        if key in metrics:
-            print(f"{key}: {metrics[key]}")
+    fitting.print_metrics(
+        metrics,
+        (
+            "test_accuracy",
+            "attention_on_cues",
+            "attention_redundancy",
+            "epochs_trained",
+            "train_seconds",
+        ),
+    )
     return metrics
 
 

@@ -24,14 +24,13 @@ over several devices or machines (docs/distributed.md).
 """
 
 import argparse
-import json
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from keras_attention.data import translation as data  # noqa: E402
-from keras_attention.models import distribute  # noqa: E402
+from keras_attention.models import fitting  # noqa: E402
 from keras_attention.models import translation  # noqa: E402
 
 
@@ -79,24 +78,7 @@ def parse_args(argv=None):
     group.add_argument("--learning-rate", type=float, default=5e-3)
     group.add_argument("--patience", type=int, default=3)
     group.add_argument("--seed", type=int, default=0)
-    group.add_argument(
-        "--distribute",
-        choices=["none", "mirrored", "multi-worker"],
-        default="none",
-        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
-        "or keras.distribution.DataParallel on JAX); multi-worker: the "
-        "cluster in TF_CONFIG (see docs/distributed.md)",
-    )
-    group.add_argument(
-        "--cpu-devices",
-        type=int,
-        help="split the CPU into this many logical devices first, so that "
-        "--distribute mirrored has several to mirror over without a GPU "
-        "(see docs/distributed.md)",
-    )
-    group.add_argument(
-        "--quiet", action="store_true", help="one line per epoch"
-    )
+    fitting.add_run_arguments(group)
     parser.add_argument(
         "--output",
         default=os.path.join("runs", "translation"),
@@ -140,19 +122,8 @@ def translate(args):
     print(model.translate([args.translate], beam_width=beam_width)[0])
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.translate:
-        return translate(args)
-    # Logical devices and multi-worker set-ups must exist before any other
-    # TensorFlow/JAX op.
-    if args.cpu_devices is not None:
-        distribute.split_cpu(args.cpu_devices)
-    strategy = distribute.get_strategy(args.distribute)
-    print(f"replicas: {distribute.num_replicas(strategy)}")
-    splits = load_splits(args)
-    print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))
-    result = translation.train_translator(
+def _train(args, splits, strategy):
+    return translation.train_translator(
         splits["train"],
         splits["validation"],
         args.output,
@@ -172,8 +143,17 @@ def main(argv=None):
         length_penalty=args.length_penalty,
         dropout=args.dropout,
     )
-    with distribute.local_scope(strategy, result.model):
-        test = translation.evaluate_translator(result.model, splits["test"])
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.translate:
+        return translate(args)
+    strategy = fitting.strategy_from_flags(args.distribute, args.cpu_devices)
+    splits = load_splits(args)
+    print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))
+    result = _train(args, splits, strategy)
+    test = translation.evaluate_translator(result.model, splits["test"])
     metrics = {
         "bleu": test["bleu"],
         "test_examples": test["examples"],
@@ -185,10 +165,7 @@ def main(argv=None):
     }
     if "alignment_accuracy" in test:
         metrics["alignment_accuracy"] = test["alignment_accuracy"]
-    if distribute.is_chief(strategy):
-        result.model.save(os.path.join(args.output, "model.keras"))
-        with open(os.path.join(args.output, "metrics.json"), "w") as f:
-            json.dump(metrics, f, indent=2)
+    if fitting.write_run(args.output, result.model, metrics, strategy):
         translation.save_alignment_plot(
             splits["test"].sources,
             test["words"],
@@ -198,14 +175,8 @@ def main(argv=None):
         print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
     for i in range(3):
         print(f"  {splits['test'].sources[i]}  ->  {test['translations'][i]}")
-    for key in (
-        "bleu",
-        "alignment_accuracy",
-        "epochs_trained",
-        "train_seconds",
-    ):
-        if key in metrics:
-            print(f"{key}: {metrics[key]}")
+    keys = ("bleu", "alignment_accuracy", "epochs_trained", "train_seconds")
+    fitting.print_metrics(metrics, keys)
     return metrics
 
 

@@ -23,16 +23,12 @@ import zipfile
 
 import keras
 
+from keras_attention import text
+
 _CONFIG = "config.json"
 _ZIP_MAGIC = b"PK\x03\x04"
 # Longest cause message quoted in a load error.
 _MAX_REASON = 500
-# The patterns of `keras_attention.data.translation.tokenize` and
-# `detokenize` in RE2 syntax (TensorFlow's): RE2's `\w` and `\s` are ASCII
-# only, so Python's Unicode word characters are spelled out.
-_PUNCTUATION_RE2 = r"([^\pL\pN_\pZ\s'])"
-_SPACE_BEFORE_RE2 = r" ([.,!?;:%)\]}])"
-_SPACE_AFTER_RE2 = r"([(\[{]) "
 
 
 def _invalid_file(path, reason):
@@ -189,33 +185,15 @@ def load_model(filepath, **kwargs):
         raise _invalid_file(path, reason) from error
 
 
-def _tf_tokenize(texts):
-    """`keras_attention.data.translation.tokenize` in TensorFlow ops."""
-    import tensorflow as tf
-
-    texts = tf.strings.lower(texts, encoding="utf-8")
-    return tf.strings.regex_replace(texts, _PUNCTUATION_RE2, r" \1 ")
-
-
-def _tf_detokenize(sentences):
-    """`keras_attention.data.translation.detokenize` in TensorFlow ops."""
-    import tensorflow as tf
-
-    sentences = tf.strings.regex_replace(sentences, _SPACE_BEFORE_RE2, r"\1")
-    return tf.strings.regex_replace(sentences, _SPACE_AFTER_RE2, r"\1")
-
-
 def _translator_archive(model, beam_width):
     import tensorflow as tf
-
-    from keras_attention.seq2seq.translator import _vectorizer
 
     archive = keras.export.ExportArchive()
     archive.track(model)
     start_id = model.start_id
     end_id = model.end_id
     target_table = tf.constant(model.target_vocabulary)
-    vectorizer = _vectorizer(model.source_vocabulary)
+    vectorizer = text.make_vectorizer(model.source_vocabulary)
     vectorizer.build((None,))
     archive.track(vectorizer)
 
@@ -232,12 +210,12 @@ def _translator_archive(model, beam_width):
         ended = tf.cumsum(tf.cast(tokens == end_id, "int32"), axis=1) > 0
         keep = (tokens != 0) & (tokens != start_id) & ~ended
         words = tf.ragged.boolean_mask(tf.gather(target_table, tokens), keep)
-        return _tf_detokenize(
+        return text.tf_detokenize(
             tf.strings.reduce_join(words, axis=1, separator=" ")
         )
 
     def translate(texts):
-        outputs = decode(vectorizer(_tf_tokenize(texts)))
+        outputs = decode(vectorizer(text.tf_tokenize(texts)))
         outputs["translations"] = detokenize(outputs["tokens"])
         return outputs
 

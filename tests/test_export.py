@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import keras_attention
-from keras_attention import saving
-from keras_attention.data.translation import detokenize
-from keras_attention.data.translation import tokenize
+from keras_attention import text
+from keras_attention.text import detokenize
+from keras_attention.text import tokenize
 
 # The example models take strings or decode with TensorFlow string ops:
 # TensorFlow backend only. A numeric model exports on every backend.
@@ -194,7 +194,7 @@ def test_functional_model_of_package_layers_exports(tmp_path):
 
 @tensorflow_only
 @pytest.mark.parametrize(
-    "text",
+    "sentence",
     [
         "Zwei Männer, die lachen.",
         "L'homme (à gauche) dit: «ça va?!»",
@@ -202,12 +202,12 @@ def test_functional_model_of_package_layers_exports(tmp_path):
         "",
     ],
 )
-def test_tensorflow_tokenizer_matches_python(text):
-    got = saving._tf_tokenize(np.array([text], dtype=object))
+def test_tensorflow_tokenizer_matches_python(sentence):
+    got = text.tf_tokenize(np.array([sentence], dtype=object))
     got = " ".join(got.numpy()[0].decode("utf-8").split())
-    assert got == tokenize(text)
-    tokens = tokenize(text)
-    back = saving._tf_detokenize(np.array([tokens], dtype=object))
+    assert got == tokenize(sentence)
+    tokens = tokenize(sentence)
+    back = text.tf_detokenize(np.array([tokens], dtype=object))
     assert back.numpy()[0].decode("utf-8") == detokenize(tokens)
 
 

@@ -46,6 +46,8 @@ import os
 
 import numpy as np
 
+from keras_attention.text import STRIP_PUNCTUATION_REGEX
+
 POSITIVE_WORDS = (
     "good",
     "great",
@@ -291,12 +293,6 @@ def read_sentiment_tsv(
     return sentences, np.array(labels, dtype="int32")
 
 
-# The exact pattern `keras.layers.TextVectorization` strips for
-# `standardize="lower_and_strip_punctuation"`, so `tokens_for` sees what the
-# layer sees.
-_PUNCTUATION = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
-
-
 def make_text_vectorizer(
     sentences: list[str],
     max_tokens: int | None = 20000,
@@ -383,7 +379,7 @@ def tokens_for(vectorizer, sentence: str) -> list[str]:
     if standardize in ("lower", "lower_and_strip_punctuation"):
         text = tf.strings.lower(text)
     if standardize in ("strip_punctuation", "lower_and_strip_punctuation"):
-        text = tf.strings.regex_replace(text, _PUNCTUATION, "")
+        text = tf.strings.regex_replace(text, STRIP_PUNCTUATION_REGEX, "")
     tokens = [t.decode("utf-8") for t in tf.strings.split(text).numpy()]
     length = config["output_sequence_length"]
     return tokens if length is None else tokens[:length]

@@ -22,14 +22,17 @@ itself is fixed.
 
 `read_parallel` reads a pair of aligned text files (Multi30k's layout,
 `PREFIX.de` / `PREFIX.en`), `load_tfds_translation` a TFDS translation set,
-and `tokenize` / `detokenize` are the word splitting the example uses.
+and `tokenize` / `detokenize` (from `keras_attention.text`, re-exported
+here) are the word splitting the example uses.
 """
 
 import dataclasses
 import os
-import re
 
 import numpy as np
+
+from keras_attention.text import detokenize as detokenize
+from keras_attention.text import tokenize as tokenize
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -309,40 +312,3 @@ def load_tfds_translation(
             sources.append(src)
             targets.append(tgt)
     return ParallelCorpus(sources, targets)
-
-
-_PUNCTUATION = re.compile(r"([^\w\s'])")
-_SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]}])")
-_SPACE_AFTER = re.compile(r"([(\[{]) ")
-
-
-def tokenize(text: str) -> str:
-    """Lower-cases and splits punctuation off words: `"A dog."` → `"a dog ."`.
-
-    The example's `TextVectorization` layers split on whitespace only, so
-    this is the whole tokenizer; it keeps `'` inside words.
-
-    Example:
-
-    >>> from keras_attention.data.translation import tokenize
-    >>> tokenize("Zwei Männer, die lachen.")
-    'zwei männer , die lachen .'
-    """
-    return " ".join(_PUNCTUATION.sub(r" \1 ", text.lower()).split())
-
-
-def detokenize(tokens) -> str:
-    """Joins tokens and re-attaches punctuation: `"a dog ."` → `"a dog."`.
-
-    Args:
-        tokens: A list of tokens or a space-separated string.
-
-    Example:
-
-    >>> from keras_attention.data.translation import detokenize
-    >>> detokenize(["two", "men", ",", "laughing", "."])
-    'two men, laughing.'
-    """
-    text = tokens if isinstance(tokens, str) else " ".join(tokens)
-    text = _SPACE_BEFORE.sub(r"\1", text)
-    return _SPACE_AFTER.sub(r"\1", text)

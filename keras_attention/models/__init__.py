@@ -1,10 +1,20 @@
-"""Builders (and training helpers) for the example models."""
+"""Builders, training and evaluation of the example models.
 
+`fitting` is the training scaffold both examples share, `distribute` the
+`--distribute` strategies; `sentiment` and `translation` build, train and
+evaluate each model. (`training` is a deprecated alias of the sentiment
+parts.)
+"""
+
+from keras_attention.models.fitting import FitResult as FitResult
 from keras_attention.models.sentiment import (
     build_sentiment_classifier as build_sentiment_classifier,
 )
 from keras_attention.models.sentiment import (
     classifier_for_training as classifier_for_training,
+)
+from keras_attention.models.sentiment import (
+    train_sentiment_classifier as train_sentiment_classifier,
 )
 from keras_attention.models.translation import Translator as Translator
 from keras_attention.models.translation import (

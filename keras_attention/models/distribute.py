@@ -20,14 +20,17 @@ or worker 0), so one cluster description serves both backends. Other
 backends (PyTorch) support `none` only. See `docs/distributed.md`.
 
 Everything that creates variables (model, optimizer) and `fit` run inside
-`scope(strategy)`. Under a multi-worker run every process trains, but only
-the chief (`is_chief`) writes the run's files; the others write their
-checkpoints and backups under `work_dir`, a directory of their own, as
+`scope(strategy)`; `trainer_for` gives the model to fit and `local_copy`
+the model to predict with afterwards. Only public Keras and TensorFlow
+APIs are used: text models are fit from token ids (the vectorizer runs in
+the `tf.data` pipeline), so every strategy sees integer tensors.
+Under a multi-worker run every process trains, but only the chief
+(`is_chief`) writes the run's files; the others write their checkpoints
+and backups under `work_dir`, a directory of their own, as
 Keras asks for.
 """
 
 import contextlib
-import importlib
 import json
 import os
 
@@ -190,122 +193,95 @@ def scope(strategy):
     return strategy.scope()
 
 
-def _first_replica_symbolic_build(model, strategy):
-    """`model._maybe_symbolic_build` that reads the first replica's batch.
+class _ReplicaLogsTrainer(keras.Model):
+    """Fits `model` under `tf.distribute.MultiWorkerMirroredStrategy`.
 
-    Before the first step of `fit` (and `evaluate`), Keras 3 builds the
-    model, its metrics and its optimizer symbolically from one batch. Under
-    a `tf.distribute` strategy it first averages that batch over the
-    replicas with `strategy.reduce("MEAN", batch)`, which fails with more
-    than one replica for string inputs (`AddN` takes no strings) and under
-    `MultiWorkerMirroredStrategy` for any nested batch. Only the shapes and
-    dtypes matter, so the first local replica's batch serves as well.
+    Keras 3's `fit` does not run under that strategy as it is
+    (keras-team/keras#20585, tensorflow/tensorflow#72388): a model created
+    in its scope is first built from one batch averaged over the workers,
+    which the strategy cannot reduce for a nested `(x, y)` batch, and the
+    step's logs are averaged over an axis 0 that scalars do not have. This
+    wrapper, created outside the scope around a model created inside it,
+    takes the documented way round both: it has no strategy of its own, so
+    `fit` (called in the scope) builds it in the first step, and its
+    `train_step` / `test_step` (Keras's override points) return each log
+    as a `(1,)` tensor, which averages to the same scalar. The wrapped
+    model's variables are the ones trained.
     """
-    import tensorflow as tf
 
-    def first_replica(value):
-        if isinstance(value, tf.distribute.DistributedValues):
-            return strategy.experimental_local_results(value)[0]
-        return value
+    def __init__(self, model, **kwargs):
+        super().__init__(name=f"{model.name}_trainer", **kwargs)
+        self.wrapped = model
+        # Built when `model` is: `BackupAndRestore` requires a built model.
+        self.built = model.built
 
-    def maybe_symbolic_build(iterator=None, data_batch=None):
-        if iterator is not None:
-            for _, _, batches in iterator:
-                data_batch = tf.nest.map_structure(first_replica, next(batches))
-                break
-        with strategy.scope():
-            model._symbolic_build(data_batch=data_batch)
+    def call(self, inputs, training=None):
+        return self.wrapped(inputs, training=training)
 
-    return maybe_symbolic_build
+    def train_step(self, data):
+        logs = super().train_step(data)
+        return {name: keras.ops.reshape(v, (1,)) for name, v in logs.items()}
+
+    def test_step(self, data):
+        logs = super().test_step(data)
+        return {name: keras.ops.reshape(v, (1,)) for name, v in logs.items()}
 
 
-@contextlib.contextmanager
+def trainer_for(model, strategy):
+    """The model to compile and fit for `model` under `strategy`.
+
+    `model` itself, except under a multi-worker `tf.distribute` strategy,
+    where it is a wrapper that shares `model`'s variables (see
+    `_ReplicaLogsTrainer`). Call it outside `scope(strategy)`, then compile
+    the result in the scope and pass it to `build_optimizer`.
+    """
+    if is_multi_worker(strategy) and not _is_keras_distribution(strategy):
+        return _ReplicaLogsTrainer(model)
+    return model
+
+
+def build_optimizer(trainer, strategy):
+    """Creates the optimizer's variables of a compiled `trainer` now.
+
+    In `scope(strategy)`, so that they are mirrored; `fit` would otherwise
+    create them inside the distributed step. Does nothing when they exist.
+    """
+    if trainer.optimizer is not None and not trainer.optimizer.built:
+        with scope(strategy):
+            trainer.optimizer.build(trainer.trainable_variables)
+
+
 def fit_scope(strategy, model=None):
-    """The context in which to call `model.fit` under `strategy`.
+    """The context in which to call `fit` under `strategy`.
 
-    A `keras.distribution` places the batches as well as the variables, so
-    `fit` runs in its scope. `tf.distribute` strategies distribute the data
-    themselves, but Keras 3's `fit` fails under them
-    (tensorflow/tensorflow#72388, still so in Keras 3.15) in two places,
-    both worked around here for the duration of the `with` block:
-
-    - before the first step it averages one `(x, y)` batch across the
-      replicas to build the model, its metrics and its optimizer
-      symbolically, and `tf.distribute.Strategy.reduce` takes neither
-      strings (with two or more replicas, as `MirroredStrategy` over two
-      devices) nor nested values (under `MultiWorkerMirroredStrategy`).
-      Here it builds from the first replica's batch instead; only the
-      shapes and dtypes are read. (Skipping that build is no way out: the
-      optimizer would then create its variables inside the distributed
-      train step, which fails with two local replicas.)
-    - under multiple workers it reduces the step's logs with
-      `reduction="auto"`, which averages scalars over a batch axis they do
-      not have. The logs are metric results, already the same on every
-      worker (the metrics' variables are all-reduced), so the first
-      replica's value is taken.
-
-    Args:
-        strategy: From `get_strategy`.
-        model: The model to fit; needed under a `tf.distribute` strategy
-            with more than one replica.
+    `scope(strategy)`: a `keras.distribution` places the batches as well
+    as the variables, and a `tf.distribute` strategy is the one `fit` uses
+    for a model made by `trainer_for`. `model` is accepted for backward
+    compatibility and unused.
     """
-    if _is_keras_distribution(strategy):
-        with strategy.scope():
-            yield
-        return
-    if model is None or num_replicas(strategy) < 2:
-        yield
-        return
-    object.__setattr__(
-        model,
-        "_maybe_symbolic_build",
-        _first_replica_symbolic_build(model, strategy),
-    )
-    trainer_module = importlib.import_module(
-        "keras.src.backend.tensorflow.trainer"
-    )
-    reduce_per_replica = trainer_module.reduce_per_replica
-
-    def first_replica(values, strategy, reduction="auto"):
-        if reduction == "auto":
-            reduction = "first"
-        return reduce_per_replica(values, strategy, reduction=reduction)
-
-    if is_multi_worker(strategy):
-        trainer_module.reduce_per_replica = first_replica
-    try:
-        with strategy.scope():
-            yield
-    finally:
-        trainer_module.reduce_per_replica = reduce_per_replica
-        object.__delattr__(model, "_maybe_symbolic_build")
+    del model
+    return scope(strategy)
 
 
-@contextlib.contextmanager
-def local_scope(strategy, model):
-    """The context in which each process evaluates `model` on its own.
+def local_copy(model, strategy):
+    """`model`, or a copy of it that predicts on this process alone.
 
     Under a `tf.distribute` strategy with several replicas, Keras 3's
     `predict_on_batch` hands the whole batch to every replica and
-    concatenates their outputs (two replicas: every row twice), and after a
-    multi-worker run `model.predict` would split each batch over the
-    workers and gather the rows of all of them. Here the model forgets its
-    strategy (and any predict function traced under it) for the duration
-    of the `with` block, so that prediction runs on one device of this
-    process with the trained (mirrored) weights. Call it outside
-    `scope(strategy)`. Elsewhere this does nothing.
+    concatenates their outputs, and after a multi-worker run `predict`
+    splits each batch over the workers. The copy is made through a `.keras`
+    file outside `scope(strategy)`, so it has plain variables with the
+    trained values and no strategy; elsewhere `model` is returned as it
+    is.
     """
     if num_replicas(strategy) < 2 or _is_keras_distribution(strategy):
-        yield
-        return
-    own_strategy = model._distribute_strategy
-    model._distribute_strategy = None
-    model.predict_function = None
-    try:
-        yield
-    finally:
-        model.predict_function = None
-        model._distribute_strategy = own_strategy
+        return model
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "model.keras")
+        model.save(path)
+        return keras.saving.load_model(path, compile=False)
 
 
 def even_batches(dataset, batch_size: int, strategy, sample_weight=False):

@@ -8,28 +8,38 @@ below read the attention back per sentence and score it: how much of it
 lands on the tokens that decide the label (`attention_on_cues`) and how
 much the hops repeat each other (`attention_redundancy`).
 
+Training. On every backend and under every strategy the model is fit
+through `token_id_model(model)`, its view from token ids on, with the
+vectorizer applied in the `tf.data` pipeline (`make_dataset`), as Keras
+recommends for distributed training; the model that is returned, saved
+and exported is the raw-string one, which shares the trained layers.
+`train_sentiment_classifier`, `evaluate_sentiment_classifier` and
+`save_attention_report` are the example's steps, on the scaffold of
+`keras_attention.models.fitting`.
+
 Backends. Only TensorFlow runs string tensors inside a model. On JAX (and
 PyTorch) the same model is built, saved and loaded (the `.keras` file is
-identical: raw strings in), but it is trained and run through
-`token_id_model(model)`, its view from token ids on, with the vectorizer
-applied outside (`tf.data`, or eagerly); `predict_sentiment` does this by
-itself.
+identical: raw strings in) and run through `token_id_model(model)` with
+the vectorizer applied eagerly; `predict_sentiment` does this by itself.
 """
 
+import os
 import re
 
 import keras
 import numpy as np
 
+from keras_attention import text
 from keras_attention.layers.structured import StructuredSelfAttention
+from keras_attention.models import distribute
+from keras_attention.models import fitting
 
 #: Keys of the model's output dict, in `keras.tree.flatten` (sorted) order.
 OUTPUT_NAMES = ("attention", "embedding", "probabilities")
 
-# What `TextVectorization(standardize="lower_and_strip_punctuation")` strips
-# (the same pattern `keras_attention.data.tokens_for` uses): a whitespace
-# token made only of these characters yields no position.
-_PUNCTUATION = re.compile(r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']')
+# A whitespace token made only of what the vectorizer strips yields no
+# position.
+_PUNCTUATION = re.compile(text.STRIP_PUNCTUATION_REGEX)
 
 
 def build_sentiment_classifier(
@@ -168,7 +178,7 @@ def token_id_model(model, probabilities_only=False):
     Returns:
         A functional `keras.Model`.
     """
-    vectorizer = _vectorizer_of(model)
+    vectorizer = vectorizer_of(model)
     outputs = (
         model.get_layer("probabilities").output
         if probabilities_only
@@ -182,7 +192,19 @@ def token_id_model(model, probabilities_only=False):
     )
 
 
-def _vectorizer_of(model):
+def vectorizer_of(model):
+    """The `TextVectorization` layer of a sentiment classifier.
+
+    Args:
+        model: A model from `build_sentiment_classifier` (or loaded from
+            its `.keras` file).
+
+    Returns:
+        Its `keras.layers.TextVectorization`.
+
+    Raises:
+        ValueError: `model` has no such layer.
+    """
     for layer in model.layers:
         if isinstance(layer, keras.layers.TextVectorization):
             return layer
@@ -206,7 +228,7 @@ def predict_sentiment(model, sentences, batch_size=64):
         array and a list with one `(num_hops, length)` array per sentence,
         `length` being its number of non-padding positions.
     """
-    vectorizer = _vectorizer_of(model)
+    vectorizer = vectorizer_of(model)
     # String tensors exist on TensorFlow only; elsewhere the vectorizer
     # runs eagerly and the model from token ids on does the rest.
     on_strings = keras.backend.backend() == "tensorflow"
@@ -314,3 +336,196 @@ def attention_redundancy(attention):
         gram = weights @ weights.T
         values.append((gram.sum() - np.trace(gram)) / (hops * (hops - 1)))
     return float(np.mean(values)) if values else float("nan")
+
+
+# Training, evaluation and reports of the example, on the shared scaffold
+# (`keras_attention.models.fitting`).
+
+
+def make_dataset(split, batch_size, shuffle=False, seed=None, vectorizer=None):
+    """A batched `tf.data.Dataset` of `(sentence, label)` pairs.
+
+    With a `vectorizer`, the pairs are `(token_ids, label)` instead, the
+    ids `int32`, vectorized in the pipeline: what the example fits, on
+    every backend and under every strategy. Sharded by data under a
+    multi-worker strategy.
+
+    Args:
+        split: A `keras_attention.data.splits.SentimentSplit`.
+        batch_size: The global batch size.
+        shuffle: Whether to shuffle, again each epoch. Defaults to `False`.
+        seed: Seed of the shuffling.
+        vectorizer: An adapted `keras.layers.TextVectorization`, or `None`
+            to keep the strings.
+
+    Returns:
+        A `tf.data.Dataset`.
+    """
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (
+            tf.constant(split.sentences, dtype=tf.string),
+            tf.constant(np.asarray(split.labels, dtype="int32")),
+        )
+    )
+    map_fn = None
+    if vectorizer is not None:
+
+        def map_fn(sentences, labels):
+            return tf.cast(vectorizer(sentences), "int32"), labels
+
+    return fitting.batched(dataset, batch_size, shuffle, seed, map_fn)
+
+
+def train_sentiment_classifier(
+    splits,
+    output_dir,
+    epochs=10,
+    batch_size=32,
+    learning_rate=1e-3,
+    patience=3,
+    strategy=None,
+    seed=0,
+    max_tokens=20000,
+    max_length=None,
+    verbose="auto",
+    callbacks=None,
+    **model_kwargs,
+):
+    """Adapts the vectorizer, builds the classifier and fits it.
+
+    The vectorizer is adapted on the training sentences only and runs in
+    the `tf.data` pipeline; `token_id_model(model)` is fit from the ids,
+    so every backend and every strategy sees integer tensors. The returned
+    model is the raw-string model of `build_sentiment_classifier` (it
+    shares the trained layers), with the best validation weights. Built
+    in `strategy`'s scope; callbacks, backups and resuming as in
+    `keras_attention.models.fitting`.
+
+    Args:
+        splits: `"train"` and `"validation"` `SentimentSplit`s.
+        output_dir: Directory for checkpoints and backups (created).
+        epochs: Most epochs to train. Defaults to `10`.
+        batch_size: Global batch size. Defaults to `32`.
+        learning_rate: Adam learning rate. Defaults to `1e-3`.
+        patience: Epochs without a lower validation loss before stopping.
+            Defaults to `3`.
+        strategy: From `keras_attention.models.distribute.get_strategy`;
+            defaults to no distribution.
+        seed: Seed of the weights and of the shuffling. Defaults to `0`.
+        max_tokens: Vocabulary size. Defaults to `20000`.
+        max_length: Truncate sentences to this many tokens; `None` keeps
+            them whole. Defaults to `None`.
+        verbose: `fit` verbosity (`1` is the progress bar). Defaults to
+            `"auto"`.
+        callbacks: Extra Keras callbacks, run after the built-in ones.
+        **model_kwargs: Passed to `build_sentiment_classifier`.
+
+    Returns:
+        A `keras_attention.models.fitting.FitResult`.
+    """
+    from keras_attention.data.sentiment import make_text_vectorizer
+
+    keras.utils.set_random_seed(seed)
+    train, validation = splits["train"], splits["validation"]
+    vectorizer = make_text_vectorizer(
+        train.sentences,
+        max_tokens=max_tokens,
+        output_sequence_length=max_length,
+    )
+    with distribute.scope(strategy):
+        model = build_sentiment_classifier(vectorizer, **model_kwargs)
+        trainer = token_id_model(model, probabilities_only=True)
+    return fitting.fit(
+        model,
+        make_dataset(train, batch_size, True, seed, vectorizer),
+        make_dataset(validation, batch_size, vectorizer=vectorizer),
+        output_dir,
+        trainer=trainer,
+        # Under a `keras.distribution`, filler rows with weight 0 even out
+        # the last batch; a weighted accuracy leaves them out, and is the
+        # plain accuracy otherwise.
+        compile_args=lambda: {
+            "optimizer": keras.optimizers.Adam(learning_rate),
+            "loss": "sparse_categorical_crossentropy",
+            "weighted_metrics": ["accuracy"],
+        },
+        batch_size=batch_size,
+        strategy=strategy,
+        epochs=epochs,
+        patience=patience,
+        verbose=verbose,
+        callbacks=callbacks,
+        sample_weight=True,
+    )
+
+
+def evaluate_sentiment_classifier(model, split, batch_size=64):
+    """Accuracy and attention scores of `model` on `split`.
+
+    Args:
+        model: A model from `build_sentiment_classifier`.
+        split: A `SentimentSplit`.
+        batch_size: Sentences per call. Defaults to `64`.
+
+    Returns:
+        `(metrics, probabilities, attention)`: a dict with `accuracy`,
+        `examples`, `attention_redundancy` and, when the split has cue
+        masks, `attention_on_cues`; then what `predict_sentiment` returns.
+    """
+    probabilities, attention = predict_sentiment(
+        model, split.sentences, batch_size=batch_size
+    )
+    predictions = probabilities.argmax(axis=-1)
+    metrics = {
+        "accuracy": float(np.mean(predictions == np.asarray(split.labels))),
+        "examples": len(split),
+        "attention_redundancy": attention_redundancy(attention),
+    }
+    if split.cue_masks is not None:
+        metrics["attention_on_cues"] = attention_on_cues(
+            attention, split.sentences, split.cue_masks
+        )
+    return metrics, probabilities, attention
+
+
+def save_attention_report(
+    model, split, probabilities, attention, output_dir, num_sentences=6
+):
+    """Writes `attention.png` (hops × tokens) and `attention.html`.
+
+    The first `num_sentences` sentences of `split` are shown: the PNG has
+    one heatmap per sentence (a row per hop), the HTML page highlights each
+    token by its weight averaged over the hops.
+
+    Returns:
+        The paths written.
+    """
+    from keras_attention import visualize
+    from keras_attention.data.sentiment import tokens_for
+
+    vectorizer = vectorizer_of(model)
+    tokens_list, weights_list, titles = [], [], []
+    for i in range(min(num_sentences, len(split))):
+        tokens = tokens_for(vectorizer, split.sentences[i])
+        weights = attention[i]
+        if not tokens or len(tokens) != weights.shape[1]:
+            continue
+        tokens_list.append(tokens)
+        weights_list.append(weights)
+        titles.append(
+            f"label {int(split.labels[i])}, predicted "
+            f"{int(probabilities[i].argmax())} "
+            f"(p={float(probabilities[i].max()):.2f})"
+        )
+    png = os.path.join(output_dir, "attention.png")
+    page = os.path.join(output_dir, "attention.html")
+    hops = [[f"hop {h + 1}" for h in range(w.shape[0])] for w in weights_list]
+    visualize.plot_attention_grid(
+        weights_list, tokens_list, hops, titles=titles, path=png
+    )
+    visualize.save_attention_html(
+        page, tokens_list, [w.mean(axis=0) for w in weights_list], titles
+    )
+    return [png, page]

@@ -12,13 +12,19 @@ import numpy as np
 from keras import ops
 
 from keras_attention._validation import positive_int as _check_positive_int
-from keras_attention.data.translation import detokenize
-from keras_attention.data.translation import tokenize
 from keras_attention.models import distribute
+from keras_attention.models import fitting
+from keras_attention.models.fitting import FitResult
 from keras_attention.seq2seq.translator import END_TOKEN as END_TOKEN
 from keras_attention.seq2seq.translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.translator import Translator as Translator
 from keras_attention.seq2seq.translator import target_text as target_text
+from keras_attention.text import detokenize
+from keras_attention.text import tokenize
+
+#: The former result type of `train_translator`, now the one
+#: `keras_attention.models.fitting.FitResult` of both examples.
+TrainResult = FitResult
 
 
 def build_vocabularies(
@@ -176,15 +182,14 @@ def make_dataset(model, corpus, batch_size, shuffle=False, seed=0):
     """`((source_ids, target_input_ids), target_output_ids)` batches.
 
     Each batch is cut to its own longest sentence, so short sentences do not
-    pay for the longest of the corpus.
+    pay for the longest of the corpus. Sharded by data under a multi-worker
+    strategy.
     """
     import tensorflow as tf
 
     sources = model.vectorize_sources(corpus.sources)
     targets = model.vectorize_targets(corpus.targets)
     dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
-    if shuffle:
-        dataset = dataset.shuffle(len(corpus), seed=seed)
 
     def trim(source, target):
         def length(ids):
@@ -194,17 +199,7 @@ def make_dataset(model, corpus, batch_size, shuffle=False, seed=0):
         target = target[:, : length(target)]
         return (source, target[:, :-1]), target[:, 1:]
 
-    return dataset.batch(batch_size).map(trim).prefetch(tf.data.AUTOTUNE)
-
-
-class TrainResult:
-    """What `train_translator` returns: the model and how training went."""
-
-    def __init__(self, model, history, epochs_trained, train_seconds):
-        self.model = model
-        self.history = history
-        self.epochs_trained = epochs_trained
-        self.train_seconds = train_seconds
+    return fitting.batched(dataset, batch_size, shuffle, seed, trim)
 
 
 def train_translator(
@@ -225,12 +220,10 @@ def train_translator(
 ):
     """Builds a `Translator` on `train`'s vocabularies and fits it.
 
-    Vocabularies are adapted on `train` only. The model is built and
-    compiled in `strategy.scope()`. Callbacks: the progress bar (or one
-    line per epoch with `verbose=2`), `EarlyStopping` on the validation
-    loss (best weights restored), `ModelCheckpoint` of the best model in
-    `output_dir/checkpoint.keras`, and `BackupAndRestore` in
-    `output_dir/backup`, so a killed run resumes from its last epoch.
+    Vocabularies are adapted on `train` only. The model is built in
+    `strategy`'s scope; callbacks, backups and resuming as in
+    `keras_attention.models.fitting` (the best weights in
+    `output_dir/checkpoint.weights.h5`, the backup in `output_dir/backup`).
 
     Args:
         train: Training `ParallelCorpus`.
@@ -247,18 +240,14 @@ def train_translator(
         verbose: `fit`'s verbosity. Defaults to `1`.
         max_source_tokens: Optional source vocabulary size.
         max_target_tokens: Optional target vocabulary size.
-        callbacks: Optional extra Keras callbacks.
+        callbacks: Optional extra Keras callbacks, run after the built-in
+            ones.
         **model_kwargs: `Translator` arguments (`embedding_dim`, `units`,
             `attention`, `max_output_length`, `beam_width`, `dropout`, ...).
 
     Returns:
-        A `TrainResult`.
+        A `keras_attention.models.fitting.FitResult`.
     """
-    import os
-    import time
-
-    if strategy is None:
-        strategy = get_strategy("none")
     keras.utils.set_random_seed(seed)
     source_vocabulary, target_vocabulary = build_vocabularies(
         train.sources, train.targets, max_source_tokens, max_target_tokens
@@ -268,53 +257,28 @@ def train_translator(
         model_kwargs["max_output_length"] = 2 * longest + 2
     with distribute.scope(strategy):
         model = Translator(source_vocabulary, target_vocabulary, **model_kwargs)
-        model.compile(
-            optimizer=keras.optimizers.Adam(learning_rate, clipnorm=5.0),
-            loss=keras.losses.SparseCategoricalCrossentropy(
+    return fitting.fit(
+        model,
+        make_dataset(model, train, batch_size, shuffle=True, seed=seed),
+        make_dataset(model, validation, batch_size),
+        output_dir,
+        compile_args=lambda: {
+            "optimizer": keras.optimizers.Adam(learning_rate, clipnorm=5.0),
+            "loss": keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, ignore_class=0
             ),
             # XLA is kept off on TensorFlow; on JAX, whose un-jitted steps
             # run op by op, "auto" compiles the step with jax.jit.
-            jit_compile=(
+            "jit_compile": (
                 False if keras.backend.backend() == "tensorflow" else "auto"
             ),
-        )
-    train_data = distribute.even_batches(
-        make_dataset(model, train, batch_size, shuffle=True, seed=seed),
-        batch_size,
-        strategy,
-    )
-    validation_data = distribute.even_batches(
-        make_dataset(model, validation, batch_size), batch_size, strategy
-    )
-    # Workers other than the chief write throw-away copies (as Keras asks).
-    work_dir = distribute.work_dir(output_dir, strategy)
-    os.makedirs(work_dir, exist_ok=True)
-    callbacks = list(callbacks or []) + [
-        keras.callbacks.BackupAndRestore(os.path.join(work_dir, "backup")),
-        keras.callbacks.EarlyStopping(
-            monitor="val_loss", patience=patience, restore_best_weights=True
-        ),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(work_dir, "checkpoint.keras"),
-            monitor="val_loss",
-            save_best_only=True,
-        ),
-    ]
-    start = time.perf_counter()
-    with distribute.fit_scope(strategy, model):
-        history = model.fit(
-            train_data,
-            validation_data=validation_data,
-            epochs=epochs,
-            callbacks=callbacks,
-            verbose=verbose,
-            # The dataset shuffles itself.
-            shuffle=False,
-        )
-    seconds = time.perf_counter() - start
-    return TrainResult(
-        model, history.history, len(history.history.get("loss", [])), seconds
+        },
+        batch_size=batch_size,
+        strategy=strategy,
+        epochs=epochs,
+        patience=patience,
+        verbose=verbose,
+        callbacks=callbacks,
     )
 
 

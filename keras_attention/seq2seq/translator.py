@@ -15,9 +15,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention import text as text_lib
 from keras_attention._validation import positive_int as _check_positive_int
-from keras_attention.data.translation import detokenize
-from keras_attention.data.translation import tokenize
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
 from keras_attention.seq2seq.cell import AttentionDecoder
@@ -28,46 +27,25 @@ from keras_attention.seq2seq.decoding import greedy_decode
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
 _ATTENTIONS = ("bahdanau", "general", "concat")
-# Ids below this are "" (padding) and "[UNK]" in a TextVectorization vocab.
-_SPECIAL_IDS = 2
 _EMBEDDINGS_INITIALIZER = {
     "class_name": "RandomNormal",
     "config": {"stddev": 1.0},
 }
 
 
-def _vectorizer(vocabulary):
-    """The `TextVectorization` layer equivalent to `_vectorize`.
-
-    Needs TensorFlow; `keras_attention.saving` puts it in exported
-    SavedModels, where the words must be mapped inside the graph.
-    """
-    return keras.layers.TextVectorization(
-        standardize=None, split="whitespace", vocabulary=list(vocabulary)
-    )
-
-
-def _vectorize(vocabulary, texts):
-    """Tokenized texts → ids `(batch_size, longest)`, padded with 0.
-
-    What `TextVectorization(standardize=None, split="whitespace",
-    vocabulary=vocabulary)` returns, in plain Python: `tokenize` leaves
-    single spaces, and the `TextVectorization` layer needs TensorFlow,
-    which the JAX and PyTorch backends do not have to install.
-    """
-    index = {}
-    for i, word in enumerate(vocabulary[_SPECIAL_IDS:], _SPECIAL_IDS):
-        index.setdefault(word, i)
-    rows = [[index.get(word, 1) for word in text.split()] for text in texts]
-    ids = np.zeros((len(rows), max(map(len, rows), default=0)), "int32")
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-    return ids
+def _check_arguments(embedding_dim, units, max_output_length, beam_width):
+    for name, value in (
+        ("embedding_dim", embedding_dim),
+        ("units", units),
+        ("max_output_length", max_output_length),
+        ("beam_width", beam_width),
+    ):
+        _check_positive_int(name, value)
 
 
 def target_text(text: str) -> str:
     """The tokenized target with its start and end tokens."""
-    return f"{START_TOKEN} {tokenize(text)} {END_TOKEN}"
+    return f"{START_TOKEN} {text_lib.tokenize(text)} {END_TOKEN}"
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -156,13 +134,7 @@ class Translator(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (
-            ("embedding_dim", embedding_dim),
-            ("units", units),
-            ("max_output_length", max_output_length),
-            ("beam_width", beam_width),
-        ):
-            _check_positive_int(name, value)
+        _check_arguments(embedding_dim, units, max_output_length, beam_width)
         if attention not in _ATTENTIONS:
             raise ValueError(
                 "Received an invalid value for argument `attention`, "
@@ -189,7 +161,14 @@ class Translator(keras.Model):
         self.end_token = end_token
         self.start_id = self.target_vocabulary.index(start_token)
         self.end_id = self.target_vocabulary.index(end_token)
+        self._build_layers()
 
+    def _build_layers(self):
+        """Creates the sublayers and, every size being known, their weights.
+
+        So a loaded model is complete before its weights are read.
+        """
+        embedding_dim, units = self.embedding_dim, self.units
         # Embeddings start from N(0, 1), as PyTorch's `nn.Embedding`. With
         # Keras's default uniform(±0.05) the inputs are so small that the
         # decoder (GRU, then Luong's attentional layer, then the softmax)
@@ -216,10 +195,12 @@ class Translator(keras.Model):
             embeddings_initializer=_EMBEDDINGS_INITIALIZER,
             name="target_embedding",
         )
-        if attention == "bahdanau":
+        if self.attention == "bahdanau":
             mechanism = BahdanauAttention(units, name="attention")
         else:
-            mechanism = LuongAttention(attention, units=units, name="attention")
+            mechanism = LuongAttention(
+                self.attention, units=units, name="attention"
+            )
         self.decoder_cell = AttentionDecoderCell(
             keras.layers.GRUCell(units, name="gru_cell"),
             mechanism,
@@ -233,8 +214,6 @@ class Translator(keras.Model):
         self.output_layer = keras.layers.Dense(
             len(self.target_vocabulary), name="output_layer"
         )
-        # Every size is known now, so the variables are created here: a
-        # loaded model is complete before its weights are read.
         self.source_embedding.build((None, None))
         self.encoder.build((None, None, embedding_dim))
         self.bridge.build((None, 2 * units))
@@ -321,11 +300,13 @@ class Translator(keras.Model):
 
     def vectorize_sources(self, texts):
         """Raw source texts → padded ids `(batch_size, longest)` (NumPy)."""
-        return _vectorize(self.source_vocabulary, [tokenize(t) for t in texts])
+        return text_lib.vectorize(
+            self.source_vocabulary, [text_lib.tokenize(t) for t in texts]
+        )
 
     def vectorize_targets(self, texts):
         """Raw target texts → ids of `[start] ... [end]`, padded (NumPy)."""
-        return _vectorize(
+        return text_lib.vectorize(
             self.target_vocabulary, [target_text(t) for t in texts]
         )
 
@@ -335,9 +316,9 @@ class Translator(keras.Model):
         for token in np.asarray(tokens).tolist():
             if token == self.end_id:
                 break
-            if token >= _SPECIAL_IDS and token != self.start_id:
+            if token >= text_lib.SPECIAL_IDS and token != self.start_id:
                 words.append(self.target_vocabulary[token])
-            elif token == 1:
+            elif token == text_lib.OOV_ID:
                 words.append("[UNK]")
         return words
 
@@ -360,8 +341,8 @@ class Translator(keras.Model):
         translations, alignments = [], []
         for i, text in enumerate(texts):
             words = self.tokens_to_words(tokens[i])
-            translations.append(detokenize(words))
-            source_words = tokenize(text).split()
+            translations.append(text_lib.detokenize(words))
+            source_words = text_lib.tokenize(text).split()
             alignments.append(
                 (
                     words,

@@ -1,8 +1,6 @@
 """keras_attention.seq2seq.Translator: decoding, teacher forcing, saving."""
 
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -10,9 +8,10 @@ import pytest
 
 from keras_attention import seq2seq
 from keras_attention.data.translation import make_synthetic_translation
-from keras_attention.data.translation import tokenize
-from keras_attention.seq2seq import translator as translator_lib
 from keras_attention.seq2seq.translator import target_text
+from keras_attention.text import make_vectorizer
+from keras_attention.text import tokenize
+from tests import subprocesses
 from tests.seq2seq._arrays import assert_allclose
 from tests.seq2seq._arrays import to_numpy
 
@@ -54,7 +53,7 @@ def test_vectorize_matches_text_vectorization():
     model = _model()
     texts = [*DATA.sources[:5], "völlig unbekannte wörter .", ""]
     # The layer that `keras_attention.saving` exports for serving.
-    layer = translator_lib._vectorizer(SOURCE_VOCABULARY)
+    layer = make_vectorizer(SOURCE_VOCABULARY)
     want = to_numpy(layer([tokenize(t) for t in texts]))
     np.testing.assert_array_equal(model.vectorize_sources(texts), want)
 
@@ -136,13 +135,5 @@ def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
         f"model = keras.saving.load_model({path!r}, safe_mode=True)\n"
         "print(type(model).__name__)\n"
     )
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocesses.run_python(["-c", code])
     assert done.stdout.strip().endswith("Translator")

@@ -1,0 +1,258 @@
+"""The training scaffold that both examples share.
+
+`keras_attention.models.sentiment` and `keras_attention.models.translation`
+build their model and their `tf.data` pipelines; everything around the
+call to `fit` is here, the same for both:
+
+- datasets: `batched` shards by data under a multi-worker strategy,
+  shuffles with a seed, batches, maps and prefetches;
+- flags and distribution: `add_run_arguments` (`--distribute`,
+  `--cpu-devices`, `--quiet`), `strategy_from_flags`,
+  and `fit` compiles and fits under the strategy (see
+  `keras_attention.models.distribute`);
+- callbacks, in this order: `BackupAndRestore` (first, so that an epoch is
+  backed up before a later callback can stop the run), `EarlyStopping` on
+  the validation loss with the best weights restored, `ModelCheckpoint` of
+  the best weights, then the caller's own;
+- resume: a run killed midway resumes from its last finished epoch when
+  started again with the same output directory (the backup is deleted
+  when training ends);
+- results: one `FitResult`; reports: `write_run` (the chief writes
+  `model.keras` and `metrics.json`) and `print_metrics`.
+
+Under a multi-worker strategy every worker trains, but only the chief
+writes the run's files; the others keep their checkpoints and backups in
+`output_dir/worker-<index>/`. TensorFlow is imported inside the functions
+that need it.
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+import keras
+
+from keras_attention.models import distribute
+
+CHECKPOINT = "checkpoint.weights.h5"
+BACKUP = "backup"
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What a training function returns.
+
+    Attributes:
+        model: The trained model with the best validation weights; under a
+            strategy with several replicas, a copy that predicts on this
+            process alone (`distribute.local_copy`).
+        history: `History.history`, the logs by epoch.
+        train_seconds: Wall-clock time of `fit`.
+        epochs_trained: Epochs run by this call (not those restored from a
+            backup).
+    """
+
+    model: keras.Model
+    history: dict
+    train_seconds: float
+    epochs_trained: int
+
+
+def add_run_arguments(group) -> None:
+    """Adds `--distribute`, `--cpu-devices` and `--quiet` to `group`.
+
+    The command-line flags of the scaffold, the same in both examples.
+
+    Args:
+        group: An `argparse` parser or argument group.
+    """
+    group.add_argument(
+        "--distribute",
+        choices=list(distribute.NAMES),
+        default="none",
+        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
+        "or keras.distribution.DataParallel on JAX); multi-worker: the "
+        "cluster in TF_CONFIG (see docs/distributed.md)",
+    )
+    group.add_argument(
+        "--cpu-devices",
+        type=int,
+        help="split the CPU into this many logical devices first, so that "
+        "--distribute mirrored has several to mirror over without a GPU "
+        "(see docs/distributed.md)",
+    )
+    group.add_argument(
+        "--quiet",
+        action="store_true",
+        help="one line per epoch instead of a progress bar",
+    )
+
+
+def strategy_from_flags(distribute_name="none", cpu_devices=None):
+    """Splits the CPU if asked, then returns the strategy (and prints it).
+
+    Call it first: logical devices and multi-worker set-ups must exist
+    before any other TensorFlow or JAX op.
+
+    Args:
+        distribute_name: `"none"`, `"mirrored"` or `"multi-worker"`.
+        cpu_devices: Logical CPU devices to make first, or `None`.
+
+    Returns:
+        What `distribute.get_strategy` returns.
+    """
+    if cpu_devices is not None:
+        distribute.split_cpu(cpu_devices)
+    strategy = distribute.get_strategy(distribute_name)
+    print(f"replicas: {distribute.num_replicas(strategy)}")
+    return strategy
+
+
+def batched(dataset, batch_size, shuffle=False, seed=None, map_fn=None):
+    """Shuffles (seeded), batches, maps and prefetches `dataset`.
+
+    The dataset is sharded by data (not by file) under a multi-worker
+    strategy, as datasets made from tensors must be.
+
+    Args:
+        dataset: An unbatched `tf.data.Dataset`.
+        batch_size: The global batch size.
+        shuffle: Whether to shuffle the whole dataset, again each epoch.
+        seed: Seed of the shuffling.
+        map_fn: Optional function applied to each batch.
+
+    Returns:
+        A `tf.data.Dataset`.
+    """
+    import tensorflow as tf
+
+    if shuffle:
+        dataset = dataset.shuffle(
+            int(dataset.cardinality()), seed=seed, reshuffle_each_iteration=True
+        )
+    dataset = dataset.batch(batch_size)
+    if map_fn is not None:
+        dataset = dataset.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def make_callbacks(work_dir, patience, callbacks=None):
+    """Backup, early stopping, best-weights checkpoint, then `callbacks`."""
+    return [
+        keras.callbacks.BackupAndRestore(os.path.join(work_dir, BACKUP)),
+        keras.callbacks.EarlyStopping(
+            monitor="val_loss", patience=patience, restore_best_weights=True
+        ),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(work_dir, CHECKPOINT),
+            monitor="val_loss",
+            save_best_only=True,
+            save_weights_only=True,
+        ),
+        *(callbacks or []),
+    ]
+
+
+def fit(
+    model,
+    train_data,
+    validation_data,
+    output_dir,
+    *,
+    compile_args,
+    batch_size,
+    trainer=None,
+    strategy=None,
+    epochs=10,
+    patience=3,
+    verbose="auto",
+    callbacks=None,
+    sample_weight=False,
+) -> FitResult:
+    """Compiles and fits under `strategy`, with backups and checkpoints.
+
+    Build `model` (and `trainer`) in `distribute.scope(strategy)` and call
+    this outside it.
+
+    Args:
+        model: The model to return, trained.
+        train_data: A batched `tf.data.Dataset` of training batches.
+        validation_data: The same for validation.
+        output_dir: Run directory (created); see the module docstring.
+        compile_args: A function without arguments that returns the
+            arguments of `compile` (optimizer, loss, ...) as a dict; it is
+            called in the strategy's scope, where the optimizer must be
+            created.
+        batch_size: The global batch size of the datasets.
+        trainer: The model to compile and fit, sharing `model`'s layers (a
+            view of it from token ids, say); defaults to `model`.
+        strategy: From `distribute.get_strategy`; defaults to none.
+        epochs: Most epochs. Defaults to `10`.
+        patience: Epochs without a lower validation loss before stopping.
+            Defaults to `3`.
+        verbose: `fit`'s verbosity. Defaults to `"auto"`.
+        callbacks: Extra Keras callbacks, run after the built-in ones.
+        sample_weight: Under a `keras.distribution`, append weights that
+            keep the rows filling the last batch out of the loss and
+            metrics (`distribute.even_batches`). Defaults to `False`.
+
+    Returns:
+        A `FitResult`.
+    """
+    fitted = distribute.trainer_for(
+        model if trainer is None else trainer, strategy
+    )
+    with distribute.scope(strategy):
+        fitted.compile(**compile_args())
+    distribute.build_optimizer(fitted, strategy)
+    work_dir = distribute.work_dir(output_dir, strategy)
+    os.makedirs(work_dir, exist_ok=True)
+    start = time.perf_counter()
+    with distribute.fit_scope(strategy):
+        history = fitted.fit(
+            distribute.even_batches(
+                train_data, batch_size, strategy, sample_weight
+            ),
+            validation_data=distribute.even_batches(
+                validation_data, batch_size, strategy, sample_weight
+            ),
+            epochs=epochs,
+            callbacks=make_callbacks(work_dir, patience, callbacks),
+            # The datasets shuffle themselves, with their seed.
+            shuffle=False,
+            verbose=verbose,
+        )
+    seconds = time.perf_counter() - start
+    return FitResult(
+        model=distribute.local_copy(model, strategy),
+        history=dict(history.history),
+        train_seconds=seconds,
+        epochs_trained=len(history.history.get("loss", [])),
+    )
+
+
+def write_run(output_dir, model, metrics, strategy=None) -> bool:
+    """The chief writes `model.keras` and `metrics.json` to `output_dir`.
+
+    Returns:
+        Whether this process wrote them (whether it is the chief).
+    """
+    if not distribute.is_chief(strategy):
+        return False
+    os.makedirs(output_dir, exist_ok=True)
+    model.save(os.path.join(output_dir, "model.keras"))
+    with open(os.path.join(output_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    return True
+
+
+def print_metrics(metrics, keys) -> None:
+    """Prints `key: value` for each of `keys` present in `metrics`."""
+    for key in keys:
+        if key in metrics:
+            print(f"{key}: {metrics[key]}")

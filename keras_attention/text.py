@@ -1,0 +1,143 @@
+"""Word-level text handling shared by the text models and their data.
+
+The library core owns this module: `keras_attention.seq2seq.Translator`
+tokenizes and vectorizes its input with it, `keras_attention.saving` puts
+its TensorFlow form in exported SavedModels, and `keras_attention.data`
+re-exports it for the examples. It imports only NumPy and Keras
+(TensorFlow inside the `tf_*` functions and `make_vectorizer`).
+
+- `tokenize` / `detokenize`: lower-case and split punctuation off words,
+  and the way back; `tf_tokenize` / `tf_detokenize` do the same with
+  TensorFlow string ops, inside a graph.
+- `vectorize`: tokenized texts to padded ids over a fixed vocabulary, in
+  plain Python; `make_vectorizer` builds the equivalent
+  `keras.layers.TextVectorization`.
+- `STRIP_PUNCTUATION_REGEX`: what
+  `TextVectorization(standardize="lower_and_strip_punctuation")` strips.
+"""
+
+import re
+
+import numpy as np
+
+#: The characters that `keras.layers.TextVectorization` strips for
+#: `standardize="lower_and_strip_punctuation"` (or `"strip_punctuation"`),
+#: as a regular expression valid in Python and in RE2 (TensorFlow). Our
+#: own copy of Keras's pattern: tests check that it still agrees with the
+#: layer.
+STRIP_PUNCTUATION_REGEX = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
+
+#: Ids below this are `""` (padding, id 0) and `"[UNK]"` (id 1) in a
+#: `TextVectorization` vocabulary.
+SPECIAL_IDS = 2
+OOV_ID = 1
+
+_PUNCTUATION = re.compile(r"([^\w\s'])")
+_SPACE_BEFORE = r" ([.,!?;:%)\]}])"
+_SPACE_AFTER = r"([(\[{]) "
+# `_PUNCTUATION` in RE2 syntax: RE2's `\w` and `\s` are ASCII only, so
+# Python's Unicode word characters are spelled out.
+_PUNCTUATION_RE2 = r"([^\pL\pN_\pZ\s'])"
+
+
+def tokenize(text: str) -> str:
+    """Lower-cases and splits punctuation off words: `"A dog."` → `"a dog ."`.
+
+    The translator's vocabularies split on whitespace only, so this is the
+    whole tokenizer; it keeps `'` inside words.
+
+    Example:
+
+    >>> from keras_attention.text import tokenize
+    >>> tokenize("Zwei Männer, die lachen.")
+    'zwei männer , die lachen .'
+    """
+    return " ".join(_PUNCTUATION.sub(r" \1 ", text.lower()).split())
+
+
+def detokenize(tokens) -> str:
+    """Joins tokens and re-attaches punctuation: `"a dog ."` → `"a dog."`.
+
+    Args:
+        tokens: A list of tokens or a space-separated string.
+
+    Example:
+
+    >>> from keras_attention.text import detokenize
+    >>> detokenize(["two", "men", ",", "laughing", "."])
+    'two men, laughing.'
+    """
+    text = tokens if isinstance(tokens, str) else " ".join(tokens)
+    text = re.sub(_SPACE_BEFORE, r"\1", text)
+    return re.sub(_SPACE_AFTER, r"\1", text)
+
+
+def tf_tokenize(texts):
+    """`tokenize` in TensorFlow ops, for a string tensor (graph-safe).
+
+    Unlike `tokenize`, runs of spaces are not collapsed; a vectorizer that
+    splits on whitespace does not see the difference.
+    """
+    import tensorflow as tf
+
+    texts = tf.strings.lower(texts, encoding="utf-8")
+    return tf.strings.regex_replace(texts, _PUNCTUATION_RE2, r" \1 ")
+
+
+def tf_detokenize(sentences):
+    """`detokenize` in TensorFlow ops, for a string tensor (graph-safe)."""
+    import tensorflow as tf
+
+    sentences = tf.strings.regex_replace(sentences, _SPACE_BEFORE, r"\1")
+    return tf.strings.regex_replace(sentences, _SPACE_AFTER, r"\1")
+
+
+def vectorize(vocabulary, texts) -> np.ndarray:
+    """Tokenized texts → ids `(batch_size, longest)`, padded with 0.
+
+    What `make_vectorizer(vocabulary)` returns, in plain Python, so that
+    backends without TensorFlow can run it. Words outside the vocabulary
+    get `OOV_ID`.
+
+    Args:
+        vocabulary: Tokens by id; id 0 is padding, id 1 `[UNK]`.
+        texts: Space-separated tokens, e.g. from `tokenize`.
+
+    Returns:
+        An `int32` array.
+
+    Example:
+
+    >>> from keras_attention.text import vectorize
+    >>> vectorize(["", "[UNK]", "a", "dog"], ["a dog", "a cat", ""]).tolist()
+    [[2, 3], [2, 1], [0, 0]]
+    """
+    index = {}
+    for i, word in enumerate(vocabulary[SPECIAL_IDS:], SPECIAL_IDS):
+        index.setdefault(word, i)
+    rows = [[index.get(w, OOV_ID) for w in text.split()] for text in texts]
+    ids = np.zeros((len(rows), max(map(len, rows), default=0)), "int32")
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+    return ids
+
+
+def make_vectorizer(vocabulary):
+    """The `TextVectorization` layer equivalent to `vectorize(vocabulary)`.
+
+    Whitespace split, no standardization (give it tokenized text), the
+    vocabulary fixed. Needs TensorFlow to run; `keras_attention.saving`
+    puts it in exported SavedModels, where the words must be mapped inside
+    the graph.
+
+    Args:
+        vocabulary: Tokens by id, starting with `""` and `"[UNK]"`.
+
+    Returns:
+        A `keras.layers.TextVectorization`.
+    """
+    import keras
+
+    return keras.layers.TextVectorization(
+        standardize=None, split="whitespace", vocabulary=list(vocabulary)
+    )

@@ -1,0 +1,151 @@
+"""The shared training scaffold, through the sentiment example."""
+
+import json
+import os
+import warnings
+
+import keras
+import pytest
+
+from keras_attention.data.splits import load_sentiment_splits
+from keras_attention.models import distribute
+from keras_attention.models import fitting
+from keras_attention.models import sentiment
+
+TINY_MODEL = dict(
+    embedding_dim=8, lstm_units=4, attention_units=4, num_hops=2, mlp_units=4
+)
+
+
+def test_get_strategy_rejects_unknown_names():
+    with pytest.raises(ValueError, match="Received: distribute='tpu'"):
+        distribute.get_strategy("tpu")
+
+
+@pytest.mark.parametrize(
+    "config, index",
+    [
+        (None, 0),
+        (
+            {
+                "cluster": {"worker": ["a", "b"]},
+                "task": {"type": "worker", "index": 0},
+            },
+            0,
+        ),
+        (
+            {
+                "cluster": {"worker": ["a", "b"]},
+                "task": {"type": "worker", "index": 1},
+            },
+            1,
+        ),
+        (
+            {
+                "cluster": {"chief": ["c"], "worker": ["a"]},
+                "task": {"type": "chief", "index": 0},
+            },
+            0,
+        ),
+        (
+            {
+                "cluster": {"chief": ["c"], "worker": ["a"]},
+                "task": {"type": "worker", "index": 0},
+            },
+            1,
+        ),
+    ],
+)
+def test_worker_index_reads_tf_config(monkeypatch, config, index):
+    if config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    assert distribute.tf_config_index() == index
+
+
+class _Killed(Exception):
+    pass
+
+
+class _KillAfterSecondEpoch(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+            raise _Killed()
+
+
+def test_interrupted_training_resumes_from_backup(tmp_path):
+    splits = load_sentiment_splits("synthetic", num_examples=100)
+    kwargs = dict(epochs=4, batch_size=16, verbose=0, **TINY_MODEL)
+    with pytest.raises(_Killed):
+        sentiment.train_sentiment_classifier(
+            splits, str(tmp_path), callbacks=[_KillAfterSecondEpoch()], **kwargs
+        )
+    assert os.path.exists(tmp_path / "backup")
+    result = sentiment.train_sentiment_classifier(
+        splits, str(tmp_path), **kwargs
+    )
+    # Epochs 1 and 2 were backed up; only epochs 3 and 4 run again.
+    assert result.epochs_trained == 2
+    assert not os.path.exists(tmp_path / "backup")
+    assert os.path.exists(tmp_path / "checkpoint.weights.h5")
+    assert isinstance(result, fitting.FitResult)
+
+
+def test_evaluate_and_report(tmp_path):
+    splits = load_sentiment_splits("synthetic", num_examples=60)
+    result = sentiment.train_sentiment_classifier(
+        splits, str(tmp_path), epochs=1, verbose=0, **TINY_MODEL
+    )
+    metrics, probabilities, attention = sentiment.evaluate_sentiment_classifier(
+        result.model, splits["test"]
+    )
+    assert set(metrics) == {
+        "accuracy",
+        "examples",
+        "attention_redundancy",
+        "attention_on_cues",
+    }
+    assert 0 <= metrics["attention_on_cues"] <= 1
+    assert probabilities.shape == (6, 2) and len(attention) == 6
+    paths = sentiment.save_attention_report(
+        result.model, splits["test"], probabilities, attention, tmp_path
+    )
+    assert all(os.path.getsize(p) > 0 for p in paths)
+
+
+def test_callbacks_back_up_first_then_stop_then_checkpoint(tmp_path):
+    extra = keras.callbacks.TerminateOnNaN()
+    callbacks = fitting.make_callbacks(str(tmp_path), 2, [extra])
+    assert [type(c).__name__ for c in callbacks] == [
+        "BackupAndRestore",
+        "EarlyStopping",
+        "ModelCheckpoint",
+        "TerminateOnNaN",
+    ]
+
+
+def test_write_run_writes_model_and_metrics_on_the_chief(tmp_path):
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    assert fitting.write_run(str(tmp_path / "run"), model, {"bleu": 1.0})
+    with open(tmp_path / "run" / "metrics.json") as f:
+        assert json.load(f) == {"bleu": 1.0}
+    assert os.path.getsize(tmp_path / "run" / "model.keras") > 0
+
+
+def test_old_training_module_warns_and_keeps_its_names():
+    import importlib
+    import sys
+
+    sys.modules.pop("keras_attention.models.training", None)
+    with pytest.warns(DeprecationWarning, match="models.training"):
+        training = importlib.import_module("keras_attention.models.training")
+    assert training.train_sentiment_classifier is (
+        sentiment.train_sentiment_classifier
+    )
+    assert training.TrainingResult is fitting.FitResult
+    assert training.load_sentiment_splits is load_sentiment_splits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert training.worker_index is distribute.tf_config_index
