@@ -1,1 +1,11 @@
-"""One public attention layer (or small family) per module."""
+"""The attention layers, one public layer (or small family) per module."""
+
+from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.hard import HardAttention as HardAttention
+from keras_attention.layers.multi_head import (
+    MultiHeadAttention as MultiHeadAttention,
+)
+from keras_attention.layers.self_attention import SelfAttention as SelfAttention
+from keras_attention.layers.structured import (
+    StructuredSelfAttention as StructuredSelfAttention,
+)
