@@ -69,6 +69,11 @@ class SelfAttention(MultiHeadBase):
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
         training: Whether dropout is active.
+        inputs_mask: Filled in by Keras with the inputs' Keras mask when
+            another tensor (`attention_mask`) is passed, where Keras leaves
+            `mask` empty; used when `mask` is not given, so that a padding
+            mask and an `attention_mask` always combine. Pass `mask`
+            yourself instead.
 
     Returns:
         The output `(batch_size, T, dim)`, and with
@@ -161,7 +166,10 @@ class SelfAttention(MultiHeadBase):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        inputs_mask=None,
     ):
+        if mask is None:
+            mask = inputs_mask
         masks = {
             "query_mask": mask,
             "value_mask": mask,
@@ -185,6 +193,7 @@ class SelfAttention(MultiHeadBase):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        inputs_mask=None,
     ):
         shape = self.compute_output_shape(inputs.shape)
         output = keras.KerasTensor(shape, dtype=self.compute_dtype)

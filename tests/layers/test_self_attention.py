@@ -9,7 +9,7 @@ from tests.layer_basics import to_np
 B, T, D = 2, 5, 8
 
 
-def np_self_attention(layer, x, mask=None):
+def np_self_attention(layer, x, mask=None, attention_mask=None):
     """softmax(Q Kᵀ / sqrt(d_k)) V per head, concatenated and projected."""
     wq, bq, wk, bk, wv, bv, wo, bo = layer.get_weights()
     q = np.einsum("btd,dnh->bnth", x, wq) + bq[:, None]
@@ -19,6 +19,8 @@ def np_self_attention(layer, x, mask=None):
     keep = np.ones(logits.shape, bool)
     if mask is not None:
         keep &= mask[:, None, None, :] & mask[:, None, :, None]
+    if attention_mask is not None:
+        keep &= attention_mask[:, None]
     e = np.where(keep, np.exp(logits - logits.max(-1, keepdims=True)), 0.0)
     total = e.sum(-1, keepdims=True)
     a = e / np.where(total > 0, total, 1.0)
@@ -113,6 +115,37 @@ def test_embedding_mask_is_used_and_propagated():
     np.testing.assert_allclose(
         got, (want * mask).sum(1) / mask.sum(1), rtol=1e-5, atol=1e-5
     )
+
+
+def test_embedding_mask_combines_with_an_attention_mask():
+    # With a second tensor argument Keras no longer fills `mask`; the
+    # padding must still be applied on top of the explicit mask.
+    ids = np.array([[3, 1, 4, 0, 0], [2, 7, 1, 8, 5]])
+    embedding = keras.layers.Embedding(10, D, mask_zero=True)
+    layer = keras_attention.SelfAttention(num_heads=2)
+    causal = np.tril(np.ones((2, 5, 5), bool))
+    x = embedding(ids)
+    out, weights = layer(x, attention_mask=causal, return_attention_scores=True)
+    padding = ids != 0
+    want, want_w = np_self_attention(
+        layer, to_np(x), mask=padding, attention_mask=causal
+    )
+    np.testing.assert_allclose(to_np(weights), want_w, atol=1e-6)
+    np.testing.assert_allclose(to_np(out), want, rtol=1e-5, atol=1e-5)
+    assert np.all(to_np(weights)[0, :, :, 3:] == 0)
+    # The same in a functional model.
+    tokens = keras.Input((5,), dtype="int32")
+    mask_input = keras.Input((5, 5), dtype="bool")
+    model = keras.Model(
+        [tokens, mask_input],
+        layer(
+            embedding(tokens),
+            attention_mask=mask_input,
+            return_attention_scores=True,
+        )[1],
+    )
+    got = model.predict([ids, causal], verbose=0)
+    np.testing.assert_allclose(got, want_w, atol=1e-6)
 
 
 def test_weights_sum_to_one_over_unpadded_keys_and_padding_is_ignored(rand):
