@@ -497,7 +497,7 @@ def deserialize(config: dict) -> Score:
     return keras.saving.deserialize_keras_object(config)
 
 
-def get(identifier) -> Score:
+def get(identifier, dtype=None) -> Score:
     """Returns a score layer for a name, a config dict or an instance.
 
     Args:
@@ -506,6 +506,10 @@ def get(identifier) -> Score:
             `"bahdanau"`), `"concat"`; a dict made by `serialize`; or a
             `Score` instance, returned as is. `"location"` needs
             `max_length`, so pass `LocationScore(max_length=...)` instead.
+        dtype: Dtype policy of a score created from a name (the layer that
+            owns the score passes its own). Defaults to `None`, the global
+            policy. A config dict keeps the dtype it holds and an instance
+            is returned as is.
 
     Returns:
         A `Score` layer.
@@ -529,7 +533,7 @@ def get(identifier) -> Score:
                 f"instead of a name. Received: score={identifier!r}"
             )
         if name in _BY_NAME:
-            return _BY_NAME[name]()
+            return _BY_NAME[name](dtype=dtype)
     raise ValueError(
         "Could not interpret score identifier. Expected one of "
         f"{sorted(_BY_NAME) + ['location']}, a config dict or a "

@@ -85,7 +85,9 @@ class MultiHeadBase(keras.layers.Layer):
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.seed = seed
-        self._score_holder = _Untracked(scores_lib.get(score))
+        self._score_holder = _Untracked(
+            scores_lib.get(score, dtype=self.dtype_policy)
+        )
         self.chunk_size = checks.chunk_size(
             chunk_size, self.score, self.dropout
         )

@@ -74,7 +74,7 @@ class Attention(keras.layers.Layer):
 
     def __init__(self, score="scaled_dot", dropout=0.0, seed=None, **kwargs):
         super().__init__(**kwargs)
-        self.score = scores_lib.get(score)
+        self.score = scores_lib.get(score, dtype=self.dtype_policy)
         self.dropout = _common.check_rate("dropout", dropout)
         self.seed = seed
         self.supports_masking = True
