@@ -533,6 +533,9 @@ def get(identifier, dtype=None) -> Score:
                 f"instead of a name. Received: score={identifier!r}"
             )
         if name in _BY_NAME:
+            if isinstance(dtype, keras.DTypePolicy):
+                # A name keeps the score's recorded arguments serializable.
+                dtype = dtype.name
             return _BY_NAME[name](dtype=dtype)
     raise ValueError(
         "Could not interpret score identifier. Expected one of "
