@@ -1,9 +1,11 @@
 """keras-attention: classic attention mechanisms as Keras 3 layers."""
 
+from keras_attention import layers as layers
 from keras_attention import ops as ops
 from keras_attention import saving as saving
 from keras_attention import scores as scores
 from keras_attention import seq2seq as seq2seq
+from keras_attention import text as text
 from keras_attention.layers.attention import Attention as Attention
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss

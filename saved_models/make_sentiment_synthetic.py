@@ -28,7 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_attention  # noqa: E402, F401
-from keras_attention.models import training  # noqa: E402
+from keras_attention.data import splits  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "sentiment_classifier.py")
@@ -62,7 +62,7 @@ def main(argv=None):
         path = os.path.join(args.output_dir, f"{args.name}.keras")
         shutil.copyfile(os.path.join(run_dir, "model.keras"), path)
 
-    test = training.load_sentiment_splits("synthetic", seed=0)["test"]
+    test = splits.load_sentiment_splits("synthetic", seed=0)["test"]
     sentences = list(test.sentences[:5]) + EXTRA_SENTENCES
     x = np.array(sentences, dtype=str)
     loaded = keras.saving.load_model(path, safe_mode=True)

@@ -1,0 +1,159 @@
+"""The rules of docs/architecture.md: floors, public Keras API, short code.
+
+The import rules are read from the source with `ast`, so a new module is
+checked as soon as it exists.
+"""
+
+import ast
+import json
+import os
+
+import pytest
+
+from tests.subprocesses import ROOT
+from tests.subprocesses import run_python
+
+pytestmark = pytest.mark.backend_independent
+
+PACKAGE = os.path.join(ROOT, "keras_attention")
+CORE = ("ops", "scores", "layers", "seq2seq", "saving", "text", "_validation")
+ABOVE_CORE = ("data", "models", "visualize")
+MAX_FUNCTION_LINES = 80
+
+
+def _modules():
+    """`{dotted name: parsed tree}` of every module of the package."""
+    modules = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            path = os.path.join(folder, file)
+            relative = os.path.relpath(path, ROOT)[: -len(".py")]
+            name = relative.replace(os.sep, ".").removesuffix(".__init__")
+            with open(path, encoding="utf-8") as f:
+                modules[name] = ast.parse(f.read(), path)
+    return modules
+
+
+MODULES = _modules()
+
+
+def _floor(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _imports(tree):
+    """`(imported module, imported name or None)` of every import."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                yield node.module, alias.name
+
+
+def _targets(module, name):
+    """The package modules an import can load (`from a import b`: a.b)."""
+    targets = [module]
+    if name is not None:
+        targets.append(f"{module}.{name}")
+    return [t for t in targets if t.startswith("keras_attention")]
+
+
+def test_the_rules_see_every_floor():
+    floors = {_floor(m) for m in MODULES}
+    assert set(CORE) | set(ABOVE_CORE) <= floors
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_go_down_the_floors(module):
+    floor = _floor(module)
+    forbidden = ()
+    if floor in CORE:
+        forbidden = ABOVE_CORE
+    if floor == "ops":
+        forbidden += ("scores", "layers", "seq2seq", "saving")
+    if floor == "scores":
+        forbidden += ("layers", "seq2seq", "saving")
+    bad = [
+        target
+        for imported, name in _imports(MODULES[module])
+        for target in _targets(imported, name)
+        if _floor(target) in forbidden
+    ]
+    assert not bad, f"{module} (floor {floor!r}) imports {bad}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_only_the_public_keras_api(module):
+    source = ast.unparse(MODULES[module])
+    assert "keras.src" not in source, module
+    assert "importlib" not in source, module
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_names_of_other_modules(module):
+    tree = MODULES[module]
+    aliases = {}
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if alias.name.startswith("_") and not _is_module(
+                    f"{node.module}.{alias.name}"
+                ):
+                    bad.append(f"from {node.module} import {alias.name}")
+                if _is_module(f"{node.module}.{alias.name}"):
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name.startswith("keras_attention"):
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            bad.append(f"{node.value.id}.{node.attr}")
+    assert not bad, f"{module} uses private names: {bad}"
+
+
+def _is_module(dotted):
+    return dotted in MODULES
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_function_over_80_lines(module):
+    long = []
+    for node in ast.walk(MODULES[module]):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = node.body
+        first = body[0]
+        is_docstring = isinstance(first, ast.Expr) and isinstance(
+            first.value, ast.Constant
+        )
+        start = (
+            body[1].lineno if is_docstring and len(body) > 1 else first.lineno
+        )
+        lines = node.end_lineno - start + 1
+        if lines > MAX_FUNCTION_LINES:
+            long.append(f"{node.name}: {lines} lines")
+    assert not long, f"{module}: {long}"
+
+
+def test_importing_the_package_loads_no_example_code():
+    code = (
+        "import json, sys, keras_attention; "
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[:2] in (['keras_attention', 'data'], "
+        "['keras_attention', 'models'], ['keras_attention', 'visualize']))))"
+    )
+    done = run_python(["-c", code])
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
