@@ -20,10 +20,21 @@ AUTO_CHUNK_MIN_BYTES = 2**31
 AUTO_CHUNK_SIZE = 512
 
 
-def block_size(layer, shapes, attention_mask, window, return_weights, training):
+def block_size(
+    layer,
+    shapes,
+    attention_mask,
+    window,
+    return_weights,
+    training,
+    dense_only=False,
+):
     """The block size of the chunked path for `layer`, or 0 for dense.
 
     `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`.
+    `dense_only` says that the layer must attend through its
+    `_compute_attention` (flash attention, or a subclass that overrides
+    the attention hooks).
     """
     unsupported = {
         "attention_mask": attention_mask is not None,
@@ -31,6 +42,13 @@ def block_size(layer, shapes, attention_mask, window, return_weights, training):
         "return_attention_scores": return_weights,
     }
     if layer.chunk_size:
+        if dense_only:
+            raise ValueError(
+                "A positive `chunk_size` takes the chunked path, which "
+                "bypasses flash attention and overridden "
+                "`_compute_attention` / `_compute_attention_mask`; pass "
+                f"chunk_size=None or 0. Received: chunk_size={layer.chunk_size}"
+            )
         for name, used in unsupported.items():
             if used:
                 raise ValueError(
@@ -41,6 +59,8 @@ def block_size(layer, shapes, attention_mask, window, return_weights, training):
                 )
         return layer.chunk_size
     if layer.chunk_size == 0 or any(unsupported.values()):
+        return 0
+    if dense_only:
         return 0
     if not layer.score.is_dot_product:
         return 0

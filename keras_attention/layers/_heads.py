@@ -92,7 +92,8 @@ class MultiHeadBase(keras.layers.Layer):
             chunk_size, self.score, self.dropout
         )
         self.supports_masking = True
-        self._window = None
+        self._sliding_window = None
+        self._flash_attention = False
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -204,9 +205,10 @@ class MultiHeadBase(keras.layers.Layer):
             self,
             shapes,
             masks["attention_mask"],
-            self._window,
+            self._sliding_window,
             return_weights,
             training,
+            dense_only=self._flash_attention or self._hooks_overridden(),
         )
         if block:
             context = _chunking.chunked_heads_attention(
@@ -254,7 +256,7 @@ class MultiHeadBase(keras.layers.Layer):
             key_mask=key_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
-            sliding_window=self._window,
+            sliding_window=self._sliding_window,
             heads_axis=True,
         )
 
@@ -266,22 +268,35 @@ class MultiHeadBase(keras.layers.Layer):
         attention_mask=None,
         training=None,
         return_attention_scores=False,
+        use_causal_mask=False,
     ):
         """Attention of projected heads `(B, T, heads, depth)`.
 
-        Returns the context `(B, Tq, heads, Dv)` and the weights
-        `(B, heads, Tq, Tk)` (`None` unless `return_attention_scores`).
-        Without dropout or weights to return, a dot-product score runs in
-        the fused kernel `keras_attention.ops.dot_product_attention`.
+        Keras's override point, with its arguments: `attention_mask` is
+        `(B, Tq, Tk)`, `(Tq, Tk)` or per head `(B, heads, Tq, Tk)`, and
+        `use_causal_mask` adds the causal mask to it. Returns the context
+        `(B, Tq, heads, Dv)` and the weights `(B, heads, Tq, Tk)` (`None`
+        unless `return_attention_scores`). Without dropout or weights to
+        return, a dot-product score runs in the fused kernel
+        `keras_attention.ops.dot_product_attention`.
         """
+        if self._flash_attention and return_attention_scores:
+            raise ValueError(
+                "Returning attention scores is not supported when flash "
+                "attention is enabled. Please disable flash attention to "
+                "access attention scores."
+            )
+        mask = self._heads_mask(query, key, attention_mask, use_causal_mask)
         dropout = self.dropout > 0 and training is not None
         dropout = dropout and training is not False
         if self.score.is_dot_product and not (
             dropout or return_attention_scores
         ):
             query, key, scale = self.score.dot_product_form(query, key)
+            if self._flash_attention:
+                return self._flash(query, key, value, mask, scale), None
             context = ka_ops.dot_product_attention(
-                query, key, value, attention_mask, scale=scale
+                query, key, value, mask, scale=scale
             )
             return context, None
         logits = self.score(
@@ -297,10 +312,50 @@ class MultiHeadBase(keras.layers.Layer):
         context, weights = ka_ops.attend(
             logits,
             ops.transpose(value, _HEADS_FIRST),
-            attention_mask,
+            mask,
             dropout_fn=dropout_fn,
         )
         return ops.transpose(context, _HEADS_FIRST), weights
+
+    def _heads_mask(self, query, key, attention_mask, use_causal_mask):
+        """`attention_mask` (and the causal mask) with a heads axis."""
+        mask = attention_mask
+        if mask is not None and len(mask.shape) == 3:
+            mask = ops.expand_dims(mask, -3)
+        if use_causal_mask:
+            causal = ka_ops.causal_mask(ops.shape(query)[1], ops.shape(key)[1])
+            mask = (
+                causal
+                if mask is None
+                else ops.logical_and(ops.cast(mask, "bool"), causal)
+            )
+        return mask
+
+    def _flash(self, query, key, value, mask, scale):
+        """`keras.ops.dot_product_attention` with `flash_attention=True`."""
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            while len(mask.shape) < 4:
+                mask = ops.expand_dims(mask, 0)
+        dtype = value.dtype
+        context = ops.dot_product_attention(
+            ops.cast(query, dtype),
+            ops.cast(key, dtype),
+            value,
+            mask=mask,
+            scale=1.0 if scale is None else scale,
+            flash_attention=True,
+        )
+        return context
+
+    def _hooks_overridden(self):
+        """Whether a subclass overrides Keras's attention override points."""
+        cls = type(self)
+        return (
+            cls._compute_attention is not MultiHeadBase._compute_attention
+            or cls._compute_attention_mask
+            is not MultiHeadBase._compute_attention_mask
+        )
 
     def get_config(self):
         config = {

@@ -16,10 +16,10 @@ def output_shape_tuple(output_shape):
             for d in shape
         )
     ):
-        raise _validation.invalid(
-            "output_shape",
-            output_shape,
-            "None, a positive integer or a tuple of positive integers",
+        raise ValueError(
+            f"Invalid `output_shape`: {output_shape!r}. When specified, the "
+            "`output_shape` should be of type tuple, list, or int, of "
+            f"positive integers. Received: output_shape={output_shape!r}"
         )
     return tuple(shape)
 
@@ -40,6 +40,21 @@ def attention_axes_tuple(attention_axes):
             f"Received: attention_axes={attention_axes!r}"
         )
     return tuple(axes)
+
+
+def flash_attention(flash, score, dropout):
+    """Keras's checks of `flash_attention`, and ours of the score."""
+    if flash and dropout > 0:
+        raise ValueError(
+            "Dropout is not supported when flash attention is enabled. "
+            "Please set dropout to 0.0 to use flash attention."
+        )
+    if flash and not score.is_dot_product:
+        raise ValueError(
+            "Flash attention needs a score that is a dot product ('dot', "
+            "'scaled_dot', 'cosine' or 'bilinear'). Received: "
+            f"flash_attention={flash!r}, score={type(score).__name__}"
+        )
 
 
 def chunk_size(value, score, dropout):
@@ -68,6 +83,15 @@ def chunk_size(value, score, dropout):
 
 def query_value_key_shapes(query_shape, value_shape, key_shape):
     """Validates the shapes given to `MultiHeadAttention`."""
+    if key_shape is not None and not _same_dims(
+        value_shape[1:-1], key_shape[1:-1]
+    ):
+        # Keras's check and words, before any rank check of ours.
+        raise ValueError(
+            "All dimensions of `value` and `key`, except the last one, must "
+            f"be equal. Received: value_shape={tuple(value_shape)} and "
+            f"key_shape={tuple(key_shape)}"
+        )
     shapes = (
         f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
     )
@@ -85,15 +109,13 @@ def query_value_key_shapes(query_shape, value_shape, key_shape):
             "MultiHeadAttention needs the last axis of `query`, `value` and "
             f"`key` to be known. Received: {shapes}"
         )
-    if (
-        key_shape[1] is not None
-        and value_shape[1] is not None
-        and key_shape[1] != value_shape[1]
-    ):
-        raise ValueError(
-            "MultiHeadAttention needs `key` and `value` with the same number "
-            f"of positions (axis 1). Received: {shapes}"
-        )
+
+
+def _same_dims(a, b):
+    """Equal shapes, where an unknown (`None`) dimension matches any."""
+    return len(a) == len(b) and all(
+        x is None or y is None or x == y for x, y in zip(a, b, strict=True)
+    )
 
 
 def attention_mask_rank(layer_name, attention_mask, query, value):

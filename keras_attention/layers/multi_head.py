@@ -33,7 +33,15 @@ class MultiHeadAttention(MultiHeadBase):
     weights followed by the score's lines up.
 
     Only inputs of shape `(batch_size, T, dim)` are supported (attention
-    over their sequence axis); `flash_attention=True` is not supported.
+    over their sequence axis).
+
+    The attention of the projected heads is computed by the methods Keras
+    documents as override points, `_compute_attention_mask(query, value,
+    query_mask, value_mask, key_mask, attention_mask, use_causal_mask)`
+    and `_compute_attention(query, key, value, attention_mask, training,
+    return_attention_scores, use_causal_mask)`; a subclass that overrides
+    either one is always called (the chunked path, which bypasses them, is
+    then never chosen by itself).
 
     Args:
         num_heads: Number of attention heads.
@@ -49,7 +57,15 @@ class MultiHeadAttention(MultiHeadBase):
             sequence axis) is supported.
         sliding_window: Optional positive integer: query `i` only attends to
             keys `j` with `|i - j| < sliding_window`. Defaults to `None`.
-        flash_attention: Kept for compatibility; only `None` or `False`.
+        flash_attention: As in Keras: `True` computes the attention with
+            `keras.ops.dot_product_attention(..., flash_attention=True)`,
+            which raises where the backend and device have no fused kernel
+            (on CPU, for instance). Needs a dot-product score and no
+            dropout, and returns no attention scores; a fully masked query
+            row then gets what the backend kernel gives, not zeros. `None`
+            (default) and `False` use this package's own fused kernel:
+            Keras's "flash when available" choice cannot be detected with
+            public APIs, so it is not made for you.
         kernel_initializer: Initializer of the projection kernels. Defaults
             to `"glorot_uniform"`.
         bias_initializer: Initializer of the biases. Defaults to `"zeros"`.
@@ -166,14 +182,14 @@ class MultiHeadAttention(MultiHeadBase):
         self.sliding_window = _validation.positive_int(
             "sliding_window", sliding_window, allow_none=True
         )
-        self._window = self.sliding_window
-        if flash_attention:
-            raise ValueError(
-                "Flash attention is not supported by "
-                "keras_attention.MultiHeadAttention; pass None or False. "
-                f"Received: flash_attention={flash_attention!r}"
-            )
+        self._sliding_window = self.sliding_window
         self.flash_attention = flash_attention
+        # Keras's rule: the argument, or else the global setting (`None`,
+        # "when available", unless `keras.config.disable_flash_attention`).
+        self._flash_attention = (
+            flash_attention or keras.config.is_flash_attention_enabled()
+        )
+        checks.flash_attention(self._flash_attention, self.score, self.dropout)
         self.use_gate = bool(use_gate)
 
     # Like Keras, `output_shape` is not exposed: it would clash with the

@@ -496,7 +496,14 @@ def test_attention_axes_of_the_sequence_axis_is_accepted(rand):
         ({"attention_axes": (1, 2)}, r"attention_axes=\(1, 2\)"),
         ({"attention_axes": 2}, "attention_axes=2"),
         ({"sliding_window": 0}, "sliding_window=0"),
-        ({"flash_attention": True}, "flash_attention=True"),
+        (
+            {"flash_attention": True, "dropout": 0.1},
+            "Dropout is not supported when flash attention is enabled",
+        ),
+        (
+            {"flash_attention": True, "score": "additive"},
+            "flash_attention=True, score=AdditiveScore",
+        ),
         ({"score": "nope"}, "score='nope'"),
     ],
 )
@@ -513,7 +520,8 @@ def test_invalid_constructor_arguments_raise(kwargs, match):
         (((B, DQ), (B, TV, DV), None), r"query.shape=\(2, 6\)"),
         (
             ((B, TQ, DQ), (B, TV, DV), (B, TV + 1, DK)),
-            r"value.shape=\(2, 5, 7\), key.shape=\(2, 6, 3\)",
+            r"must be equal. Received: value_shape=\(2, 5, 7\) and "
+            r"key_shape=\(2, 6, 3\)",
         ),
         (((B, TQ, None), (B, TV, DV), None), r"query.shape=\(2, 4, None\)"),
     ],
