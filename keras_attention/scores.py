@@ -533,6 +533,10 @@ def get(identifier, dtype=None) -> Score:
                 f"instead of a name. Received: score={identifier!r}"
             )
         if name in _BY_NAME:
+            if isinstance(dtype, keras.dtype_policies.DTypePolicyMap):
+                # The map is keyed by the owner's sublayer paths; a score
+                # made here takes the map's default.
+                dtype = dtype.default_policy
             if isinstance(dtype, keras.DTypePolicy):
                 # A name keeps the score's recorded arguments serializable.
                 dtype = dtype.name

@@ -67,3 +67,18 @@ def test_float64_policy_reaches_every_weight_and_the_output(name, rng):
         for output in outputs:
             assert keras.backend.standardize_dtype(output.dtype) == "float64"
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(outputs[0])))
+
+
+def test_a_dtype_policy_map_quantizes_the_projections_it_names():
+    policy_map = keras.dtype_policies.DTypePolicyMap()
+    for name in ("query", "key", "value"):
+        policy_map[f"mha/{name}"] = keras.dtype_policies.QuantizedDTypePolicy(
+            "int8", "float32"
+        )
+    layer = keras_attention.MultiHeadAttention(
+        3, 8, use_bias=False, dtype=policy_map, name="mha"
+    )
+    layer.build((1, 2, 2), (1, 2, 2))
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense):
+        assert {w.dtype for w in dense.weights} >= {"int8"}
+    assert layer.score.dtype_policy.name == "float32"
