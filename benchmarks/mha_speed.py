@@ -4,8 +4,7 @@ Times one forward and backward pass (gradients with respect to the weights
 and the inputs) of `keras_attention.MultiHeadAttention` against
 `keras.layers.MultiHeadAttention` (cross-attention: `layer(query, value)`),
 and of `keras_attention.SelfAttention` against Keras's layer called as
-`mha(x, x)` (self-attention), also in a variant with one fused QKV matmul
-instead of three, to show what the fusion brings. Both layers of a pair
+`mha(x, x)` (self-attention). Both layers of a pair
 hold the same weights and run inside one process, in alternating
 repetitions. The table reports medians of CPU time (all threads of the
 process: on a shared machine it counts the work done rather than the wait
@@ -39,32 +38,7 @@ import keras_attention  # noqa: E402
 KINDS = {
     "cross": "cross: MultiHeadAttention(q, v)",
     "self": "self: SelfAttention(x)",
-    "self-fused": "self: SelfAttention(x), fused QKV",
 }
-
-
-class FusedQKVSelfAttention(keras_attention.SelfAttention):
-    """SelfAttention with Q, K and V from one matmul on joined kernels.
-
-    Kept here, not in the package, because it measured no faster (see
-    BENCHMARKS.md); this is the variant that was measured.
-    """
-
-    def _project(self, x, dense, depth):
-        if dense is self._query_dense:
-            denses = (self._query_dense, self._key_dense, self._value_dense)
-            kernel = tf.concat(
-                [tf.reshape(d.kernel, (x.shape[-1], -1)) for d in denses], -1
-            )
-            bias = tf.concat([tf.reshape(d.bias, (-1,)) for d in denses], 0)
-            qkv = tf.matmul(x, kernel) + bias
-            key_dim, value_dim = self._head_dims
-            q, self._k, self._v = tf.split(
-                qkv, [self.num_heads * key_dim] * 2 + [-1], axis=-1
-            )
-            return self._split_heads(q, key_dim)
-        fused = self._k if dense is self._key_dense else self._v
-        return self._split_heads(fused, depth)
 
 
 FULL_SHAPES = [(8, 512, 256, 8), (2, 2048, 256, 8)]
@@ -102,8 +76,7 @@ def parse_args(argv=None):
         nargs="+",
         choices=list(KINDS),
         default=list(KINDS),
-        help="which comparisons to run (default: all); 'self-fused' is "
-        "SelfAttention with one fused QKV matmul instead of three",
+        help="which comparisons to run (default: all)",
     )
     return parser.parse_args(argv)
 
@@ -164,12 +137,7 @@ def build_pair(kind, batch, length, dim, heads):
         ours = keras_attention.MultiHeadAttention(heads, dim // heads)
         ours_inputs = theirs_inputs = (x, value)
     else:
-        cls = (
-            FusedQKVSelfAttention
-            if kind == "self-fused"
-            else keras_attention.SelfAttention
-        )
-        ours = cls(heads)
+        ours = keras_attention.SelfAttention(heads)
         ours_inputs, theirs_inputs = (x,), (x, x)
     theirs(*theirs_inputs)
     ours(*ours_inputs)
