@@ -94,6 +94,7 @@ class MultiHeadBase(keras.layers.Layer):
         self.supports_masking = True
         self._sliding_window = None
         self._flash_attention = False
+        self._axes = None
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -137,11 +138,15 @@ class MultiHeadBase(keras.layers.Layer):
         )
 
     def _projection(self, name, input_shape, depth, activation=None):
+        # `(B, d..., dim)` → `(B, d..., heads, depth)`: "abc,cde->abde" for
+        # rank 3, the equations of Keras's layer for any rank.
+        rank = len(input_shape)
+        inputs, heads = "abcdefghij"[:rank], "klmn"[:2]
         dense = self._dense(
             name,
-            "abc,cde->abde",
-            (None, self.num_heads, depth),
-            "de",
+            f"{inputs},{inputs[-1]}{heads}->{inputs[:-1]}{heads}",
+            (None,) * (rank - 2) + (self.num_heads, depth),
+            heads,
             activation=activation,
         )
         dense.build(tuple(input_shape))
@@ -169,23 +174,25 @@ class MultiHeadBase(keras.layers.Layer):
                 "gate", query_shape, value_dim, activation="sigmoid"
             )
         self._value_dense = self._projection("value", value_shape, value_dim)
-        letters = "efghijklmnopqrstuvwxyz"[: len(out)]
+        rank = len(query_shape)
+        heads = "abcdefghijk"[: rank + 1]
+        letters = "nopqrstuvwxyz"[: len(out)]
         self._output_dense = self._dense(
             "attention_output",
-            f"abcd,cd{letters}->ab{letters}",
-            (None,) + tuple(out),
+            f"{heads},{heads[-2:]}{letters}->{heads[:-2]}{letters}",
+            (None,) * (rank - 2) + tuple(out),
             letters,
         )
         self._output_dense.build(
-            (query_shape[0], query_shape[1], self.num_heads, value_dim)
+            tuple(query_shape[:-1]) + (self.num_heads, value_dim)
         )
         # Tracked only now, so that score weights follow Keras's variables.
         self._score_layer = self.score
         if not self.score.built:
             batch = query_shape[0]
             self.score.build(
-                (batch, self.num_heads, query_shape[1], key_dim),
-                (batch, self.num_heads, key_shape[1], key_dim),
+                (batch, self.num_heads, None, key_dim),
+                (batch, self.num_heads, None, key_dim),
             )
 
     def _multi_head_call(
@@ -200,7 +207,44 @@ class MultiHeadBase(keras.layers.Layer):
         q = self._query_dense(query)
         k = self._key_dense(key)
         v = self._value_dense(value)
-        shapes = (query.shape[0], query.shape[1], value.shape[1])
+        axes = self._axes
+        if axes is None or axes.is_plain:
+            context, weights = self._attend_heads(
+                query, value, q, k, v, masks, training, return_weights
+            )
+        else:
+            flat_masks = {
+                "query_mask": axes.padding(masks["query_mask"]),
+                "value_mask": axes.padding(masks["value_mask"]),
+                "key_mask": axes.padding(masks["key_mask"]),
+                "attention_mask": axes.attention_mask(
+                    masks["attention_mask"], query.shape, key.shape
+                ),
+                "use_causal_mask": masks["use_causal_mask"],
+            }
+            q, k, v = axes.heads(q), axes.heads(k), axes.heads(v)
+            context, weights = self._attend_heads(
+                q, v, q, k, v, flat_masks, training, return_weights
+            )
+            context = axes.context(context, query.shape)
+            weights = axes.weights(weights, query.shape, key.shape)
+        if gate:
+            context = context * self._gate_dense(query)
+        output = self._output_dense(context)
+        if return_weights:
+            return output, weights
+        return output
+
+    def _attend_heads(
+        self, query, value, q, k, v, masks, training, return_weights
+    ):
+        """Chunked, or through Keras's hooks: `(context, weights)`.
+
+        `query` and `value` are what `_compute_attention_mask` gets (the
+        layer's inputs, as in Keras); `q`, `k`, `v` the projected heads
+        `(B, T, heads, depth)`.
+        """
+        shapes = (q.shape[0], q.shape[1], v.shape[1])
         block = _chunking.block_size(
             self,
             shapes,
@@ -221,18 +265,9 @@ class MultiHeadBase(keras.layers.Layer):
                 masks["use_causal_mask"],
                 block,
             )
-            weights = None
-        else:
-            mask = self._compute_attention_mask(query, value, **masks)
-            context, weights = self._compute_attention(
-                q, k, v, mask, training, return_weights
-            )
-        if gate:
-            context = context * self._gate_dense(query)
-        output = self._output_dense(context)
-        if return_weights:
-            return output, weights
-        return output
+            return context, None
+        mask = self._compute_attention_mask(query, value, **masks)
+        return self._compute_attention(q, k, v, mask, training, return_weights)
 
     def _compute_attention_mask(
         self,

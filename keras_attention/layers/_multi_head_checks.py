@@ -25,19 +25,18 @@ def output_shape_tuple(output_shape):
 
 
 def attention_axes_tuple(attention_axes):
-    """Only attention over the sequence axis of `(B, T, dim)` inputs."""
+    """`attention_axes` as a tuple of integers, or `None` (Keras's rules)."""
     if attention_axes is None:
         return None
     axes = (
         (attention_axes,) if isinstance(attention_axes, int) else attention_axes
     )
-    # Keras resolves negative axes against the projected `(B, T, N, H)`
-    # tensor, so -2 names the sequence axis just like 1 does.
-    if not isinstance(axes, (tuple, list)) or tuple(axes) not in ((1,), (-2,)):
+    if not isinstance(axes, (tuple, list)) or any(
+        isinstance(a, bool) or not isinstance(a, int) for a in axes
+    ):
         raise ValueError(
-            "Only attention over the sequence axis of `(batch_size, T, dim)` "
-            "inputs is supported: `attention_axes` must be None or 1. "
-            f"Received: attention_axes={attention_axes!r}"
+            "`attention_axes` must be an int, list, or tuple. Received: "
+            f"attention_axes={attention_axes!r}"
         )
     return tuple(axes)
 
@@ -98,16 +97,40 @@ def query_value_key_shapes(query_shape, value_shape, key_shape):
     if key_shape is not None:
         shapes += f", key.shape={tuple(key_shape)}"
     key_shape = value_shape if key_shape is None else key_shape
-    if any(len(s) != 3 for s in (query_shape, value_shape, key_shape)):
+    ranks = {len(s) for s in (query_shape, value_shape, key_shape)}
+    if len(ranks) != 1 or min(ranks) < 3:
         raise ValueError(
-            "MultiHeadAttention expects `query`, `value` and `key` of shape "
-            "`(batch_size, T, dim)` (attention over one sequence axis). "
+            "MultiHeadAttention expects `query`, `value` and `key` of the "
+            "same rank, at least 3: `(batch_size, T, dim)` or `(batch_size, "
+            "d_1, ..., d_k, dim)` with `attention_axes`. "
             f"Received: {shapes}"
         )
     if any(s[-1] is None for s in (query_shape, value_shape, key_shape)):
         raise ValueError(
             "MultiHeadAttention needs the last axis of `query`, `value` and "
             f"`key` to be known. Received: {shapes}"
+        )
+
+
+def free_axes(axes, query_shape, value_shape):
+    """N-D inputs: static middle axes, the same free axes in query and value."""
+    if axes.is_plain:
+        return
+    middle = range(1, len(query_shape) - 1)
+    shapes = (
+        f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
+    )
+    if any(query_shape[a] is None or value_shape[a] is None for a in middle):
+        raise ValueError(
+            "MultiHeadAttention over `attention_axes` of N-D inputs needs "
+            f"the axes between batch and features to be known. Received: "
+            f"{shapes}"
+        )
+    if any(query_shape[a] != value_shape[a] for a in axes.free):
+        raise ValueError(
+            "MultiHeadAttention needs `query` and `value` with the same "
+            f"sizes on the axes not attended over {axes.free}. Received: "
+            f"{shapes}"
         )
 
 

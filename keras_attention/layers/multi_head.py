@@ -3,6 +3,7 @@
 import keras
 
 from keras_attention import _validation
+from keras_attention.layers import _axes
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._heads import MultiHeadBase
 
@@ -32,8 +33,15 @@ class MultiHeadAttention(MultiHeadBase):
     after Keras's variables in `layer.weights`, so `set_weights` with Keras's
     weights followed by the score's lines up.
 
-    Only inputs of shape `(batch_size, T, dim)` are supported (attention
-    over their sequence axis).
+    Inputs of any rank are accepted, as in Keras: `(batch_size, T, dim)`
+    attends over `T`; `(batch_size, d_1, ..., d_k, dim)` over the
+    `attention_axes` (all of `d_1..d_k` by default), which are flattened
+    into one sequence (row-major) for the masks, the causal mask and the
+    chunked path, with the other axes batch-like. The weights then come
+    back as `(batch_size, other axes..., num_heads, query attention
+    axes..., key attention axes...)`, Keras's layout; an `attention_mask`
+    broadcasts to that layout without the heads axis. N-D inputs need
+    their middle axes to be known.
 
     The attention of the projected heads is computed by the methods Keras
     documents as override points, `_compute_attention_mask(query, value,
@@ -53,8 +61,12 @@ class MultiHeadAttention(MultiHeadBase):
         output_shape: Shape of the output besides the batch and sequence
             axes: an integer or a tuple. Defaults to `None`, the query's
             last axis.
-        attention_axes: Kept for compatibility; only `None` (or `1`, the
-            sequence axis) is supported.
+        attention_axes: The axes attention is applied over, as in Keras:
+            `None` (default) means every axis between the batch axis and
+            the features (the sequence axis of `(batch_size, T, dim)`
+            inputs); for `(batch_size, d_1, ..., d_k, dim)` inputs the other
+            middle axes are batch-like. Negative axes count from the end of
+            the projected `(..., heads, depth)` tensor, as in Keras.
         sliding_window: Optional positive integer: query `i` only attends to
             keys `j` with `|i - j| < sliding_window`. Defaults to `None`.
         flash_attention: As in Keras: `True` computes the attention with
@@ -198,6 +210,8 @@ class MultiHeadAttention(MultiHeadBase):
     def build(self, query_shape, value_shape, key_shape=None):
         checks.query_value_key_shapes(query_shape, value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
+        self._build_attention(len(query_shape))
+        checks.free_axes(self._axes, query_shape, value_shape)
         value_dim = self.value_dim or self.key_dim
         out = self._output_shape or (query_shape[-1],)
         self._build_layers(
@@ -209,6 +223,11 @@ class MultiHeadAttention(MultiHeadBase):
             out,
             gate=self.use_gate,
         )
+
+    def _build_attention(self, rank):
+        """Resolves `attention_axes` for inputs of `rank` (Keras's hook)."""
+        self._attention_axes = _axes.normalize_axes(self.attention_axes, rank)
+        self._axes = _axes.AttentionAxes(rank, self._attention_axes)
 
     def call(
         self,
@@ -263,11 +282,12 @@ class MultiHeadAttention(MultiHeadBase):
         output = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return output
-        weights_shape = (
-            query.shape[0],
-            self.num_heads,
-            query.shape[1],
-            value.shape[1],
+        rank = len(query.shape)
+        axes = _axes.AttentionAxes(
+            rank, _axes.normalize_axes(self.attention_axes, rank)
+        )
+        weights_shape = axes.weights_shape(
+            query.shape, value.shape, self.num_heads
         )
         return output, keras.KerasTensor(
             weights_shape, dtype=self.compute_dtype

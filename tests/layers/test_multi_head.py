@@ -493,8 +493,8 @@ def test_attention_axes_of_the_sequence_axis_is_accepted(rand):
         ({"dropout": 1.5}, "dropout=1.5"),
         ({"output_shape": "wide"}, "output_shape='wide'"),
         ({"output_shape": (4, 0)}, r"output_shape=\(4, 0\)"),
-        ({"attention_axes": (1, 2)}, r"attention_axes=\(1, 2\)"),
-        ({"attention_axes": 2}, "attention_axes=2"),
+        ({"attention_axes": "1"}, "must be an int, list, or tuple"),
+        ({"attention_axes": (1, 2.0)}, r"attention_axes=\(1, 2.0\)"),
         ({"sliding_window": 0}, "sliding_window=0"),
         (
             {"flash_attention": True, "dropout": 0.1},
