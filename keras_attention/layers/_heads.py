@@ -424,4 +424,28 @@ class MultiHeadBase(keras.layers.Layer):
             "score": scores_lib.serialize(self.score),
             "chunk_size": self.chunk_size,
         }
-        return {**super().get_config(), **config}
+        config = {**super().get_config(), **config}
+        config["dtype"] = self._dtype_policy_config()
+        return config
+
+    def _dtype_policy_config(self):
+        """The dtype policy, with the sublayers' own where they differ.
+
+        `model.quantize` changes the policies of the projections only; a
+        `DTypePolicyMap` keyed by their paths lets a loaded layer build
+        them quantized again, so that their int8 / float8 variables load.
+        """
+        policy = self.dtype_policy
+        maps = keras.dtype_policies.DTypePolicyMap
+        if isinstance(policy, maps) or not self.built:
+            return keras.dtype_policies.serialize(policy)
+        denses = [self._query_dense, self._key_dense, self._value_dense]
+        denses += [getattr(self, "_gate_dense", None), self._output_dense]
+        changed = {
+            dense.path: dense.dtype_policy
+            for dense in denses
+            if dense is not None and dense.dtype_policy.name != policy.name
+        }
+        if changed:
+            policy = maps(default_policy=policy, policy_map=changed)
+        return keras.dtype_policies.serialize(policy)
