@@ -9,6 +9,7 @@ chunked, all through `keras_attention.ops`) and the output projection
 import keras
 from keras import ops
 
+from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
@@ -429,23 +430,9 @@ class MultiHeadBase(keras.layers.Layer):
         return config
 
     def _dtype_policy_config(self):
-        """The dtype policy, with the sublayers' own where they differ.
-
-        `model.quantize` changes the policies of the projections only; a
-        `DTypePolicyMap` keyed by their paths lets a loaded layer build
-        them quantized again, so that their int8 / float8 variables load.
-        """
-        policy = self.dtype_policy
-        maps = keras.dtype_policies.DTypePolicyMap
-        if isinstance(policy, maps) or not self.built:
-            return keras.dtype_policies.serialize(policy)
+        """The dtype policy, with the projections' own where they differ."""
+        if not self.built:
+            return keras.dtype_policies.serialize(self.dtype_policy)
         denses = [self._query_dense, self._key_dense, self._value_dense]
         denses += [getattr(self, "_gate_dense", None), self._output_dense]
-        changed = {
-            dense.path: dense.dtype_policy
-            for dense in denses
-            if dense is not None and dense.dtype_policy.name != policy.name
-        }
-        if changed:
-            policy = maps(default_policy=policy, policy_map=changed)
-        return keras.dtype_policies.serialize(policy)
+        return _policies.policy_config(self, denses)

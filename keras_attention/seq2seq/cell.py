@@ -12,6 +12,7 @@ returns the alignment history.
 import keras
 from keras import ops
 
+from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention.seq2seq.attention import AttentionMechanism
 
@@ -348,6 +349,8 @@ class AttentionDecoderCell(keras.layers.Layer):
     def get_config(self):
         return {
             **super().get_config(),
+            # A quantized attentional layer is rebuilt quantized on loading.
+            "dtype": _policies.policy_config(self, [self.attention_layer]),
             "cell": keras.saving.serialize_keras_object(self.cell),
             "attention": keras.saving.serialize_keras_object(self.attention),
             "attention_layer_units": self.attention_layer_units,
