@@ -307,3 +307,27 @@ def test_attention_mask_of_wrong_rank_raises(rand):
 def test_mismatched_depth_for_dot_score_raises_value_error(rand):
     with pytest.raises(ValueError, match="same depth"):
         keras_attention.Attention(score="dot")(rand(2, 3, 4), rand(2, 5, 6))
+
+
+@pytest.mark.parametrize(
+    "make_layer",
+    [
+        lambda: keras_attention.Attention(score="dot"),
+        lambda: keras_attention.HardAttention(score="dot"),
+        lambda: keras_attention.MultiHeadAttention(2, 4),
+    ],
+)
+def test_keras_mask_combines_with_an_attention_mask(make_layer, rng):
+    # With several tensor arguments Keras fills `value_mask` from the
+    # value's mask; the layer must still apply it with `attention_mask`.
+    ids = np.array([[3, 1, 4, 0, 0], [2, 7, 1, 8, 5]])
+    value = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
+    query = rng.normal(size=(2, 3, 8)).astype("float32")
+    allowed = np.ones((2, 3, 5), bool)
+    allowed[:, :, 1] = False
+    _, weights = make_layer()(
+        query, value, attention_mask=allowed, return_attention_scores=True
+    )
+    weights = to_np(weights)
+    assert np.all(weights[..., 1] == 0)
+    assert np.all(weights[0, ..., 3:] == 0)

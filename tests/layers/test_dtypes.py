@@ -38,6 +38,22 @@ CASES = {
         ),
         1,
     ),
+    "scores.BilinearScore": (
+        lambda: keras_attention.scores.BilinearScore(dtype="float64"),
+        2,
+    ),
+    "seq2seq.AttentionDecoder": (
+        lambda: seq2seq.AttentionDecoder(
+            seq2seq.AttentionDecoderCell(
+                keras.layers.GRUCell(4, dtype="float64"),
+                seq2seq.LuongAttention("concat", units=4, dtype="float64"),
+                attention_layer_units=4,
+                dtype="float64",
+            ),
+            dtype="float64",
+        ),
+        2,
+    ),
     "seq2seq.BahdanauAttention": (
         lambda: seq2seq.BahdanauAttention(units=4, dtype="float64"),
         2,
