@@ -20,3 +20,13 @@ from keras_attention.saving import export_for_serving as export_for_serving
 from keras_attention.saving import load_model as load_model
 
 __version__ = "0.1.0.dev0"
+
+# The example code loads on first use, so `import keras_attention` stays
+# free of it (docs/architecture.md) while `keras_attention.models` works.
+_LAZY_SUBPACKAGES = ("data", "models", "visualize")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBPACKAGES:
+        return __import__(f"keras_attention.{name}", fromlist=[name])
+    raise AttributeError(f"module 'keras_attention' has no attribute {name!r}")

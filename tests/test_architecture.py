@@ -157,3 +157,15 @@ def test_importing_the_package_loads_no_example_code():
     )
     done = run_python(["-c", code])
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_example_subpackages_load_on_first_use():
+    code = (
+        "import keras_attention; "
+        "assert callable(keras_attention.models.build_sentiment_classifier); "
+        "assert callable(keras_attention.data.read_parallel); "
+        "assert callable(keras_attention.visualize.plot_attention); "
+        "print(hasattr(keras_attention, 'nope'))"
+    )
+    done = run_python(["-c", code])
+    assert done.stdout.strip().splitlines()[-1] == "False"

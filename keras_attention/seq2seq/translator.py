@@ -43,6 +43,27 @@ def _check_arguments(embedding_dim, units, max_output_length, beam_width):
         _check_positive_int(name, value)
 
 
+def _as_texts(texts) -> list:
+    """A list of sentences from a string, a list or a NumPy string array."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, np.ndarray):
+        texts = texts.reshape(-1).tolist()
+    if not isinstance(texts, (list, tuple)):
+        raise ValueError(
+            "`texts` must be a string or a list of strings. Received: "
+            f"texts={texts!r}"
+        )
+    texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
+    bad = [t for t in texts if not isinstance(t, str)]
+    if bad:
+        raise ValueError(
+            "`texts` must be a string or a list of strings. Received an "
+            f"element of type {type(bad[0]).__name__}: {bad[0]!r}"
+        )
+    return texts
+
+
 def target_text(text: str) -> str:
     """The tokenized target with its start and end tokens."""
     return f"{START_TOKEN} {text_lib.tokenize(text)} {END_TOKEN}"
@@ -326,14 +347,25 @@ class Translator(keras.Model):
         """Translates raw texts eagerly.
 
         Args:
-            texts: A list of source sentences.
+            texts: One source sentence (a string), or a list or NumPy array
+                of them.
             beam_width: Defaults to the model's `beam_width`.
             return_alignments: Whether to also return, per sentence, the
                 `(target_words, source_words, weights)` triple for plots.
 
         Returns:
-            The detokenized translations, and the alignments if asked.
+            The detokenized translations (one string for one string), and
+            the alignments if asked (one triple for one string).
         """
+        single = isinstance(texts, str)
+        texts = _as_texts(texts)
+        if single:
+            translations, alignments = self.translate(
+                texts, beam_width=beam_width, return_alignments=True
+            )
+            if return_alignments:
+                return translations[0], alignments[0]
+            return translations[0]
         ids = self.vectorize_sources(texts)
         result = self.decode(ids, beam_width=beam_width)
         tokens = ops.convert_to_numpy(result.tokens)

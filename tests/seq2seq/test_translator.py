@@ -107,6 +107,32 @@ def test_translate_returns_text_and_alignments():
     assert weights.shape == (len(words), len(source_words))
 
 
+def test_translate_takes_one_string_a_list_or_a_numpy_array():
+    model = _model()
+    sources = list(DATA.sources[:2])
+    from_list = model.translate(sources)
+    # One string is one sentence, not a list of characters.
+    one = model.translate(sources[0])
+    assert isinstance(one, str)
+    assert one == from_list[0]
+    text, (words, source_words, weights) = model.translate(
+        sources[0], return_alignments=True
+    )
+    assert text == from_list[0]
+    assert weights.shape == (len(words), len(source_words))
+    assert model.translate(np.array(sources)) == from_list
+    assert model.translate(np.array(sources, dtype=object)) == from_list
+
+
+@pytest.mark.parametrize(
+    "texts, match",
+    [(3, "texts=3"), ([b"ok", 4], "element of type int: 4")],
+)
+def test_translate_rejects_what_is_not_text(texts, match):
+    with pytest.raises(ValueError, match=match):
+        _model().translate(texts)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
