@@ -12,12 +12,16 @@ re-exports it for the examples. It imports only NumPy and Keras
 - `vectorize`: tokenized texts to padded ids over a fixed vocabulary, in
   plain Python; `make_vectorizer` builds the equivalent
   `keras.layers.TextVectorization`.
+- `as_text_list`: one string, a list of strings or a NumPy string array
+  as a list of sentences; `TextModel`, a functional `keras.Model` with a
+  string input whose `predict` takes all of those.
 - `STRIP_PUNCTUATION_REGEX`: what
   `TextVectorization(standardize="lower_and_strip_punctuation")` strips.
 """
 
 import re
 
+import keras
 import numpy as np
 
 #: The characters that `keras.layers.TextVectorization` strips for
@@ -141,3 +145,76 @@ def make_vectorizer(vocabulary):
     return keras.layers.TextVectorization(
         standardize=None, split="whitespace", vocabulary=list(vocabulary)
     )
+
+
+def as_text_list(texts) -> list:
+    """Sentences as a list of `str`: one string is one sentence.
+
+    Args:
+        texts: A string, a list or tuple of strings (or UTF-8 `bytes`), or a
+            NumPy array of them (any shape; read in row-major order).
+
+    Returns:
+        A list of `str`.
+
+    Raises:
+        ValueError: naming `texts` and what it received, for anything else.
+    """
+    if isinstance(texts, (str, bytes)):
+        texts = [texts]
+    elif isinstance(texts, np.ndarray):
+        texts = texts.reshape(-1).tolist()
+    if not isinstance(texts, (list, tuple)):
+        raise ValueError(
+            "`texts` must be a string or a list of strings. Received: "
+            f"texts={texts!r}"
+        )
+    texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
+    bad = [t for t in texts if not isinstance(t, str)]
+    if bad:
+        raise ValueError(
+            "`texts` must be a string or a list of strings. Received an "
+            f"element of type {type(bad[0]).__name__}: {bad[0]!r}"
+        )
+    return texts
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TextModel(keras.Model):
+    """A functional model on raw text whose `predict` takes plain strings.
+
+    Keras's `predict` refuses a Python list of strings ("Unrecognized data
+    type") and a NumPy unicode array ("Invalid dtype"); this model turns one
+    string, a list of strings or a NumPy string array into the object
+    array its string input takes. Build it like `keras.Model(inputs,
+    outputs)`. It saves and loads like any model after `import
+    keras_attention`.
+
+    Example:
+
+    >>> vectorizer = keras.layers.TextVectorization(output_sequence_length=4)
+    >>> vectorizer.adapt(["a good film", "a bad film"])
+    >>> sentences = keras.Input(shape=(1,), dtype="string")
+    >>> ids = vectorizer(sentences)
+    >>> model = keras_attention.text.TextModel(sentences, ids)
+    >>> model.predict(["a good film", "bad"], verbose=0).shape
+    (2, 4)
+    >>> model.predict("a good film", verbose=0).shape
+    (1, 4)
+    """
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(_text_batch(x), *args, **kwargs)
+
+    def predict_on_batch(self, x):
+        return super().predict_on_batch(_text_batch(x))
+
+
+def _text_batch(x):
+    """Text in any form `as_text_list` takes → a `(n,)` object array."""
+    is_text = isinstance(x, (str, bytes, list, tuple)) or (
+        isinstance(x, np.ndarray) and x.dtype.kind in "USO"
+    )
+    if not is_text:
+        return x
+    return np.asarray(as_text_list(x), dtype=object)

@@ -97,7 +97,9 @@ def build_sentiment_classifier(
         name: Model name. Defaults to `"sentiment_classifier"`.
 
     Returns:
-        A functional `keras.Model` with the dict outputs above.
+        A functional `keras_attention.text.TextModel` (its `predict` takes
+        a string, a list of strings or a NumPy string array) with the dict
+        outputs above.
 
     Example:
 
@@ -143,7 +145,7 @@ def build_sentiment_classifier(
         "embedding": embedding,
         "attention": attention,
     }
-    return keras.Model(sentences, outputs, name=name)
+    return text.TextModel(sentences, outputs, name=name)
 
 
 def classifier_for_training(model):

@@ -43,27 +43,6 @@ def _check_arguments(embedding_dim, units, max_output_length, beam_width):
         _check_positive_int(name, value)
 
 
-def _as_texts(texts) -> list:
-    """A list of sentences from a string, a list or a NumPy string array."""
-    if isinstance(texts, str):
-        return [texts]
-    if isinstance(texts, np.ndarray):
-        texts = texts.reshape(-1).tolist()
-    if not isinstance(texts, (list, tuple)):
-        raise ValueError(
-            "`texts` must be a string or a list of strings. Received: "
-            f"texts={texts!r}"
-        )
-    texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
-    bad = [t for t in texts if not isinstance(t, str)]
-    if bad:
-        raise ValueError(
-            "`texts` must be a string or a list of strings. Received an "
-            f"element of type {type(bad[0]).__name__}: {bad[0]!r}"
-        )
-    return texts
-
-
 def target_text(text: str) -> str:
     """The tokenized target with its start and end tokens."""
     return f"{START_TOKEN} {text_lib.tokenize(text)} {END_TOKEN}"
@@ -358,7 +337,7 @@ class Translator(keras.Model):
             the alignments if asked (one triple for one string).
         """
         single = isinstance(texts, str)
-        texts = _as_texts(texts)
+        texts = text_lib.as_text_list(texts)
         if single:
             translations, alignments = self.translate(
                 texts, beam_width=beam_width, return_alignments=True

@@ -53,3 +53,60 @@ def test_tf_tokenize_matches_tokenize():
         for t in text.tf_tokenize(np.array(texts, dtype=object)).numpy()
     ]
     assert got == [text.tokenize(t) for t in texts]
+
+
+@pytest.mark.parametrize(
+    "texts, expected",
+    [
+        ("a good film", ["a good film"]),
+        (["a", "b"], ["a", "b"]),
+        (("a", b"b"), ["a", "b"]),
+        (np.array(["a", "b"]), ["a", "b"]),
+        (np.array([["a"], ["b"]], dtype=object), ["a", "b"]),
+    ],
+)
+def test_as_text_list_takes_every_form_of_text(texts, expected):
+    assert text.as_text_list(texts) == expected
+
+
+@pytest.mark.parametrize(
+    "texts, match",
+    [(3, "texts=3"), (["ok", None], "element of type NoneType: None")],
+)
+def test_as_text_list_rejects_what_is_not_text(texts, match):
+    with pytest.raises(ValueError, match=match):
+        text.as_text_list(texts)
+
+
+def _text_model():
+    vectorizer = keras.layers.TextVectorization(output_sequence_length=4)
+    vectorizer.adapt(["a good film", "a bad film"])
+    sentences = keras.Input(shape=(1,), dtype="string")
+    return text.TextModel(sentences, vectorizer(sentences))
+
+
+@pytest.mark.tensorflow_only
+def test_text_model_predicts_from_lists_strings_and_numpy_arrays(tmp_path):
+    model = _text_model()
+    want = model.predict(
+        np.array(["a good film", "bad"], dtype=object), verbose=0
+    )
+    np.testing.assert_array_equal(
+        model.predict(["a good film", "bad"], verbose=0), want
+    )
+    np.testing.assert_array_equal(
+        model.predict(np.array(["a good film", "bad"]), verbose=0), want
+    )
+    np.testing.assert_array_equal(
+        model.predict("a good film", verbose=0), want[:1]
+    )
+    np.testing.assert_array_equal(
+        model.predict_on_batch(["a good film", "bad"]), want
+    )
+    path = str(tmp_path / "text_model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, text.TextModel)
+    np.testing.assert_array_equal(
+        loaded.predict(["a good film", "bad"], verbose=0), want
+    )
