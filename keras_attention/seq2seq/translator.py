@@ -336,15 +336,8 @@ class Translator(keras.Model):
             The detokenized translations (one string for one string), and
             the alignments if asked (one triple for one string).
         """
-        single = isinstance(texts, str)
+        single = isinstance(texts, (str, bytes))
         texts = text_lib.as_text_list(texts)
-        if single:
-            translations, alignments = self.translate(
-                texts, beam_width=beam_width, return_alignments=True
-            )
-            if return_alignments:
-                return translations[0], alignments[0]
-            return translations[0]
         ids = self.vectorize_sources(texts)
         result = self.decode(ids, beam_width=beam_width)
         tokens = ops.convert_to_numpy(result.tokens)
@@ -361,6 +354,8 @@ class Translator(keras.Model):
                     weights[i, : len(words), : len(source_words)],
                 )
             )
+        if single:
+            translations, alignments = translations[0], alignments[0]
         if return_alignments:
             return translations, alignments
         return translations
