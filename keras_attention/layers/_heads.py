@@ -14,6 +14,7 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _chunking
+from keras_attention.layers import _common
 from keras_attention.layers import _multi_head_checks as checks
 
 _HEADS_FIRST = (0, 2, 1, 3)
@@ -196,6 +197,21 @@ class MultiHeadBase(keras.layers.Layer):
                 (batch, self.num_heads, None, key_dim),
             )
 
+    def _check_masks(self, query_shape, value_shape, key_shape, masks):
+        """Explicit masks of the wrong shape: a `ValueError` naming them."""
+        name = type(self).__name__
+        _common.check_padding_masks(
+            name, query_shape, value_shape, key_shape, masks
+        )
+        if len(query_shape) == 3:
+            _common.check_attention_mask(
+                name,
+                masks.get("attention_mask"),
+                query_shape,
+                value_shape,
+                self.num_heads,
+            )
+
     def _multi_head_call(
         self, query, value, key, masks, training, return_weights, gate=False
     ):
@@ -205,6 +221,7 @@ class MultiHeadBase(keras.layers.Layer):
         (`query_mask`, `value_mask`, `key_mask`, `attention_mask`,
         `use_causal_mask`).
         """
+        self._check_masks(query.shape, value.shape, key.shape, masks)
         q = self._query_dense(query)
         k = self._key_dense(key)
         v = self._value_dense(value)

@@ -95,6 +95,17 @@ class Attention(keras.layers.Layer):
         if not self.score.built:
             self.score.build(query_seq_shape, key_shape)
 
+    def _check_masks(self, query, value, key, masks):
+        """Explicit masks of the wrong shape: a `ValueError` naming them."""
+        name = type(self).__name__
+        key_shape = None if key is None else key.shape
+        _common.check_padding_masks(
+            name, query.shape, value.shape, key_shape, masks
+        )
+        _common.check_attention_mask(
+            name, masks["attention_mask"], query.shape, value.shape
+        )
+
     def _weights_and_mask(
         self,
         query,
@@ -107,6 +118,13 @@ class Attention(keras.layers.Layer):
         use_causal_mask,
     ):
         """Shared by the soft and hard layers: logits and the full mask."""
+        masks = {
+            "query_mask": query_mask,
+            "value_mask": value_mask,
+            "key_mask": key_mask,
+            "attention_mask": attention_mask,
+        }
+        self._check_masks(query, value, key, masks)
         name = type(self).__name__
         query, query_mask, attention_mask, squeeze = _common.as_query_sequence(
             query, query_mask, attention_mask, use_causal_mask, name
@@ -176,6 +194,17 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        self._check_masks(
+            query,
+            value,
+            key,
+            {
+                "query_mask": query_mask,
+                "value_mask": value_mask,
+                "key_mask": key_mask,
+                "attention_mask": attention_mask,
+            },
+        )
         shape = self.compute_output_shape(query.shape, value.shape)
         context = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:

@@ -201,6 +201,17 @@ class HardAttention(Attention):
         return_log_prob=False,
         training=None,
     ):
+        self._check_masks(
+            query,
+            value,
+            key,
+            {
+                "query_mask": query_mask,
+                "value_mask": value_mask,
+                "key_mask": key_mask,
+                "attention_mask": attention_mask,
+            },
+        )
         dtype = self.compute_dtype
         shape = self.compute_output_shape(query.shape, value.shape)
         outputs = [keras.KerasTensor(shape, dtype=dtype)]

@@ -279,6 +279,17 @@ class MultiHeadAttention(MultiHeadBase):
     ):
         key_shape = None if key is None else key.shape
         shape = self.compute_output_shape(query.shape, value.shape, key_shape)
+        self._check_masks(
+            query.shape,
+            value.shape,
+            value.shape if key is None else key.shape,
+            {
+                "query_mask": query_mask,
+                "value_mask": value_mask,
+                "key_mask": key_mask,
+                "attention_mask": attention_mask,
+            },
+        )
         output = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return output

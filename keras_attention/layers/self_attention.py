@@ -3,6 +3,7 @@
 import keras
 
 from keras_attention import _validation
+from keras_attention.layers import _common
 from keras_attention.layers._heads import MultiHeadBase
 
 
@@ -181,6 +182,22 @@ class SelfAttention(MultiHeadBase):
             inputs, inputs, inputs, masks, training, return_attention_scores
         )
 
+    def _check_masks(self, query_shape, value_shape, key_shape, masks):
+        """The padding `mask` and `attention_mask` against `inputs`."""
+        name = type(self).__name__
+        inputs = {"inputs": query_shape}
+        _common.check_mask_shape(
+            name, "mask", masks.get("query_mask"), query_shape[:-1], inputs
+        )
+        _common.check_attention_mask(
+            name,
+            masks.get("attention_mask"),
+            query_shape,
+            query_shape,
+            self.num_heads,
+            inputs,
+        )
+
     def compute_output_shape(self, input_shape):
         self._check_shape(input_shape)
         return tuple(input_shape)
@@ -196,6 +213,16 @@ class SelfAttention(MultiHeadBase):
         inputs_mask=None,
     ):
         shape = self.compute_output_shape(inputs.shape)
+        padding = inputs_mask if mask is None else mask
+        self._check_masks(
+            inputs.shape,
+            inputs.shape,
+            inputs.shape,
+            {
+                "query_mask": padding,
+                "attention_mask": attention_mask,
+            },
+        )
         output = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return output

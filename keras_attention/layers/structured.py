@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
+from keras_attention.layers import _common
 
 
 def _check_non_negative(name, value):
@@ -133,6 +134,7 @@ class StructuredSelfAttention(keras.layers.Layer):
     def call(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
+        self._check_mask(inputs, mask)
         dtype = ka_ops.logits_dtype(self.compute_dtype)
         hidden = ops.cast(inputs, dtype)
         ws1 = ops.cast(self.ws1, dtype)
@@ -156,6 +158,15 @@ class StructuredSelfAttention(keras.layers.Layer):
             return embedding, weights
         return embedding
 
+    def _check_mask(self, inputs, mask):
+        _common.check_mask_shape(
+            type(self).__name__,
+            "mask",
+            mask,
+            tuple(inputs.shape)[:-1],
+            {"inputs": inputs.shape},
+        )
+
     def compute_mask(self, inputs, mask=None):
         # The embedding has no time axis left to mask.
         return None
@@ -169,6 +180,7 @@ class StructuredSelfAttention(keras.layers.Layer):
     def compute_output_spec(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
+        self._check_mask(inputs, mask)
         embedding = keras.KerasTensor(
             self.compute_output_shape(inputs.shape), dtype=self.compute_dtype
         )
