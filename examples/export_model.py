@@ -14,22 +14,27 @@ alignments out) and `translate` (raw strings in, also `translations`).
         exported/translator/1 --beam-width 5
 
 TF Serving reads numbered version directories (`.../1`); see
-docs/serving.md. Needs the TensorFlow backend.
+docs/serving.md. Needs the TensorFlow backend. A missing or broken model
+file, or a non-empty output directory, prints one line `error: ...` and
+exits with status 2.
 """
 
-import argparse
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _cli  # noqa: E402
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = _cli.Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "model",
+        type=_cli.existing_file,
+        help="path of a .keras file (e.g. runs/sentiment/model.keras)",
     )
-    parser.add_argument("model", help="path of a .keras file")
     parser.add_argument(
         "output", help="SavedModel directory to write (e.g. exported/NAME/1)"
     )
@@ -42,7 +47,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.beam_width < 1:
         parser.error(f"--beam-width must be at least 1, got {args.beam_width}")
-    if os.path.exists(args.output) and os.listdir(args.output):
+    if os.path.isfile(args.output) or (
+        os.path.isdir(args.output) and os.listdir(args.output)
+    ):
         parser.error(f"{args.output} exists and is not empty")
     return parser, args
 
@@ -54,17 +61,16 @@ def main(argv=None):
     import keras_attention
 
     if keras.backend.backend() != "tensorflow":
-        parser.error(
+        _cli.fail(
             "exporting a SavedModel needs KERAS_BACKEND=tensorflow, not "
             f"{keras.backend.backend()}"
         )
-    try:
+    with _cli.user_errors():
         model = keras_attention.load_model(args.model)
-    except (OSError, ValueError) as error:
-        parser.error(str(error))
-    keras_attention.export_for_serving(
-        model, args.output, beam_width=args.beam_width
-    )
+    with _cli.user_errors(ValueError):
+        keras_attention.export_for_serving(
+            model, args.output, beam_width=args.beam_width
+        )
     import tensorflow as tf
 
     signatures = tf.saved_model.load(args.output).signatures

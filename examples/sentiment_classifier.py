@@ -8,14 +8,19 @@ words, so the script can also measure how much of the attention lands on
 those phrases.
 
     python examples/sentiment_classifier.py
+    python examples/sentiment_classifier.py --data sst2 --epochs 3
     python examples/sentiment_classifier.py --data train.tsv \\
-        --validation dev.tsv --test test.tsv --epochs 5 --output runs/tsv
+        --validation dev.tsv --test test.tsv --epochs 5 --output runs/tsv \\
+        --label-names "very negative,negative,neutral,positive,very positive"
 
-Writes to `--output`: `model.keras` (raw strings in; outputs
-`probabilities`, `embedding`, `attention`), `metrics.json`
-(`test_accuracy`, and on synthetic data `attention_on_cues`),
-`attention.png` (hops × tokens for a few test sentences) and
-`attention.html`. A killed run resumes from its last epoch when started
+Labels are integers 0, 1, ...: any number of classes, named by
+`--label-names` (saved with the model). Writes to `--output`:
+`model.keras` (raw strings in; outputs `probabilities`, `embedding`,
+`attention`), `metrics.json` (`test_accuracy`, `attention_redundancy`,
+and on synthetic data `attention_on_cues`), `attention.png` (hops ×
+tokens for a few test sentences of every class) and `attention.html`.
+Errors in the arguments or the data print one line `error: ...` and exit
+with status 2. A killed run resumes from its last epoch when started
 again with the same `--output`. `--distribute` spreads training over
 several devices or machines (docs/distributed.md). The vectorizer runs in
 the input pipeline during training; `model.keras` is the raw-string model.
@@ -26,50 +31,102 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from keras_attention.data import splits as splits_lib  # noqa: E402
-from keras_attention.models import fitting  # noqa: E402
-from keras_attention.models import sentiment  # noqa: E402
+import _cli  # noqa: E402
+
+# Defaults of keras_attention.data.splits, repeated here so that --help
+# needs no import of the package (tests check that they agree).
+SYNTHETIC_EXAMPLES = 6000
+VALIDATION_FRACTION = 0.1
+TEST_FRACTION = 0.1
+NAMED_DATA = ("synthetic", "imdb", "sst2")
+
+
+def label_names(text):
+    """`--label-names`: comma-separated names, or a file of one per line."""
+    if os.path.isfile(text):
+        with open(text, encoding="utf-8") as f:
+            names = [line.strip() for line in f if line.strip()]
+    else:
+        names = [name.strip() for name in text.split(",")]
+    if len(names) < 2 or not all(names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            "expected at least two distinct, non-empty class names "
+            f"(comma-separated, or a file with one per line), got {text!r}"
+        )
+    return names
+
+
+def data_source(text):
+    """`--data`: a named set or a non-empty file."""
+    return text if text in NAMED_DATA else _cli.existing_file(text)
 
 
 def _add_data_arguments(data):
     data.add_argument(
         "--data",
+        type=data_source,
         default="synthetic",
-        help="'synthetic', 'imdb', 'sst2' (TensorFlow Datasets) or the path "
-        "of a TSV file with header sentence<TAB>label",
+        help="'synthetic' (generated), 'imdb' or 'sst2' (downloaded by "
+        "TensorFlow Datasets), or the path of a TSV file with the header "
+        "sentence<TAB>label and integer labels 0, 1, ... (any number of "
+        "classes)",
     )
-    data.add_argument("--validation", help="TSV path of validation data")
-    data.add_argument("--test", help="TSV path of test data")
+    data.add_argument(
+        "--validation",
+        type=_cli.existing_file,
+        help="TSV file of validation data (else a share of --data)",
+    )
+    data.add_argument(
+        "--test",
+        type=_cli.existing_file,
+        help="TSV file of test data (else a share of --data, or the named "
+        "set's own held-out split)",
+    )
+    data.add_argument(
+        "--label-names",
+        type=label_names,
+        help="names of the classes, label 0 first: 'negative,positive', or "
+        "a file with one name per line; saved with the model (default: "
+        "negative/positive for the named sets, else the label numbers)",
+    )
     data.add_argument(
         "--num-examples",
-        type=int,
-        default=splits_lib.SYNTHETIC_EXAMPLES,
+        type=_cli.positive_int,
+        default=SYNTHETIC_EXAMPLES,
         help="synthetic sentences to generate (before the split)",
     )
     data.add_argument(
         "--validation-fraction",
-        type=float,
-        default=splits_lib.VALIDATION_FRACTION,
+        type=_cli.fraction,
+        default=VALIDATION_FRACTION,
         help="share of the training data held out for validation when "
         "--validation is not given",
     )
     data.add_argument(
         "--test-fraction",
-        type=float,
-        default=splits_lib.TEST_FRACTION,
+        type=_cli.fraction,
+        default=TEST_FRACTION,
         help="share of the training data held out for testing when there "
         "is no test set",
     )
-    data.add_argument("--data-dir", help="TensorFlow Datasets directory")
     data.add_argument(
-        "--max-tokens", type=int, default=20000, help="vocabulary size"
+        "--data-dir",
+        help="TensorFlow Datasets directory (default: TFDS's own, "
+        "~/tensorflow_datasets)",
+    )
+    data.add_argument(
+        "--max-tokens",
+        type=_cli.positive_int,
+        default=20000,
+        help="vocabulary size",
     )
     data.add_argument(
         "--max-length",
-        type=int,
+        type=_cli.positive_int,
         default=None,
-        help="truncate sentences to this many tokens",
+        help="truncate sentences to this many tokens (None: keep them whole)",
     )
 
 
@@ -77,10 +134,16 @@ def _add_model_arguments(model):
     # The defaults are tuned on the synthetic task (2 cores, ~1 minute):
     # a small BiLSTM with recurrent dropout keeps each hidden state about
     # its own word, so the hops attend to the cue phrases themselves.
-    model.add_argument("--embedding-dim", type=int, default=64)
-    model.add_argument("--lstm-units", type=int, default=16)
-    model.add_argument("--attention-units", type=int, default=32)
-    model.add_argument("--num-hops", type=int, default=2)
+    for flag, default, text in (
+        ("--embedding-dim", 64, "size of the word embeddings"),
+        ("--lstm-units", 16, "units of each direction of the BiLSTM"),
+        ("--attention-units", 32, "hidden size d_a of the attention MLP"),
+        ("--num-hops", 2, "attention hops r"),
+        ("--mlp-units", 32, "hidden units of the classifier MLP"),
+    ):
+        model.add_argument(
+            flag, type=_cli.positive_int, default=default, help=text
+        )
     model.add_argument(
         "--penalty",
         type=float,
@@ -90,37 +153,92 @@ def _add_model_arguments(model):
         "single cue, which disjoint hops cannot all attend to (Lin et al. "
         "use 1.0 on long reviews)",
     )
-    model.add_argument("--mlp-units", type=int, default=32)
-    model.add_argument("--dropout", type=float, default=0.2)
-    model.add_argument("--recurrent-dropout", type=float, default=0.5)
+    model.add_argument(
+        "--dropout",
+        type=_cli.fraction,
+        default=0.2,
+        help="dropout rate on the sentence embedding and in the MLP",
+    )
+    model.add_argument(
+        "--recurrent-dropout",
+        type=_cli.fraction,
+        default=0.5,
+        help="dropout rate on the LSTM's recurrent state",
+    )
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = _cli.Parser(description=__doc__.split("\n\n")[0])
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     fit = parser.add_argument_group("training")
-    fit.add_argument("--epochs", type=int, default=10)
-    fit.add_argument("--batch-size", type=int, default=32)
-    fit.add_argument("--learning-rate", type=float, default=3e-3)
+    fit.add_argument(
+        "--epochs", type=_cli.positive_int, default=10, help="most epochs"
+    )
+    fit.add_argument(
+        "--batch-size", type=_cli.positive_int, default=32, help="batch size"
+    )
+    fit.add_argument(
+        "--learning-rate",
+        type=_cli.positive_float,
+        default=3e-3,
+        help="Adam learning rate",
+    )
     fit.add_argument(
         "--patience",
-        type=int,
+        type=_cli.positive_int,
         default=3,
         help="epochs without a lower validation loss before stopping",
     )
-    fit.add_argument("--seed", type=int, default=0)
-    fitting.add_run_arguments(fit)
-    parser.add_argument(
-        "--output", default=os.path.join("runs", "sentiment"), help="run dir"
+    fit.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the data, the splits and the weights",
     )
-    return parser.parse_args(argv)
+    _cli.add_run_arguments(fit)
+    parser.add_argument(
+        "--output",
+        default=os.path.join("runs", "sentiment"),
+        help="run directory: model.keras, metrics.json, attention.png, "
+        "attention.html, checkpoint.weights.h5",
+    )
+    args = parser.parse_args(argv)
+    if args.validation_fraction + args.test_fraction >= 1:
+        parser.error(
+            "--validation-fraction and --test-fraction must sum to less "
+            f"than 1, got {args.validation_fraction} + {args.test_fraction}"
+        )
+    return args
+
+
+def load_splits(args):
+    """The data of `args`; a bad file or label is a one-line error."""
+    from keras_attention.data import splits
+
+    try:
+        with _cli.user_errors():
+            return splits.load_sentiment_splits(
+                args.data,
+                validation=args.validation,
+                test=args.test,
+                num_examples=args.num_examples,
+                validation_fraction=args.validation_fraction,
+                test_fraction=args.test_fraction,
+                seed=args.seed,
+                data_dir=args.data_dir,
+                label_names=args.label_names,
+            )
+    except ImportError as error:
+        _cli.fail(
+            f"--data {args.data} needs TensorFlow Datasets (pip install "
+            f"tensorflow-datasets): {error}"
+        )
 
 
 def _train(args, splits, strategy):
+    from keras_attention.models import sentiment
+
     return sentiment.train_sentiment_classifier(
         splits,
         args.output,
@@ -146,20 +264,17 @@ def _train(args, splits, strategy):
 
 def main(argv=None):
     args = parse_args(argv)
+    _cli.one_line_warnings()
+    from keras_attention.models import fitting
+    from keras_attention.models import sentiment
+
     strategy = fitting.strategy_from_flags(args.distribute, args.cpu_devices)
-    splits = splits_lib.load_sentiment_splits(
-        args.data,
-        validation=args.validation,
-        test=args.test,
-        num_examples=args.num_examples,
-        validation_fraction=args.validation_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        data_dir=args.data_dir,
-    )
+    splits = load_splits(args)
     print(
         "examples: "
         + ", ".join(f"{name} {len(split)}" for name, split in splits.items())
+        + "; classes: "
+        + ", ".join(splits["train"].label_names)
     )
     result = _train(args, splits, strategy)
     test, probabilities, attention = sentiment.evaluate_sentiment_classifier(
@@ -168,6 +283,7 @@ def main(argv=None):
     metrics = {
         "test_accuracy": test["accuracy"],
         "test_examples": test["examples"],
+        "label_names": list(splits["train"].label_names),
         "attention_redundancy": test["attention_redundancy"],
         "best_validation_accuracy": max(
             result.history.get("val_accuracy", [float("nan")])

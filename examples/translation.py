@@ -20,69 +20,131 @@ attention weight, with the gold target fed to the decoder, falls on the
 source word they translate) and `alignment.png` (target × source weights
 of a few test sentences). A killed run resumes from its last epoch when
 started again with the same `--output`. `--distribute` spreads training
-over several devices or machines (docs/distributed.md).
+over several devices or machines (docs/distributed.md). Errors in the
+arguments or the files, and `--translate` before any training, print one
+line `error: ...` and exit with status 2.
 """
 
-import argparse
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from keras_attention.data import translation as data  # noqa: E402
-from keras_attention.models import fitting  # noqa: E402
-from keras_attention.models import translation  # noqa: E402
+import _cli  # noqa: E402
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    group = parser.add_argument_group("data")
+def _add_data_arguments(group):
     group.add_argument(
         "--data",
         choices=["synthetic"],
         default="synthetic",
         help="generated task, used unless --train is given",
     )
-    group.add_argument("--train", help="PREFIX of PREFIX.<source>/<target>")
+    group.add_argument(
+        "--train",
+        help="PREFIX of the training files PREFIX.<source> and "
+        "PREFIX.<target>, one sentence a line",
+    )
     group.add_argument("--validation", help="PREFIX of the validation files")
     group.add_argument("--test", help="PREFIX of the test files")
     group.add_argument("--source", default="de", help="source file suffix")
     group.add_argument("--target", default="en", help="target file suffix")
     group.add_argument(
         "--num-examples",
-        type=int,
+        type=_cli.positive_int,
         default=4000,
         help="synthetic training pairs (validation and test: 500 each)",
     )
-    group.add_argument("--max-source-tokens", type=int, default=None)
-    group.add_argument("--max-target-tokens", type=int, default=None)
-    group = parser.add_argument_group("model")
-    group.add_argument("--embedding-dim", type=int, default=32)
-    group.add_argument("--units", type=int, default=64)
+    group.add_argument(
+        "--max-source-tokens",
+        type=_cli.positive_int,
+        default=None,
+        help="source vocabulary size (None: every training word)",
+    )
+    group.add_argument(
+        "--max-target-tokens",
+        type=_cli.positive_int,
+        default=None,
+        help="target vocabulary size (None: every training word)",
+    )
+
+
+def _add_model_arguments(group):
+    group.add_argument(
+        "--embedding-dim",
+        type=_cli.positive_int,
+        default=32,
+        help="size of the word embeddings",
+    )
+    group.add_argument(
+        "--units",
+        type=_cli.positive_int,
+        default=64,
+        help="GRU units (the encoder's BiGRU has this many per direction)",
+    )
     group.add_argument(
         "--attention",
         choices=["bahdanau", "general", "concat"],
         default="bahdanau",
+        help="score of the decoder's attention: Bahdanau (additive) or "
+        "Luong's general / concat",
     )
-    group.add_argument("--dropout", type=float, default=0.0)
     group.add_argument(
-        "--beam-width", type=int, default=1, help="1 decodes greedily"
+        "--dropout",
+        type=_cli.fraction,
+        default=0.0,
+        help="dropout rate on the embeddings and the decoder output",
     )
-    group.add_argument("--length-penalty", type=float, default=0.0)
+    group.add_argument(
+        "--beam-width",
+        type=_cli.positive_int,
+        default=1,
+        help="beam search width; 1 decodes greedily",
+    )
+    group.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.0,
+        help="beam search length penalty alpha (0: none)",
+    )
+
+
+def parse_args(argv=None):
+    parser = _cli.Parser(description=__doc__.split("\n\n")[0])
+    _add_data_arguments(parser.add_argument_group("data"))
+    _add_model_arguments(parser.add_argument_group("model"))
     group = parser.add_argument_group("training")
-    group.add_argument("--epochs", type=int, default=12)
-    group.add_argument("--batch-size", type=int, default=64)
-    group.add_argument("--learning-rate", type=float, default=5e-3)
-    group.add_argument("--patience", type=int, default=3)
-    group.add_argument("--seed", type=int, default=0)
-    fitting.add_run_arguments(group)
+    group.add_argument(
+        "--epochs", type=_cli.positive_int, default=12, help="most epochs"
+    )
+    group.add_argument(
+        "--batch-size", type=_cli.positive_int, default=64, help="batch size"
+    )
+    group.add_argument(
+        "--learning-rate",
+        type=_cli.positive_float,
+        default=5e-3,
+        help="Adam learning rate",
+    )
+    group.add_argument(
+        "--patience",
+        type=_cli.positive_int,
+        default=3,
+        help="epochs without a lower validation loss before stopping",
+    )
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the synthetic data and of the weights",
+    )
+    _cli.add_run_arguments(group)
     parser.add_argument(
         "--output",
         default=os.path.join("runs", "translation"),
-        help="run directory",
+        help="run directory: model.keras, metrics.json, alignment.png, "
+        "checkpoint.weights.h5",
     )
     parser.add_argument(
         "--translate",
@@ -97,15 +159,19 @@ def parse_args(argv=None):
 
 
 def load_splits(args):
+    """The data of `args`; a bad file is a one-line error."""
+    from keras_attention.data import translation as data
+
     if args.train:
-        return {
-            name: data.read_parallel(prefix, args.source, args.target)
-            for name, prefix in (
-                ("train", args.train),
-                ("validation", args.validation),
-                ("test", args.test),
-            )
-        }
+        with _cli.user_errors():
+            return {
+                name: data.read_parallel(prefix, args.source, args.target)
+                for name, prefix in (
+                    ("train", args.train),
+                    ("validation", args.validation),
+                    ("test", args.test),
+                )
+            }
     return {
         "train": data.make_synthetic_translation(args.num_examples, args.seed),
         "validation": data.make_synthetic_translation(500, args.seed + 1),
@@ -114,15 +180,22 @@ def load_splits(args):
 
 
 def translate(args):
-    import keras
+    path = _cli.model_path(args.output, "examples/translation.py")
+    import keras_attention
 
-    path = os.path.join(args.output, "model.keras")
-    model = keras.saving.load_model(path)
+    with _cli.user_errors():
+        model = keras_attention.load_model(path)
+    if not hasattr(model, "translate"):
+        _cli.fail(f"{path} is not a translator (it has no translate method)")
     beam_width = args.beam_width if args.beam_width > 1 else None
-    print(model.translate([args.translate], beam_width=beam_width)[0])
+    translation = model.translate(args.translate, beam_width=beam_width)
+    print(translation)
+    return translation
 
 
 def _train(args, splits, strategy):
+    from keras_attention.models import translation
+
     return translation.train_translator(
         splits["train"],
         splits["validation"],
@@ -149,6 +222,9 @@ def main(argv=None):
     args = parse_args(argv)
     if args.translate:
         return translate(args)
+    from keras_attention.models import fitting
+    from keras_attention.models import translation
+
     strategy = fitting.strategy_from_flags(args.distribute, args.cpu_devices)
     splits = load_splits(args)
     print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))

@@ -201,13 +201,48 @@ class TextModel(keras.Model):
     (2, 4)
     >>> model.predict("a good film", verbose=0).shape
     (1, 4)
+
+    A classifier can name its classes: `label_names` (a list of strings,
+    one per class, or `None`) is kept in the model's config, so it
+    survives saving and loading; `model.label_names` reads it back.
     """
+
+    def __init__(self, *args, label_names=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.label_names = _names(label_names)
+
+    def get_config(self):
+        config = super().get_config()
+        if self.label_names is not None:
+            config["label_names"] = list(self.label_names)
+        return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        label_names = config.pop("label_names", None)
+        model = super().from_config(config, custom_objects=custom_objects)
+        model.label_names = _names(label_names)
+        return model
 
     def predict(self, x, *args, **kwargs):
         return super().predict(_text_batch(x), *args, **kwargs)
 
     def predict_on_batch(self, x):
         return super().predict_on_batch(_text_batch(x))
+
+
+def _names(label_names):
+    if label_names is None:
+        return None
+    if isinstance(label_names, (str, bytes)) or not all(
+        isinstance(name, str) for name in label_names
+    ):
+        raise ValueError(
+            "`label_names` must be a list of strings, one per class. "
+            f"Received: label_names={label_names!r}"
+        )
+    return tuple(label_names)
 
 
 def _text_batch(x):

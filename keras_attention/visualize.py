@@ -54,11 +54,18 @@ def plot_attention(
     y_labels: Sequence[str] | None = None,
     title: str | None = None,
     ax=None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    colorbar: bool = True,
+    colorbar_label: str = "attention weight",
 ):
     """Draws attention weights as a heatmap with token labels.
 
     Rows are the attending side (hops, target words, heads) and columns the
-    attended tokens. A 1-D array is drawn as one row.
+    attended tokens. A 1-D array is drawn as one row. The colour scale runs
+    from `vmin` (default: 0, or the smallest weight if negative) to `vmax`
+    (default: the largest weight); the colour bar is labelled
+    `colorbar_label`.
 
     Args:
         weights: Array `(rows, columns)` (or `(columns,)`), e.g.
@@ -69,6 +76,11 @@ def plot_attention(
         title: Optional title of the plot.
         ax: Optional `matplotlib.axes.Axes` to draw into; a new figure is
             made when not given.
+        vmin: Weight drawn in the lowest colour. Defaults to `None`.
+        vmax: Weight drawn in the highest colour. Defaults to `None`.
+        colorbar: Whether to draw a colour bar. Defaults to `True`.
+        colorbar_label: Label of the colour bar. Defaults to
+            `"attention weight"`.
 
     Returns:
         The `matplotlib.figure.Figure` holding the plot.
@@ -92,10 +104,7 @@ def plot_attention(
         )
         ax = fig.add_subplot()
     fig = ax.figure
-    # Anchoring the colour scale at 0 keeps "no attention" one colour
-    # across plots; the top follows the data so small weights stay visible.
-    low = min(0.0, float(np.nanmin(array)))
-    high = max(float(np.nanmax(array)), low + 1e-6)
+    low, high = _scale([array], vmin, vmax)
     image = ax.imshow(array, cmap="viridis", aspect="auto", vmin=low, vmax=high)
     ax.set_xticks(
         range(columns),
@@ -107,8 +116,24 @@ def plot_attention(
     ax.set_yticks(range(rows), labels=y_labels)
     if title is not None:
         ax.set_title(title)
-    fig.colorbar(image, ax=ax)
+    if colorbar:
+        fig.colorbar(image, ax=ax, label=colorbar_label)
     return fig
+
+
+def _scale(arrays, vmin=None, vmax=None):
+    """The colour range of `arrays`: from 0 (or below) to the top weight.
+
+    Anchoring the scale at 0 keeps "no attention" one colour across plots;
+    the top follows the data so small weights stay visible.
+    """
+    low = vmin
+    if low is None:
+        low = min(0.0, *(float(np.nanmin(a)) for a in arrays))
+    high = vmax
+    if high is None:
+        high = max(float(np.nanmax(a)) for a in arrays)
+    return low, max(high, low + 1e-6)
 
 
 def plot_attention_grid(
@@ -117,8 +142,13 @@ def plot_attention_grid(
     y_labels_list: Sequence[Sequence[str] | None] | None = None,
     titles: Sequence[str | None] | None = None,
     path: str | os.PathLike | None = None,
+    colorbar_label: str = "attention weight",
 ):
     """Stacks one attention heatmap per sentence in a single figure.
+
+    All panels share one colour scale (0 to the largest weight of any
+    panel), shown by a single colour bar labelled `colorbar_label`, so
+    the same colour means the same weight in every panel.
 
     Args:
         weights_list: One 1-D or 2-D weights array per sentence (see
@@ -128,6 +158,8 @@ def plot_attention_grid(
             may be `None`).
         titles: Optional title per sentence.
         path: If given, the figure is also saved there (PNG by extension).
+        colorbar_label: Label of the shared colour bar. Defaults to
+            `"attention weight"`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -159,6 +191,7 @@ def plot_attention_grid(
         layout="constrained",
     )
     axes = fig.subplots(count, 1, squeeze=False, height_ratios=heights)
+    low, high = _scale(arrays)
     for i, array in enumerate(arrays):
         plot_attention(
             array,
@@ -166,7 +199,13 @@ def plot_attention_grid(
             y_labels=None if y_labels_list is None else y_labels_list[i],
             title=None if titles is None else titles[i],
             ax=axes[i, 0],
+            vmin=low,
+            vmax=high,
+            colorbar=False,
         )
+    fig.colorbar(
+        axes[0, 0].images[0], ax=axes[:, 0].tolist(), label=colorbar_label
+    )
     if path is not None:
         fig.savefig(path)
     return fig
@@ -182,9 +221,11 @@ body {{ font-family: sans-serif; line-height: 2; margin: 2em; }}
 .sentence {{ margin: 0.4em 0; }}
 .title {{ font-weight: bold; margin-right: 0.6em; }}
 .token {{ padding: 0.15em 0.2em; border-radius: 0.2em; }}
+.note {{ color: #444; line-height: 1.4; }}
 </style>
 </head>
 <body>
+<p class="note">{note}</p>
 {body}
 </body>
 </html>
@@ -203,10 +244,19 @@ def _as_1d(weights, index: int) -> np.ndarray:
     return array
 
 
+#: What the colours of `attention_html` mean, said at the top of the page.
+HTML_NOTE = (
+    "The orange behind each token is its attention weight as a share of "
+    "the largest weight in its sentence (the strongest token is fully "
+    "coloured); hover over a token to read its weight."
+)
+
+
 def attention_html(
     tokens_list: Sequence[Sequence[str]],
     weights_list: Sequence,
     titles: Sequence[str] | None = None,
+    note: str | None = None,
 ) -> str:
     """A standalone HTML page that highlights each token by its weight.
 
@@ -214,7 +264,9 @@ def attention_html(
     opacity is its weight divided by the largest weight of that sentence
     (so the strongest token is fully coloured and opacity is proportional
     to the weight); the weight itself is in the `title` attribute (shown
-    on hover). Tokens and titles are HTML-escaped.
+    on hover). Tokens and titles are HTML-escaped. The page opens with a
+    sentence that says so (`HTML_NOTE`) followed by `note`, where the
+    caller says what the weights are (e.g. averaged over the hops).
 
     The weights must be 1-D, one per token. Multi-hop weights
     (`(num_hops, time)` from `StructuredSelfAttention`) or multi-head ones
@@ -227,6 +279,8 @@ def attention_html(
         weights_list: One 1-D weights array per sentence, as long as its
             tokens.
         titles: Optional label per sentence (e.g. "label 1, predicted 0").
+        note: Optional text after `HTML_NOTE`, e.g. "Weights averaged over
+            the 4 hops." Defaults to `None`.
 
     Returns:
         The HTML page as a string.
@@ -269,7 +323,8 @@ def attention_html(
         if titles is not None:
             title = f'<span class="title">{html.escape(str(titles[i]))}</span>'
         lines.append(f'<div class="sentence">{title}{" ".join(spans)}</div>')
-    return _PAGE.format(body="\n".join(lines))
+    text = HTML_NOTE if note is None else f"{HTML_NOTE} {note}"
+    return _PAGE.format(note=html.escape(text), body="\n".join(lines))
 
 
 def save_attention_html(
@@ -277,15 +332,18 @@ def save_attention_html(
     tokens_list: Sequence[Sequence[str]],
     weights_list: Sequence,
     titles: Sequence[str] | None = None,
+    note: str | None = None,
 ) -> None:
-    """Writes `attention_html(tokens_list, weights_list, titles)` to `path`.
+    """Writes `attention_html(tokens_list, weights_list, titles, note)`.
 
     Args:
         path: Where to write the UTF-8 HTML file.
         tokens_list: One list of tokens per sentence.
         weights_list: One 1-D weights array per sentence.
         titles: Optional label per sentence.
+        note: Optional text on what the weights are (see
+            `attention_html`).
     """
-    page = attention_html(tokens_list, weights_list, titles=titles)
+    page = attention_html(tokens_list, weights_list, titles=titles, note=note)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)

@@ -6,9 +6,19 @@ permutation (`split_off`): `validation_fraction` (default 10%) and
 `test_fraction` (default 10%) of the training examples go to validation
 and test, the rest stays for training. Synthetic data is generated with
 `num_examples` sentences and split the same way.
+
+Classes. Labels are integers `0 .. num_classes - 1`, any number of
+classes. The classes are named by `label_names` (label `i` is
+`label_names[i]`); without names, the synthetic data and the named sets
+(`imdb`, `sst2`) are `("negative", "positive")` and a file's classes are
+`"0", "1", ...` up to its largest training label. Every split's labels are
+checked against them when read (a bad one is a `ValueError` naming the
+file and line, or the dataset and example), a training set with a single
+class is refused and any other split with a single class gets a warning.
 """
 
 import dataclasses
+import warnings
 
 import numpy as np
 
@@ -24,11 +34,16 @@ TEST_FRACTION = 0.1
 
 @dataclasses.dataclass
 class SentimentSplit:
-    """One split: sentences, integer labels and, if known, cue masks."""
+    """One split: sentences, integer labels and, if known, cue masks.
+
+    `label_names`, when set, names the classes: label `i` is
+    `label_names[i]` (`load_sentiment_splits` sets it on every split).
+    """
 
     sentences: list[str]
     labels: np.ndarray
     cue_masks: list[np.ndarray] | None = None
+    label_names: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -41,6 +56,7 @@ class SentimentSplit:
             None
             if self.cue_masks is None
             else [self.cue_masks[i] for i in indices],
+            self.label_names,
         )
 
 
@@ -78,21 +94,125 @@ def split_off(
     return [split.take(order[start:]), *parts]
 
 
-def _read(data, data_dir):
-    if data == "imdb":
-        return load_tfds_sentiment("imdb_reviews", "train", data_dir)
-    if data == "sst2":
-        return load_tfds_sentiment("glue/sst2", "train", data_dir)
-    return read_sentiment_tsv(data)
+_NAMED = {
+    "imdb": ("imdb_reviews", "train", "test"),
+    "sst2": ("glue/sst2", "train", "validation"),
+}
+#: Class names of the synthetic data and of the named sets.
+SENTIMENT_NAMES = ("negative", "positive")
 
 
-def _read_held_out(data, path, data_dir):
-    if path is not None:
-        return read_sentiment_tsv(path)
-    # The named sets come with a labelled held-out split of their own.
-    if data == "imdb":
-        return load_tfds_sentiment("imdb_reviews", "test", data_dir)
-    return load_tfds_sentiment("glue/sst2", "validation", data_dir)
+@dataclasses.dataclass
+class _Read:
+    """Labels as read, with where they came from (for error messages)."""
+
+    sentences: list
+    labels: np.ndarray
+    source: str
+    from_file: bool
+
+    def where(self, index: int) -> str:
+        # A TSV row `i` is on line `i + 2`: the header is line 1, and a
+        # blank line before a row is refused by the reader.
+        if self.from_file:
+            return f"{self.source}, line {index + 2}"
+        return f"{self.source}, example {index}"
+
+
+def _read_tsv(path):
+    return _Read(*read_sentiment_tsv(path), str(path), True)
+
+
+def _read_named(data, which, data_dir):
+    name, *splits = _NAMED[data]
+    split = splits[which]
+    sentences, labels = load_tfds_sentiment(name, split, data_dir)
+    return _Read(sentences, labels, f"{name} ({split})", False)
+
+
+def as_label_names(label_names) -> tuple[str, ...] | None:
+    """`label_names` as a tuple of strings (label `i` is entry `i`).
+
+    Args:
+        label_names: `None`, a list or tuple of distinct non-empty strings,
+            or a dict from every label `0 .. k - 1` to its name.
+
+    Returns:
+        A tuple of at least two names, or `None`.
+
+    Raises:
+        ValueError: naming `label_names` and the value received.
+    """
+    if label_names is None:
+        return None
+    names = label_names
+    if isinstance(names, dict):
+        if sorted(names) != list(range(len(names))):
+            raise ValueError(
+                "Received an invalid value for argument `label_names`: a "
+                "dict must map every label 0, 1, ..., k - 1 to a name. "
+                f"Received: label_names={label_names!r}"
+            )
+        names = [names[i] for i in range(len(names))]
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        names = None
+    elif not all(isinstance(n, str) and n.strip() for n in names):
+        names = None
+    if names is None or len(names) < 2 or len(set(names)) != len(names):
+        raise ValueError(
+            "Received an invalid value for argument `label_names`, expected "
+            "at least two distinct non-empty names (a list, or a dict from "
+            f"label to name). Received: label_names={label_names!r}"
+        )
+    return tuple(n.strip() for n in names)
+
+
+def _check_range(read: _Read, names, known: str) -> None:
+    bad = np.flatnonzero(np.asarray(read.labels) >= len(names))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{read.where(i)}: label {int(read.labels[i])} is not one of the "
+            f"{len(names)} classes 0-{len(names) - 1} ({known}: "
+            f"{', '.join(names)})."
+        )
+
+
+def _class_names(train: _Read, label_names, default):
+    """The class names, checked against the training labels."""
+    names = as_label_names(label_names)
+    if names is not None:
+        _check_range(train, names, "label_names")
+        return names
+    largest = int(np.max(train.labels))
+    if default is not None and largest < len(default):
+        return default
+    return tuple(str(i) for i in range(largest + 1))
+
+
+def _check_classes(name, split, source, names):
+    """Refuses a one-class training set; warns on other one-class sets."""
+    present = np.unique(np.asarray(split.labels))
+    if present.size == 1:
+        only = names[int(present[0])]
+        message = (
+            f"the {name} data ({source}) has a single class: all its "
+            f"{len(split.labels)} labels are {int(present[0])} ({only!r})"
+        )
+        if name == "train":
+            raise ValueError(
+                f"{message}; a classifier needs at least two classes to "
+                "learn from."
+            )
+        warnings.warn(f"{message}; its accuracy says little.", stacklevel=3)
+    missing = sorted(set(range(len(names))) - set(present.tolist()))
+    if name == "train" and missing:
+        warnings.warn(
+            f"the training data ({source}) has no example of class "
+            f"{', '.join(repr(names[i]) for i in missing)}; the model will "
+            "not learn to predict it.",
+            stacklevel=3,
+        )
 
 
 def load_sentiment_splits(
@@ -104,8 +224,13 @@ def load_sentiment_splits(
     test_fraction: float = TEST_FRACTION,
     seed: int = 0,
     data_dir: str | None = None,
+    label_names=None,
 ) -> dict[str, SentimentSplit]:
     """Loads training, validation and test data for the sentiment example.
+
+    Labels may have any number of classes (module docstring): they are
+    checked against `label_names` (or the classes of the training data)
+    as they are read, and every returned split carries the names.
 
     Args:
         data: `"synthetic"` (generated, with cue masks), `"imdb"` or
@@ -123,34 +248,61 @@ def load_sentiment_splits(
             set. Defaults to `0.1`.
         seed: Seed of the synthetic data and of the splits.
         data_dir: TensorFlow Datasets directory for `"imdb"` / `"sst2"`.
+        label_names: Names of the classes, label `i` being `label_names[i]`
+            (a list, or a dict from label to name); `None` infers them
+            (module docstring).
 
     Returns:
         A dict with `"train"`, `"validation"` and `"test"`
         `SentimentSplit`s.
+
+    Raises:
+        ValueError: A label outside the classes (naming the file and line
+            and the label), a training set with a single class, or bad
+            `label_names`.
     """
+    default = None if data not in ("synthetic", *_NAMED) else SENTIMENT_NAMES
+    cue_masks = None
     if data == "synthetic":
         generated = make_synthetic_sentiment(num_examples, seed=seed)
-        train = SentimentSplit(
-            list(generated.sentences), generated.labels, generated.cue_masks
+        train = _Read(
+            list(generated.sentences), generated.labels, "synthetic", False
         )
+        cue_masks = generated.cue_masks
+    elif data in _NAMED:
+        train = _read_named(data, 0, data_dir)
     else:
-        train = SentimentSplit(*_read(data, data_dir))
-    if test is not None or data in ("imdb", "sst2"):
-        held_out = SentimentSplit(*_read_held_out(data, test, data_dir))
-        test_split = held_out
-        fractions = ()
-    else:
-        test_split = None
-        fractions = (test_fraction,)
+        train = _read_tsv(data)
+    names = _class_names(train, label_names, default)
+    held_out = {}
+    if test is not None:
+        held_out["test"] = _read_tsv(test)
+    elif data in _NAMED:
+        # The named sets come with a labelled held-out split of their own.
+        held_out["test"] = _read_named(data, 1, data_dir)
     if validation is not None:
-        validation_split = SentimentSplit(*read_sentiment_tsv(validation))
-    else:
-        validation_split = None
-        fractions = (validation_fraction, *fractions)
-    if fractions:
-        train, *parts = split_off(train, fractions, seed=seed)
-        if validation_split is None:
-            validation_split = parts.pop(0)
-        if test_split is None:
-            test_split = parts.pop(0)
-    return {"train": train, "validation": validation_split, "test": test_split}
+        held_out["validation"] = _read_tsv(validation)
+    known = "label_names" if label_names is not None else "as in training"
+    for read in held_out.values():
+        _check_range(read, names, known)
+    sources = {name: read.source for name, read in held_out.items()}
+    _check_classes("train", train, train.source, names)
+    splits = {
+        name: SentimentSplit(read.sentences, read.labels, None, names)
+        for name, read in held_out.items()
+    }
+    rest = SentimentSplit(train.sentences, train.labels, cue_masks, names)
+    carved = [n for n in ("validation", "test") if n not in splits]
+    fractions = {"validation": validation_fraction, "test": test_fraction}
+    if carved:
+        rest, *parts = split_off(
+            rest, tuple(fractions[n] for n in carved), seed=seed
+        )
+        for name, part in zip(carved, parts, strict=True):
+            splits[name] = part
+            sources[name] = f"{fractions[name]:.0%} of {train.source}"
+    sources["train"] = train.source
+    splits["train"] = rest
+    for name in ("validation", "test"):
+        _check_classes(name, splits[name], sources[name], names)
+    return {name: splits[name] for name in ("train", "validation", "test")}

@@ -214,8 +214,9 @@ def read_parallel(
 
     Raises:
         FileNotFoundError: If a file is missing.
-        ValueError: If the files have different numbers of lines, or a
-            line is empty; the message names the file and the line number.
+        ValueError: If the files are empty, have different numbers of
+            lines, or a line is empty; the message names the file (and the
+            line number).
 
     Example:
 
@@ -232,6 +233,11 @@ def read_parallel(
     target_path = f"{os.fspath(prefix)}.{target}"
     source_lines = _read_lines(source_path)
     target_lines = _read_lines(target_path)
+    if not source_lines and not target_lines:
+        raise ValueError(
+            f"{source_path} is empty, and so is {target_path}: expected one "
+            "sentence a line."
+        )
     if len(source_lines) != len(target_lines):
         longer, shorter = (
             (source_path, target_path)

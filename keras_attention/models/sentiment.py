@@ -50,10 +50,11 @@ def build_sentiment_classifier(
     num_hops=4,
     penalty_coefficient=0.1,
     mlp_units=64,
-    num_classes=2,
+    num_classes=None,
     dropout=0.2,
     recurrent_dropout=0.0,
     name="sentiment_classifier",
+    label_names=None,
 ):
     """Builds the raw-text BiLSTM + structured self-attention classifier.
 
@@ -89,17 +90,24 @@ def build_sentiment_classifier(
         penalty_coefficient: Weight of the `‖AAᵀ − I‖²_F` penalty.
             Defaults to `0.1`.
         mlp_units: Hidden units of the classifier MLP. Defaults to `64`.
-        num_classes: Number of classes. Defaults to `2`.
+        num_classes: Number of classes. Defaults to the number of
+            `label_names`, or `2` without them.
         dropout: Dropout rate on the sentence embedding and in the MLP.
             Defaults to `0.2`.
         recurrent_dropout: Dropout rate on the LSTM's recurrent state.
             Defaults to `0.0`.
         name: Model name. Defaults to `"sentiment_classifier"`.
+        label_names: Optional names of the classes (label `i` is
+            `label_names[i]`), saved with the model as `model.label_names`.
 
     Returns:
         A functional `keras_attention.text.TextModel` (its `predict` takes
         a string, a list of strings or a NumPy string array) with the dict
         outputs above.
+
+    Raises:
+        ValueError: `num_classes` disagrees with `label_names`, or is
+            below 2.
 
     Example:
 
@@ -114,6 +122,7 @@ def build_sentiment_classifier(
     >>> outputs["probabilities"].shape, outputs["attention"].shape
     ((1, 2), (1, 2, 4))
     """
+    num_classes = _num_classes(num_classes, label_names)
     vocabulary_size = vectorizer.vocabulary_size()
     sentences = keras.Input(shape=(1,), dtype="string", name="sentence")
     token_ids = vectorizer(sentences)
@@ -145,7 +154,59 @@ def build_sentiment_classifier(
         "embedding": embedding,
         "attention": attention,
     }
-    return text.TextModel(sentences, outputs, name=name)
+    return text.TextModel(
+        sentences, outputs, name=name, label_names=label_names
+    )
+
+
+def _num_classes(num_classes, label_names):
+    if num_classes is None:
+        num_classes = 2 if label_names is None else len(label_names)
+    if (
+        isinstance(num_classes, bool)
+        or not isinstance(num_classes, (int, np.integer))
+        or num_classes < 2
+        or (label_names is not None and len(label_names) != num_classes)
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `num_classes`, expected "
+            "an integer >= 2 (the number of `label_names` when given). "
+            f"Received: num_classes={num_classes!r}, "
+            f"label_names={label_names!r}"
+        )
+    return int(num_classes)
+
+
+def class_names(model):
+    """The names of `model`'s classes: its `label_names`, or `"0", "1", ...`.
+
+    Models saved before label names existed (and models built without
+    them) name their classes by their index.
+    """
+    names = getattr(model, "label_names", None)
+    if names is not None:
+        return tuple(names)
+    count = model.get_layer("probabilities").output.shape[-1]
+    return tuple(str(i) for i in range(count))
+
+
+def predict_labels(model, sentences, batch_size=64):
+    """The predicted class name of each sentence.
+
+    Args:
+        model: A model from `build_sentiment_classifier` (or loaded from
+            its `.keras` file).
+        sentences: A string, a list of strings or a NumPy string array.
+        batch_size: Sentences per call. Defaults to `64`.
+
+    Returns:
+        A list with one name (`class_names(model)`) per sentence.
+    """
+    probabilities, _ = predict_sentiment(
+        model, text.as_text_list(sentences), batch_size=batch_size
+    )
+    names = class_names(model)
+    return [names[i] for i in probabilities.argmax(axis=-1)]
 
 
 def classifier_for_training(model):
@@ -397,6 +458,11 @@ def train_sentiment_classifier(
 ):
     """Adapts the vectorizer, builds the classifier and fits it.
 
+    The number of classes is that of `splits["train"].label_names` when
+    set (`load_sentiment_splits` sets it), otherwise the largest training
+    label plus one; the names are saved with the model. Labels outside the
+    classes are refused before any training.
+
     The vectorizer is adapted on the training sentences only and runs in
     the `tf.data` pipeline; `token_id_model(model)` is fit from the ids,
     so every backend and every strategy sees integer tensors. The returned
@@ -426,11 +492,16 @@ def train_sentiment_classifier(
 
     Returns:
         A `keras_attention.models.fitting.FitResult`.
+
+    Raises:
+        ValueError: A label of the training or validation split is not
+            one of the classes.
     """
     from keras_attention.data.sentiment import make_text_vectorizer
 
-    keras.utils.set_random_seed(seed)
     train, validation = splits["train"], splits["validation"]
+    _set_classes(train, validation, model_kwargs)
+    keras.utils.set_random_seed(seed)
     vectorizer = make_text_vectorizer(
         train.sentences,
         max_tokens=max_tokens,
@@ -463,6 +534,24 @@ def train_sentiment_classifier(
     )
 
 
+def _set_classes(train, validation, model_kwargs):
+    names = model_kwargs.get("label_names", train.label_names)
+    count = model_kwargs.get("num_classes") or (
+        len(names) if names is not None else int(np.max(train.labels)) + 1
+    )
+    for name, split in (("train", train), ("validation", validation)):
+        labels = np.asarray(split.labels)
+        bad = np.flatnonzero((labels < 0) | (labels >= count))
+        if bad.size:
+            raise ValueError(
+                f"Example {int(bad[0])} of the {name} split has label "
+                f"{int(labels[bad[0]])}, outside the {count} classes "
+                f"0-{count - 1}."
+            )
+    model_kwargs["num_classes"] = max(count, 2)
+    model_kwargs["label_names"] = None if names is None else tuple(names)
+
+
 def evaluate_sentiment_classifier(model, split, batch_size=64):
     """Accuracy and attention scores of `model` on `split`.
 
@@ -492,14 +581,34 @@ def evaluate_sentiment_classifier(model, split, batch_size=64):
     return metrics, probabilities, attention
 
 
+def balanced_indices(labels, count):
+    """Up to `count` indices, taking the classes in turn (round robin).
+
+    Each class gives its examples in their order in `labels`, so the
+    result has as many examples of each class as possible: with 6 and two
+    classes, three of each (if both have three).
+    """
+    labels = np.asarray(labels)
+    queues = [list(np.flatnonzero(labels == c)) for c in np.unique(labels)]
+    chosen = []
+    while len(chosen) < count and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < count:
+                chosen.append(int(queue.pop(0)))
+    return chosen
+
+
 def save_attention_report(
     model, split, probabilities, attention, output_dir, num_sentences=6
 ):
     """Writes `attention.png` (hops × tokens) and `attention.html`.
 
-    The first `num_sentences` sentences of `split` are shown: the PNG has
-    one heatmap per sentence (a row per hop), the HTML page highlights each
-    token by its weight averaged over the hops.
+    `num_sentences` sentences of `split` are shown, as many of each class
+    as possible (`balanced_indices`), each titled with its true and its
+    predicted class name (`class_names(model)`). The PNG has one heatmap
+    per sentence (a row per hop), all on one colour scale; the HTML page
+    highlights each token by its weight averaged over the hops (and says
+    so).
 
     Returns:
         The paths written.
@@ -508,26 +617,38 @@ def save_attention_report(
     from keras_attention.data.sentiment import tokens_for
 
     vectorizer = vectorizer_of(model)
+    names = class_names(model)
     tokens_list, weights_list, titles = [], [], []
-    for i in range(min(num_sentences, len(split))):
+    for i in balanced_indices(split.labels, num_sentences):
         tokens = tokens_for(vectorizer, split.sentences[i])
         weights = attention[i]
         if not tokens or len(tokens) != weights.shape[1]:
             continue
         tokens_list.append(tokens)
         weights_list.append(weights)
+        predicted = int(probabilities[i].argmax())
         titles.append(
-            f"label {int(split.labels[i])}, predicted "
-            f"{int(probabilities[i].argmax())} "
-            f"(p={float(probabilities[i].max()):.2f})"
+            f"true: {names[int(split.labels[i])]}, predicted: "
+            f"{names[predicted]} (p={float(probabilities[i, predicted]):.2f})"
         )
     png = os.path.join(output_dir, "attention.png")
     page = os.path.join(output_dir, "attention.html")
     hops = [[f"hop {h + 1}" for h in range(w.shape[0])] for w in weights_list]
     visualize.plot_attention_grid(
-        weights_list, tokens_list, hops, titles=titles, path=png
+        weights_list,
+        tokens_list,
+        hops,
+        titles=titles,
+        path=png,
+        colorbar_label="attention weight (each hop sums to 1)",
     )
+    num_hops = weights_list[0].shape[0] if weights_list else 0
     visualize.save_attention_html(
-        page, tokens_list, [w.mean(axis=0) for w in weights_list], titles
+        page,
+        tokens_list,
+        [w.mean(axis=0) for w in weights_list],
+        titles,
+        note=f"The weights are averaged over the model's {num_hops} "
+        "attention hops (attention.png shows each hop).",
     )
     return [png, page]

@@ -1,0 +1,144 @@
+"""Command-line plumbing of the example scripts, standard library only.
+
+The scripts parse their arguments with `Parser` before they import Keras
+or TensorFlow, so `--help` and a bad argument answer at once. A user error
+(a bad argument, a missing, empty or malformed file, no trained model)
+prints one line `error: ...` to stderr and exits with status 2, without a
+traceback: `Parser.error`, `fail` and `user_errors` do that. Warnings of
+the package print as one line `warning: ...` (`one_line_warnings`).
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import warnings
+
+#: The `--distribute` choices; tests check them against
+#: `keras_attention.models.distribute.NAMES`.
+DISTRIBUTE_NAMES = ("none", "mirrored", "multi-worker")
+
+
+def fail(message):
+    """Prints `error: MESSAGE` on one line to stderr and exits with 2."""
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    sys.exit(2)
+
+
+class Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` that shows defaults and errs in one line."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault(
+            "formatter_class", argparse.ArgumentDefaultsHelpFormatter
+        )
+        super().__init__(**kwargs)
+
+    def error(self, message):
+        fail(f"{message} (see {self.prog} --help)")
+
+
+@contextlib.contextmanager
+def user_errors(*types):
+    """Turns `types` (default `OSError`, `ValueError`) into `fail`."""
+    caught = tuple(types) or (OSError, ValueError)
+    try:
+        yield
+    except caught as error:
+        fail(error)
+
+
+def _format_warning(message, category, filename, lineno, line=None):
+    return "warning: " + " ".join(str(message).split()) + "\n"
+
+
+def one_line_warnings():
+    """Warnings print as `warning: MESSAGE`, one line, from now on."""
+    warnings.formatwarning = _format_warning
+
+
+def positive_int(text):
+    """An `argparse` type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer, got {text!r}"
+        )
+    return value
+
+
+def positive_float(text):
+    """An `argparse` type: a float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number, got {text!r}"
+        )
+    return value
+
+
+def fraction(text):
+    """An `argparse` type: a float in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number in [0, 1), got {text!r}"
+        )
+    return value
+
+
+def existing_file(text):
+    """An `argparse` type: the path of a non-empty file."""
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    if os.path.getsize(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is empty")
+    return text
+
+
+def add_run_arguments(group):
+    """`--distribute`, `--cpu-devices`, `--quiet`: the training scaffold's.
+
+    The same flags as `keras_attention.models.fitting.add_run_arguments`,
+    without importing the package.
+    """
+    group.add_argument(
+        "--distribute",
+        choices=list(DISTRIBUTE_NAMES),
+        default="none",
+        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
+        "or keras.distribution.DataParallel on JAX); multi-worker: the "
+        "cluster in TF_CONFIG (see docs/distributed.md)",
+    )
+    group.add_argument(
+        "--cpu-devices",
+        type=positive_int,
+        help="split the CPU into this many logical devices first, so that "
+        "--distribute mirrored has several to mirror over without a GPU "
+        "(see docs/distributed.md)",
+    )
+    group.add_argument(
+        "--quiet",
+        action="store_true",
+        help="one line per epoch instead of a progress bar",
+    )
+
+
+def model_path(output, script):
+    """`OUTPUT/model.keras`, or `fail` saying how to train one first."""
+    path = os.path.join(output, "model.keras")
+    if not os.path.isfile(path):
+        fail(
+            f"no trained model in {output}, train first with: python "
+            f"{script} --output {output}"
+        )
+    return path

@@ -1,0 +1,179 @@
+"""The example scripts' command lines: fast --help, one-line user errors.
+
+`--help` runs in a subprocess (it imports no TensorFlow, so it is cheap);
+the error exits run in-process through `main(argv)`, none of them trains.
+"""
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+
+import pytest
+
+from tests import subprocesses
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+SCRIPTS = ("sentiment_classifier.py", "translation.py", "export_model.py")
+
+# Prints what the script imported by the time `--help` exited.
+HELP_IMPORTS = """
+import runpy, sys
+sys.argv = [sys.argv[1], "--help"]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print("IMPORTED", "tensorflow" in sys.modules, "keras" in sys.modules)
+"""
+
+
+def _example(script):
+    spec = importlib.util.spec_from_file_location(
+        script[:-3] + "_cli_test", os.path.join(EXAMPLES, script)
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error(script, *args):
+    """Runs `main(args)`; returns the one stderr line of its exit 2."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        with pytest.raises(SystemExit) as exit_info:
+            _example(script).main(list(args))
+    assert exit_info.value.code == 2, stderr.getvalue()
+    lines = stderr.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def _write(folder, name, text):
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_imports_no_tensorflow_and_shows_every_default(script):
+    result = subprocesses.run_python(
+        ["-c", HELP_IMPORTS, os.path.join(EXAMPLES, script)]
+    )
+    assert "IMPORTED False False" in result.stdout
+    help_text = result.stdout.split("options:", 1)[1]
+    # Each option's entry runs from its flag to the next flag.
+    entries = re.split(r"\n  (?=-)", help_text)[1:]
+    assert len(entries) >= 2
+    for entry in entries:
+        flag = entry.split()[0].rstrip(",")
+        if flag in ("-h", "--help", "--quiet"):
+            continue
+        assert "(default:" in entry, f"{script} {flag}: {entry!r}"
+
+
+def test_the_scripts_flags_agree_with_the_package():
+    from keras_attention.data import splits
+    from keras_attention.models import distribute
+
+    cli = _example("sentiment_classifier.py")
+    assert cli._cli.DISTRIBUTE_NAMES == tuple(distribute.NAMES)
+    assert cli.SYNTHETIC_EXAMPLES == splits.SYNTHETIC_EXAMPLES
+    assert cli.VALIDATION_FRACTION == splits.VALIDATION_FRACTION
+    assert cli.TEST_FRACTION == splits.TEST_FRACTION
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--epochs", "0"], "argument --epochs: expected a positive integer"),
+        (["--batch-size", "x"], "expected a positive integer, got 'x'"),
+        (["--data", "absent.tsv"], "no such file: 'absent.tsv'"),
+        (["--label-names", "good"], "at least two distinct"),
+        (
+            ["--validation-fraction", "0.6", "--test-fraction", "0.5"],
+            "must sum to less than 1",
+        ),
+    ],
+)
+def test_sentiment_bad_arguments(args, fragment):
+    assert fragment in _error("sentiment_classifier.py", *args)
+
+
+def test_sentiment_bad_files(tmp_path):
+    folder = str(tmp_path)
+    good = _write(folder, "good.tsv", "sentence\tlabel\na\t0\nb\t1\nc\t0\n")
+    empty = _write(folder, "empty.tsv", "")
+    blank = _write(folder, "blank.tsv", "\n\n")
+    bad = _write(folder, "bad.tsv", "sentence\tlabel\na film\tyes\n")
+    for args, fragment in (
+        (["--data", empty], "empty.tsv' is empty"),
+        (["--data", blank], "blank.tsv is empty"),
+        (["--data", bad], "bad.tsv, line 2: the label must be an integer"),
+        (["--data", good, "--test", bad], "bad.tsv, line 2"),
+    ):
+        assert fragment in _error("sentiment_classifier.py", *args)
+
+
+def test_sentiment_labels_outside_the_classes(tmp_path):
+    folder = str(tmp_path)
+    three = _write(
+        folder, "three.tsv", "sentence\tlabel\na\t0\nb\t1\nc\t2\nd\t0\n"
+    )
+    two = _write(folder, "two.tsv", "sentence\tlabel\na\t0\nb\t1\n")
+    line = _error(
+        "sentiment_classifier.py", "--data", three, "--label-names", "neg,pos"
+    )
+    assert "three.tsv, line 4: label 2 is not one of the 2 classes" in line
+    assert "neg, pos" in line
+    # A validation label the training data never had.
+    line = _error(
+        "sentiment_classifier.py", "--data", two, "--validation", three
+    )
+    assert "three.tsv, line 4: label 2 is not one of the 2 classes" in line
+
+
+def test_sentiment_refuses_a_single_class(tmp_path):
+    ones = _write(
+        str(tmp_path), "ones.tsv", "sentence\tlabel\n" + "a film\t1\n" * 12
+    )
+    line = _error("sentiment_classifier.py", "--data", ones)
+    assert "single class" in line and "ones.tsv" in line
+
+
+def test_translation_errors(tmp_path):
+    folder = str(tmp_path)
+    line = _error(
+        "translation.py", "--translate", "ein hund", "--output", folder
+    )
+    assert line == (
+        f"error: no trained model in {folder}, train first with: python "
+        f"examples/translation.py --output {folder}"
+    )
+    _write(folder, "t.de", "ein hund\n")
+    _write(folder, "t.en", "a dog\ntwo dogs\n")
+    prefix = os.path.join(folder, "t")
+    args = ["--train", prefix, "--validation", prefix, "--test", prefix]
+    assert "t.de has 1 lines but" in _error("translation.py", *args)
+    missing = ["--train", prefix + "x", "--validation", prefix]
+    assert "go together" in _error("translation.py", *missing)
+    args = ["--train", prefix + "x", "--validation", prefix, "--test", prefix]
+    assert "No such file or directory" in _error("translation.py", *args)
+    _write(folder, "e.de", "")
+    _write(folder, "e.en", "\n")
+    prefix = os.path.join(folder, "e")
+    args = ["--train", prefix, "--validation", prefix, "--test", prefix]
+    assert "e.de is empty" in _error("translation.py", *args)
+
+
+def test_export_errors(tmp_path):
+    folder = str(tmp_path)
+    line = _error("export_model.py", os.path.join(folder, "x.keras"), folder)
+    assert "no such file" in line
+    broken = _write(folder, "broken.keras", "not a zip")
+    line = _error("export_model.py", broken, os.path.join(folder, "out"))
+    assert "broken.keras" in line
