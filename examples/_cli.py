@@ -52,9 +52,15 @@ def _format_warning(message, category, filename, lineno, line=None):
     return "warning: " + " ".join(str(message).split()) + "\n"
 
 
+@contextlib.contextmanager
 def one_line_warnings():
-    """Warnings print as `warning: MESSAGE`, one line, from now on."""
+    """Warnings print as `warning: MESSAGE`, one line, inside the block."""
+    saved = warnings.formatwarning
     warnings.formatwarning = _format_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = saved
 
 
 def positive_int(text):

@@ -217,7 +217,7 @@ def load_splits(args):
     from keras_attention.data import splits
 
     try:
-        with _cli.user_errors():
+        with _cli.user_errors(), _cli.one_line_warnings():
             return splits.load_sentiment_splits(
                 args.data,
                 validation=args.validation,
@@ -264,7 +264,6 @@ def _train(args, splits, strategy):
 
 def main(argv=None):
     args = parse_args(argv)
-    _cli.one_line_warnings()
     from keras_attention.models import fitting
     from keras_attention.models import sentiment
 

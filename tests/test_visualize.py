@@ -184,3 +184,34 @@ def test_save_attention_html_writes_the_page(tmp_path):
     visualize.save_attention_html(path, [["ünïcode"]], [[1.0]])
     text = path.read_text(encoding="utf-8")
     assert text == visualize.attention_html([["ünïcode"]], [[1.0]])
+
+
+def test_plot_attention_grid_shares_one_labelled_colour_scale():
+    fig = visualize.plot_attention_grid(
+        [np.array([[0.2, 0.8]]), np.array([[0.3, 0.3, 0.4]])],
+        [["a", "b"], ["c", "d", "e"]],
+        colorbar_label="weight per hop",
+    )
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    # Both panels map 0.8 (the top weight of either) to the top colour.
+    limits = [ax.images[0].get_clim() for ax in heatmaps]
+    np.testing.assert_allclose(limits, [(0.0, 0.8)] * 2)
+    bars = [ax for ax in fig.axes if not ax.images]
+    assert len(bars) == 1
+    assert bars[0].get_ylabel() == "weight per hop"
+
+
+def test_plot_attention_labels_its_colour_bar():
+    fig = visualize.plot_attention([[0.5, 0.5]], ["a", "b"])
+    (bar,) = [ax for ax in fig.axes if not ax.images]
+    assert bar.get_ylabel() == "attention weight"
+    fig = visualize.plot_attention([[0.5, 0.5]], ["a", "b"], colorbar=False)
+    assert len(fig.axes) == 1
+
+
+def test_attention_html_says_what_the_colours_mean():
+    page = visualize.attention_html(
+        [["a"]], [[1.0]], note="Averaged over the 3 hops & more."
+    )
+    assert visualize.HTML_NOTE in page
+    assert "Averaged over the 3 hops &amp; more." in page

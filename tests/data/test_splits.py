@@ -64,3 +64,56 @@ def test_tsv_splits_use_given_files_or_carve_them_out(tmp_path):
     assert [len(s) for s in carved.values()] == [45, 5, 7]
     both = splits_lib.load_sentiment_splits(train, seed=1)
     assert [len(s) for s in both.values()] == [40, 5, 5]
+
+
+def test_classes_are_inferred_from_training_labels_and_named(tmp_path):
+    rows = [(f"s {i}", i % 3) for i in range(90)]
+    train = _write_tsv(tmp_path / "train.tsv", rows)
+    splits = splits_lib.load_sentiment_splits(train)
+    for split in splits.values():
+        assert split.label_names == ("0", "1", "2")
+    names = {0: "bad", 1: "so-so", 2: "good"}
+    splits = splits_lib.load_sentiment_splits(train, label_names=names)
+    assert splits["test"].label_names == ("bad", "so-so", "good")
+    assert splits_lib.load_sentiment_splits(num_examples=40)[
+        "train"
+    ].label_names == ("negative", "positive")
+
+
+def test_every_split_is_checked_against_the_classes(tmp_path):
+    rows = [(f"s {i}", i % 2) for i in range(9)]
+    train = _write_tsv(tmp_path / "t.tsv", rows)
+    three = _write_tsv(tmp_path / "d.tsv", [("a", 0), ("b", 1), ("c", 2)])
+    # A held-out label that the training data never had.
+    for where in ("validation", "test"):
+        with pytest.raises(ValueError, match=r"d.tsv, line 4: label 2 is not"):
+            splits_lib.load_sentiment_splits(train, **{where: three})
+    # A training label outside the given names; the names are listed.
+    with pytest.raises(
+        ValueError, match=r"d.tsv, line 4: label 2 .*\(label_names: no, yes\)"
+    ):
+        splits_lib.load_sentiment_splits(three, label_names=["no", "yes"])
+
+
+def test_single_class_training_data_is_refused(tmp_path):
+    ones = _write_tsv(tmp_path / "ones.tsv", [("a film", 1)] * 12)
+    with pytest.raises(ValueError, match="ones.tsv.*single class.* 1 "):
+        splits_lib.load_sentiment_splits(ones)
+
+
+def test_single_class_held_out_data_and_missing_classes_warn(tmp_path):
+    rows = [(f"s {i}", i % 2) for i in range(60)]
+    train = _write_tsv(tmp_path / "t.tsv", rows)
+    ones = _write_tsv(tmp_path / "ones.tsv", [("a film", 1)] * 3)
+    with pytest.warns(UserWarning, match=r"test data \(.*ones.tsv\) has a"):
+        splits_lib.load_sentiment_splits(train, test=ones)
+    with pytest.warns(UserWarning, match="no example of class 'c'"):
+        splits_lib.load_sentiment_splits(train, label_names=["a", "b", "c"])
+
+
+@pytest.mark.parametrize(
+    "names", ["a,b", ["a"], ["a", "a"], ["a", ""], {0: "a", 2: "b"}, [1, 2]]
+)
+def test_bad_label_names_are_refused(names):
+    with pytest.raises(ValueError, match="label_names"):
+        splits_lib.as_label_names(names)

@@ -14,6 +14,9 @@ import pytest
 
 from tests import subprocesses
 
+# Argument parsing and file checks, before any backend work: TF lane only.
+pytestmark = pytest.mark.backend_independent
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 SCRIPTS = ("sentiment_classifier.py", "translation.py", "export_model.py")
@@ -58,7 +61,6 @@ def _write(folder, name, text):
     return path
 
 
-@pytest.mark.backend_independent
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help_imports_no_tensorflow_and_shows_every_default(script):
     result = subprocesses.run_python(

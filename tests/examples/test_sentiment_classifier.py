@@ -107,10 +107,20 @@ def _write_tsv(path, data):
     return str(path)
 
 
-def test_tsv_files_under_mirrored_strategy(tmp_path):
+def _with_neutral(path, count):
+    """Appends `count` sentences of a third class, label 2, to a TSV file."""
+    with open(path, "a", encoding="utf-8") as f:
+        for i in range(count):
+            f.write(f"A plain film, number {i}.\t2\n")
+    return path
+
+
+def test_three_class_tsv_files_under_mirrored_strategy(tmp_path):
     train = _write_tsv(tmp_path / "train.tsv", make_synthetic_sentiment(120))
     dev = _write_tsv(tmp_path / "dev.tsv", make_synthetic_sentiment(20, 1))
     test = _write_tsv(tmp_path / "test.tsv", make_synthetic_sentiment(30, 2))
+    for path, count in ((train, 60), (dev, 10), (test, 15)):
+        _with_neutral(path, count)
     output = str(tmp_path / "run")
     metrics = _example().main(
         [
@@ -120,6 +130,8 @@ def test_tsv_files_under_mirrored_strategy(tmp_path):
             dev,
             "--test",
             test,
+            "--label-names",
+            "negative,positive,neutral",
             "--epochs",
             "1",
             "--distribute",
@@ -129,10 +141,20 @@ def test_tsv_files_under_mirrored_strategy(tmp_path):
             output,
         ]
     )
-    assert metrics["test_examples"] == 30
+    assert metrics["test_examples"] == 45
+    assert metrics["label_names"] == ["negative", "positive", "neutral"]
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
     assert "attention_on_cues" not in metrics
     assert os.path.exists(os.path.join(output, "attention.html"))
+    model = keras.saving.load_model(os.path.join(output, "model.keras"))
+    assert model.label_names == ("negative", "positive", "neutral")
+    from keras_attention.models import sentiment
+
+    assert sentiment.predict_labels(model, "a plain film")[0] in (
+        "negative",
+        "positive",
+        "neutral",
+    )
 
 
 @pytest.mark.slow

@@ -247,3 +247,50 @@ def test_attention_redundancy_hand_computed():
     assert sentiment.attention_redundancy(disjoint) == pytest.approx(0.0)
     assert sentiment.attention_redundancy(half) == pytest.approx(0.5)
     assert sentiment.attention_redundancy([np.ones((1, 3)) / 3]) == 0.0
+
+
+# Names and plots, not numerics: the TensorFlow lane.
+@pytest.mark.backend_independent
+def test_label_names_set_the_classes_and_survive_saving(tmp_path):
+    names = ("bad", "so-so", "good")
+    model = _model(label_names=names)
+    assert model.get_layer("probabilities").output.shape[-1] == 3
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras_attention.load_model(path)
+    assert loaded.label_names == names
+    probabilities, _ = sentiment.predict_sentiment(loaded, SENTENCES)
+    assert probabilities.shape == (4, 3)
+    labels = sentiment.predict_labels(loaded, SENTENCES)
+    assert labels == [names[i] for i in probabilities.argmax(-1)]
+    # A model without names (as the committed ones) names classes by index.
+    assert sentiment.class_names(_model(num_classes=4)) == ("0", "1", "2", "3")
+
+
+def test_balanced_indices_take_the_classes_in_turn():
+    labels = [1, 1, 1, 1, 0, 1, 2, 0]
+    assert sentiment.balanced_indices(labels, 6) == [4, 0, 6, 7, 1, 2]
+    assert sentiment.balanced_indices([1, 1], 6) == [0, 1]
+
+
+# Names and plots, not numerics: the TensorFlow lane.
+@pytest.mark.backend_independent
+def test_attention_report_names_the_classes_and_balances_them(tmp_path):
+    from keras_attention.data.splits import SentimentSplit
+
+    names = ("negative", "neutral", "positive")
+    model = _model(label_names=names)
+    labels = np.array([2, 2, 2, 2, 0, 1, 1, 0])
+    sentences = [SENTENCES[i % 4] for i in range(8)]
+    split = SentimentSplit(sentences, labels, label_names=names)
+    probabilities, attention = sentiment.predict_sentiment(model, sentences)
+    sentiment.save_attention_report(
+        model, split, probabilities, attention, str(tmp_path)
+    )
+    with open(os.path.join(tmp_path, "attention.html"), encoding="utf-8") as f:
+        page = f.read()
+    # Two sentences of each class, titled by name; the hops are averaged.
+    for name in names:
+        assert page.count(f"true: {name}, predicted: ") == 2
+    assert "averaged over the model&#x27;s 3 attention hops" in page
+    assert os.path.getsize(os.path.join(tmp_path, "attention.png")) > 0
