@@ -309,7 +309,10 @@ def evaluate_translator(model, corpus, beam_width=None, batch_size=64):
 
 
 def save_alignment_plot(sources, words, alignments, path, count=4):
-    """Target × source heatmaps of the first `count` decoded sentences."""
+    """Target × source heatmaps of the first `count` decoded sentences.
+
+    One colour scale for all panels, with a labelled colour bar.
+    """
     from keras_attention.visualize import plot_attention_grid
 
     weights_list, x_labels, y_labels, titles = [], [], [], []
@@ -323,4 +326,11 @@ def save_alignment_plot(sources, words, alignments, path, count=4):
         x_labels.append(source_words)
         y_labels.append(target_words)
         titles.append(f"sentence {i}")
-    plot_attention_grid(weights_list, x_labels, y_labels, titles, path=path)
+    plot_attention_grid(
+        weights_list,
+        x_labels,
+        y_labels,
+        titles,
+        path=path,
+        colorbar_label="attention weight (each target word's row sums to 1)",
+    )
