@@ -1,9 +1,11 @@
 """Helpers shared by the attention layers (private)."""
 
 import numpy as np
+import keras
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention import ops as ka_ops
 
 check_rate = _validation.rate
 
@@ -183,4 +185,74 @@ def check_attention_mask(
             expected,
             inputs or {"query": query_shape, "value": value_shape},
             broadcast=True,
+def penalty(value):
+    """`penalty_coefficient` as a `float` if it is finite and >= 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value < float("inf")
+    ):
+        raise _validation.invalid(
+            "penalty_coefficient", value, "a finite non-negative number"
+        )
+    return float(value)
+
+
+def activation(identifier):
+    """`attention_activation`: `None`, or a Keras activation."""
+    if identifier is None:
+        return None
+    return keras.activations.get(identifier)
+
+
+def serialize_activation(function):
+    if function is None:
+        return None
+    return keras.activations.serialize(function)
+
+
+def activate(logits, function):
+    """`function(logits)` in the logits dtype (float32 for half inputs)."""
+    if function is None:
+        return logits
+    return ops.cast(function(logits), logits.dtype)
+
+
+def local_window_mask(query_length, key_length, width, history_only):
+    """keras-self-attention's local window `(Tq, Tk)`: `True` = attend.
+
+    Centred, query `i` sees keys `i - width // 2 <= j < i - width // 2 +
+    width`; with `history_only` (a causal layer) `i - width < j <= i`. Both
+    are built from `sliding_window_mask` (`|i - j| < w`) and `causal_mask`
+    (`j <= i + offset`), so they mean what the other masks mean.
+    """
+    if history_only:
+        band = ka_ops.sliding_window_mask(query_length, key_length, width)
+        causal = ka_ops.causal_mask(query_length, key_length)
+        return ops.logical_and(band, causal)
+    band = ka_ops.sliding_window_mask(query_length, key_length, width // 2 + 1)
+    # Cuts the band at `j <= i + (width - 1) // 2`: for an even width the
+    # window has one key more before the query than after it.
+    upper = ka_ops.causal_mask(
+        query_length, key_length, query_offset=(width - 1) // 2
+    )
+    return ops.logical_and(band, upper)
+
+
+def and_mask(mask, other):
+    """`mask & other`, either possibly `None`."""
+    if other is None:
+        return mask
+    if mask is None:
+        return other
+    return ops.logical_and(ops.cast(mask, "bool"), other)
+
+
+def check_window_query(layer_name, single_query):
+    """A local window needs query positions: not a single query vector."""
+    if single_query:
+        raise ValueError(
+            f"{layer_name}: `attention_width` needs a query sequence "
+            "`(batch_size, Tq, dim)` whose positions line up with the "
+            "values', not a single query vector."
         )

@@ -67,6 +67,8 @@ class MultiHeadBase(keras.layers.Layer):
         seed,
         score,
         chunk_size=None,
+        attention_activation=None,
+        penalty_coefficient=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -93,8 +95,12 @@ class MultiHeadBase(keras.layers.Layer):
         self.chunk_size = checks.chunk_size(
             chunk_size, self.score, self.dropout
         )
+        self.attention_activation = _common.activation(attention_activation)
+        self.penalty_coefficient = _common.penalty(penalty_coefficient)
         self.supports_masking = True
         self._sliding_window = None
+        # keras-self-attention's local window (`SelfAttention` only).
+        self._attention_width = None
         self._flash_attention = False
         self._axes = None
         self._dropout_layer = keras.layers.Dropout(
@@ -263,6 +269,7 @@ class MultiHeadBase(keras.layers.Layer):
         `(B, T, heads, depth)`.
         """
         shapes = (q.shape[0], q.shape[1], v.shape[1])
+        dense_features = self._dense_only_features()
         block = _chunking.block_size(
             self,
             shapes,
@@ -270,7 +277,9 @@ class MultiHeadBase(keras.layers.Layer):
             self._sliding_window,
             return_weights,
             training,
-            dense_only=self._flash_attention or self._hooks_overridden(),
+            dense_only=self._flash_attention
+            or self._hooks_overridden()
+            or bool(dense_features),
         )
         if block:
             context = _chunking.chunked_heads_attention(
@@ -285,7 +294,43 @@ class MultiHeadBase(keras.layers.Layer):
             )
             return context, None
         mask = self._compute_attention_mask(query, value, **masks)
-        return self._compute_attention(q, k, v, mask, training, return_weights)
+        penalty = self.penalty_coefficient > 0
+        context, weights = self._compute_attention(
+            q, k, v, mask, training, return_weights or penalty
+        )
+        if penalty:
+            # Lin et al.'s penalty for each head, averaged over the batch
+            # and summed over the heads.
+            self.add_loss(
+                self.penalty_coefficient
+                * self.num_heads
+                * ka_ops.frobenius_penalty(weights)
+            )
+        return context, weights
+
+    def _dense_only_features(self):
+        """The features the chunked path does not take (names), checked.
+
+        A positive `chunk_size` with one of them raises; with
+        `chunk_size=None` they make the layer attend densely.
+        """
+        features = [
+            name
+            for name, used in (
+                ("attention_width", self._attention_width is not None),
+                ("attention_activation", self.attention_activation),
+                ("penalty_coefficient", self.penalty_coefficient > 0),
+            )
+            if used
+        ]
+        if features and self.chunk_size:
+            raise ValueError(
+                f"The chunked path does not support `{features[0]}` yet: "
+                f"pass chunk_size=None or 0 to use it. Received: "
+                f"chunk_size={self.chunk_size}, {features[0]}="
+                f"{getattr(self, features[0])!r}"
+            )
+        return features
 
     def _compute_attention_mask(
         self,
@@ -301,7 +346,7 @@ class MultiHeadBase(keras.layers.Layer):
         checks.attention_mask_rank(
             type(self).__name__, attention_mask, query, value
         )
-        return ka_ops.combine_masks(
+        mask = ka_ops.combine_masks(
             ops.shape(query)[1],
             ops.shape(value)[1],
             query_mask=query_mask,
@@ -312,6 +357,15 @@ class MultiHeadBase(keras.layers.Layer):
             sliding_window=self._sliding_window,
             heads_axis=True,
         )
+        if self._attention_width is None:
+            return mask
+        window = _common.local_window_mask(
+            ops.shape(query)[1],
+            ops.shape(value)[1],
+            self._attention_width,
+            history_only=use_causal_mask,
+        )
+        return _common.and_mask(mask, window)
 
     def _compute_attention(
         self,
@@ -342,8 +396,9 @@ class MultiHeadBase(keras.layers.Layer):
         mask = self._heads_mask(query, key, attention_mask, use_causal_mask)
         dropout = self.dropout > 0 and training is not None
         dropout = dropout and training is not False
+        activation = self.attention_activation
         if self.score.is_dot_product and not (
-            dropout or return_attention_scores
+            dropout or return_attention_scores or activation is not None
         ):
             query, key, scale = self.score.dot_product_form(query, key)
             if self._flash_attention:
@@ -356,6 +411,7 @@ class MultiHeadBase(keras.layers.Layer):
             ops.transpose(query, _HEADS_FIRST),
             ops.transpose(key, _HEADS_FIRST),
         )
+        logits = _common.activate(logits, activation)
         dropout_fn = None
         if self.dropout > 0:
 
@@ -441,6 +497,10 @@ class MultiHeadBase(keras.layers.Layer):
             "seed": self.seed,
             "score": scores_lib.serialize(self.score),
             "chunk_size": self.chunk_size,
+            "attention_activation": _common.serialize_activation(
+                self.attention_activation
+            ),
+            "penalty_coefficient": self.penalty_coefficient,
         }
         config = {**super().get_config(), **config}
         config["dtype"] = self._dtype_policy_config()

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _common
@@ -72,17 +73,35 @@ class Attention(keras.layers.Layer):
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
 
-    def __init__(self, score="scaled_dot", dropout=0.0, seed=None, **kwargs):
+    def __init__(
+        self,
+        score="scaled_dot",
+        dropout=0.0,
+        seed=None,
+        attention_width=None,
+        attention_activation=None,
+        use_attention_bias=False,
+        penalty_coefficient=0.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.score = scores_lib.get(score, dtype=self.dtype_policy)
         self.dropout = _common.check_rate("dropout", dropout)
         self.seed = seed
+        self.attention_width = _validation.positive_int(
+            "attention_width", attention_width, allow_none=True
+        )
+        self.attention_activation = _common.activation(attention_activation)
+        self.use_attention_bias = bool(use_attention_bias)
+        self.penalty_coefficient = _common.penalty(penalty_coefficient)
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
 
-    def build(self, query_shape, value_shape, key_shape=None):
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        if value_shape is None:
+            value_shape = query_shape
         _common.check_query_value_key(
             type(self).__name__, query_shape, value_shape, key_shape
         )
@@ -94,6 +113,12 @@ class Attention(keras.layers.Layer):
         key_shape = value_shape if key_shape is None else key_shape
         if not self.score.built:
             self.score.build(query_seq_shape, key_shape)
+        if self.use_attention_bias:
+            # keras-self-attention's `b_a`: a constant on every logit, which
+            # only matters through `attention_activation`.
+            self.attention_bias = self.add_weight(
+                name="attention_bias", shape=(), initializer="zeros"
+            )
 
     def _check_masks(self, query, value, key, masks):
         """Explicit masks of the wrong shape: a `ValueError` naming them."""
@@ -117,7 +142,15 @@ class Attention(keras.layers.Layer):
         attention_mask,
         use_causal_mask,
     ):
-        """Shared by the soft and hard layers: logits and the full mask."""
+        """Shared by the soft and hard layers: logits and the full mask.
+
+        Without `value` the query sequence attends over itself, its mask
+        masking queries and keys alike.
+        """
+        if value is None:
+            value = query
+            if value_mask is None:
+                value_mask = query_mask
         masks = {
             "query_mask": query_mask,
             "value_mask": value_mask,
@@ -139,13 +172,25 @@ class Attention(keras.layers.Layer):
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
         )
+        if self.attention_width is not None:
+            _common.check_window_query(name, squeeze)
+            window = _common.local_window_mask(
+                ops.shape(query)[1],
+                ops.shape(value)[1],
+                self.attention_width,
+                history_only=use_causal_mask,
+            )
+            mask = _common.and_mask(mask, window)
         logits = self.score(query, key)
+        if self.use_attention_bias:
+            logits = logits + ops.cast(self.attention_bias, logits.dtype)
+        logits = _common.activate(logits, self.attention_activation)
         return logits, mask, squeeze
 
     def call(
         self,
         query,
-        value,
+        value=None,
         key=None,
         query_mask=None,
         value_mask=None,
@@ -167,10 +212,14 @@ class Attention(keras.layers.Layer):
         )
         context, weights = ka_ops.attend(
             logits,
-            value,
+            query if value is None else value,
             mask,
             dropout_fn=lambda w: self._dropout_layer(w, training=training),
         )
+        if self.penalty_coefficient > 0:
+            self.add_loss(
+                self.penalty_coefficient * ka_ops.frobenius_penalty(weights)
+            )
         if squeeze:
             context = ops.squeeze(context, 1)
             weights = ops.squeeze(weights, 1)
@@ -178,13 +227,16 @@ class Attention(keras.layers.Layer):
             return context, weights
         return context
 
-    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+    def compute_output_shape(
+        self, query_shape, value_shape=None, key_shape=None
+    ):
+        value_shape = query_shape if value_shape is None else value_shape
         return tuple(query_shape[:-1]) + (value_shape[-1],)
 
     def compute_output_spec(
         self,
         query,
-        value,
+        value=None,
         key=None,
         query_mask=None,
         value_mask=None,
@@ -194,6 +246,7 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        value = query if value is None else value
         self._check_masks(
             query,
             value,
@@ -220,4 +273,10 @@ class Attention(keras.layers.Layer):
             "score": scores_lib.serialize(self.score),
             "dropout": self.dropout,
             "seed": self.seed,
+            "attention_width": self.attention_width,
+            "attention_activation": _common.serialize_activation(
+                self.attention_activation
+            ),
+            "use_attention_bias": self.use_attention_bias,
+            "penalty_coefficient": self.penalty_coefficient,
         }

@@ -129,7 +129,7 @@ class HardAttention(Attention):
     def call(
         self,
         query,
-        value,
+        value=None,
         key=None,
         query_mask=None,
         value_mask=None,
@@ -150,6 +150,7 @@ class HardAttention(Attention):
             attention_mask,
             use_causal_mask,
         )
+        value = query if value is None else value
         logits = ops.cast(logits, ka_ops.logits_dtype(logits.dtype))
         probs = ka_ops.masked_softmax(logits, mask)
         perturbed = logits
@@ -173,6 +174,10 @@ class HardAttention(Attention):
             weights = hard + (relaxed - ops.stop_gradient(relaxed))
         else:
             weights = ops.stop_gradient(hard)
+        if self.penalty_coefficient > 0:
+            self.add_loss(
+                self.penalty_coefficient * ka_ops.frobenius_penalty(probs)
+            )
         weights = ops.cast(weights, value.dtype)
         output = ops.matmul(weights, value)
         outputs = [output]
@@ -190,7 +195,7 @@ class HardAttention(Attention):
     def compute_output_spec(
         self,
         query,
-        value,
+        value=None,
         key=None,
         query_mask=None,
         value_mask=None,
@@ -201,6 +206,7 @@ class HardAttention(Attention):
         return_log_prob=False,
         training=None,
     ):
+        value = query if value is None else value
         self._check_masks(
             query,
             value,

@@ -169,6 +169,8 @@ class MultiHeadAttention(MultiHeadBase):
         seed=None,
         score="scaled_dot",
         chunk_size=None,
+        attention_activation=None,
+        penalty_coefficient=0.0,
         **kwargs,
     ):
         super().__init__(
@@ -187,6 +189,8 @@ class MultiHeadAttention(MultiHeadBase):
             seed=seed,
             score=score,
             chunk_size=chunk_size,
+            attention_activation=attention_activation,
+            penalty_coefficient=penalty_coefficient,
             **kwargs,
         )
         self._output_shape = checks.output_shape_tuple(output_shape)
@@ -202,6 +206,15 @@ class MultiHeadAttention(MultiHeadBase):
             flash_attention or keras.config.is_flash_attention_enabled()
         )
         checks.flash_attention(self._flash_attention, self.score, self.dropout)
+        # A positive `chunk_size` with a feature it lacks raises here.
+        if self._dense_only_features() and self._flash_attention:
+            raise ValueError(
+                "Flash attention never forms the logits or the weights, "
+                "which `attention_activation` and `penalty_coefficient` "
+                "need: pass flash_attention=False. Received: "
+                f"attention_activation={attention_activation!r}, "
+                f"penalty_coefficient={penalty_coefficient!r}"
+            )
         self.use_gate = bool(use_gate)
 
     # Like Keras, `output_shape` is not exposed: it would clash with the

@@ -111,6 +111,9 @@ class SelfAttention(MultiHeadBase):
         seed=None,
         score="scaled_dot",
         chunk_size=None,
+        attention_width=None,
+        attention_activation=None,
+        penalty_coefficient=0.0,
         **kwargs,
     ):
         super().__init__(
@@ -131,8 +134,15 @@ class SelfAttention(MultiHeadBase):
             seed=seed,
             score=score,
             chunk_size=chunk_size,
+            attention_activation=attention_activation,
+            penalty_coefficient=penalty_coefficient,
             **kwargs,
         )
+        self.attention_width = _validation.positive_int(
+            "attention_width", attention_width, allow_none=True
+        )
+        self._attention_width = self.attention_width
+        self._dense_only_features()  # a positive `chunk_size` raises now
 
     def _check_shape(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -230,3 +240,6 @@ class SelfAttention(MultiHeadBase):
         return output, keras.KerasTensor(
             weights_shape, dtype=self.compute_dtype
         )
+
+    def get_config(self):
+        return {**super().get_config(), "attention_width": self.attention_width}
