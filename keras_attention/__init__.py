@@ -12,10 +12,12 @@ from keras_attention.layers.hard import reinforce_loss as reinforce_loss
 from keras_attention.layers.multi_head import (
     MultiHeadAttention as MultiHeadAttention,
 )
+from keras_attention.layers.pooling import AttentionPooling as AttentionPooling
 from keras_attention.layers.self_attention import SelfAttention as SelfAttention
 from keras_attention.layers.structured import (
     StructuredSelfAttention as StructuredSelfAttention,
 )
+from keras_attention.layers.wrapper import MultiHead as MultiHead
 from keras_attention.saving import export_for_serving as export_for_serving
 from keras_attention.saving import load_model as load_model
 
