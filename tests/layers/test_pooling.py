@@ -123,13 +123,18 @@ def test_all_padded_sequence_gives_zeros(rng):
 
 
 @pytest.mark.parametrize(
-    "kwargs, shapes, n_weights",
+    "kwargs, shapes, n_weights, train",
     [
-        ({"score": "additive"}, [(2, 4), (2, 5)], 4),
-        ({"query": "last", "units": 3, "dropout": 0.2}, [(2, 3), (2, 5)], 1),
+        ({"score": "additive"}, [(2, 4), (2, 5)], 4, False),
+        (
+            {"query": "last", "units": 3, "dropout": 0.2},
+            [(2, 3), (2, 5)],
+            1,
+            True,
+        ),
     ],
 )
-def test_basics(kwargs, shapes, n_weights, rand):
+def test_basics(kwargs, shapes, n_weights, train, rand):
     check_layer_basics(
         keras_attention.AttentionPooling,
         kwargs,
@@ -137,6 +142,8 @@ def test_basics(kwargs, shapes, n_weights, rand):
         {"return_attention_scores": True},
         expected_output_shape=shapes,
         expected_num_trainable_weights=n_weights,
+        run_training=train,
+        run_mixed_precision=train,
     )
 
 
@@ -147,7 +154,8 @@ def test_keras_mask_is_used_and_not_propagated():
         x, return_attention_scores=True
     )
     model = keras.Model(tokens, [pooled, weights])
-    _, a = model.predict(np.array([[3, 4, 0, 0], [0, 5, 6, 7]]), verbose=0)
+    _, a = model(np.array([[3, 4, 0, 0], [0, 5, 6, 7]]))
+    a = to_np(a)
     assert np.all(a[0, 2:] == 0) and a[1, 0] == 0
     assert keras_attention.AttentionPooling().compute_mask(x, None) is None
 
