@@ -198,6 +198,43 @@ def _self_attention(chunk_size):
     return build
 
 
+def _single_input(make_layer, rows=TV, pooled=False):
+    """`layer(Dense(value))`: one input (issue 16's layers)."""
+
+    def build(inputs, data):
+        projection = keras.layers.Dense(DIM)
+        layer = make_layer()
+        out = layer(projection(inputs["value"]))
+        target = _target(data, rows)
+        if pooled:
+            target = target[:, 0]
+        return Branch(
+            layer,
+            projection,
+            ("value",),
+            out,
+            out,
+            target,
+            may_stay=("key/bias",),
+        )
+
+    return build
+
+
+def _multi_head_wrapper(inputs, data):
+    projection = keras.layers.Dense(DIM)
+    layer = keras_attention.MultiHead(
+        keras_attention.Attention(score="bilinear"),
+        2,
+        reg_index=0,
+        reg_factor=0.01,
+    )
+    out = layer(projection(inputs["value"]))
+    output = keras.layers.Reshape((TV, 2 * DIM))(out)
+    target = np.repeat(_target(data, TV), 2, axis=-1)
+    return Branch(layer, projection, ("value",), output, out, target)
+
+
 def _structured(inputs, data):
     projection = keras.layers.Dense(DIM)
     layer = keras_attention.StructuredSelfAttention(
@@ -291,6 +328,33 @@ LAYERS: dict[str, Callable] = {
     "self_attention_dense": _self_attention(0),
     "self_attention_chunked": _self_attention(2),
     "structured_self_attention": _structured,
+    "attention_self_local": _single_input(
+        lambda: keras_attention.Attention(
+            score="additive",
+            attention_width=3,
+            attention_activation="sigmoid",
+            use_attention_bias=True,
+            penalty_coefficient=0.01,
+        )
+    ),
+    "self_attention_local": _single_input(
+        lambda: keras_attention.SelfAttention(
+            num_heads=2,
+            attention_width=3,
+            attention_activation="sigmoid",
+            penalty_coefficient=0.01,
+        )
+    ),
+    "attention_pooling_learned": _single_input(
+        lambda: keras_attention.AttentionPooling(score="additive"), pooled=True
+    ),
+    "attention_pooling_last": _single_input(
+        lambda: keras_attention.AttentionPooling(
+            query="last", score="bilinear", units=DIM
+        ),
+        pooled=True,
+    ),
+    "multi_head_wrapper": _multi_head_wrapper,
     **{f"mechanism_{k}": _mechanism(v) for k, v in MECHANISMS.items()},
     **{
         f"decoder_{k}": _decoder(

@@ -199,6 +199,21 @@ QUERY_VALUE = {
     "multi_head_additive": QueryValue(
         _mha(chunk_size=0, score="additive"), with_key=False, output_bias=True
     ),
+    # keras-self-attention's options (issue 16): an activation on the
+    # logits, their bias, and the penalty.
+    "attention_activation_penalty": QueryValue(
+        lambda: keras_attention.Attention(
+            score="bilinear",
+            attention_activation="tanh",
+            use_attention_bias=True,
+            penalty_coefficient=0.1,
+        ),
+        value_depth=5,
+    ),
+    "multi_head_activation_penalty": QueryValue(
+        _mha(attention_activation="sigmoid", penalty_coefficient=0.1),
+        output_bias=True,
+    ),
 }
 
 
@@ -576,4 +591,106 @@ def test_attention_decoder_mask_and_causal_properties(name, data):
     )
     np.testing.assert_allclose(
         to_np(alignments2)[:, keep], alignments[:, keep], atol=atol, rtol=atol
+    )
+
+
+# Local windows (issue 16): keras-self-attention's `attention_width`.
+
+
+def window_mask(length, width, causal):
+    """`(T, T)`: centred `t - w // 2 <= s < t - w // 2 + w`, or with
+    `causal` `t - w < s <= t` (keras-self-attention's definitions)."""
+    t = np.arange(length)[:, None]
+    s = np.arange(length)[None, :]
+    lower = t - (width - 1 if causal else width // 2)
+    return (lower <= s) & (s < lower + width)
+
+
+LOCAL = {
+    "attention_single_input": lambda width: keras_attention.Attention(
+        score="additive",
+        attention_width=width,
+        attention_activation="sigmoid",
+    ),
+    "self_attention": lambda width: keras_attention.SelfAttention(
+        num_heads=2,
+        attention_width=width,
+        bias_initializer="random_normal",
+    ),
+}
+
+
+@EXAMPLES
+@given(data=st.data())
+@pytest.mark.parametrize("name", sorted(LOCAL))
+def test_local_window_properties(name, data):
+    compute_dtype = _start(data.draw(st.sampled_from(POLICIES)))
+    batch = data.draw(st.integers(1, 3), label="batch")
+    length = data.draw(st.integers(1, MAX_LENGTH), label="length")
+    width = data.draw(st.integers(1, MAX_LENGTH + 1), label="width")
+    causal = data.draw(st.booleans(), label="causal")
+    cut = data.draw(st.integers(0, length - 1), label="cut")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = rng.normal(size=(batch, length, 4)).astype("float32")
+    mask = data.draw(padding_masks(batch, length), label="mask")
+    atol = ATOL[compute_dtype]
+    layer = LOCAL[name](width)
+    kwargs = {"use_causal_mask": causal}
+    if name == "self_attention":
+        kwargs["mask"] = mask
+    else:
+        kwargs["query_mask"] = mask
+
+    output, weights = layer(x, return_attention_scores=True, **kwargs)
+    check_dtype([output, weights], compute_dtype)
+    assert tuple(output.shape) == x.shape
+    full_mask = mask[:, :, None] & mask[:, None, :]
+    full_mask = full_mask & window_mask(length, width, causal)
+    check_distribution(to_np(weights), full_mask, atol)
+    output = to_np(output)
+    check_finite(output)
+
+    # Padding and, with the causal window, the future do not matter.
+    changed = noisy_copy(rng, x, ~mask)
+    if causal:
+        changed[:, cut + 1 :] += 10.0
+    keep = slice(0, cut + 1) if causal else slice(None)
+    np.testing.assert_allclose(
+        to_np(layer(changed, **kwargs))[:, keep],
+        output[:, keep],
+        atol=atol,
+        rtol=atol,
+    )
+
+
+# AttentionPooling (issue 16): one distribution over time per example.
+
+
+@EXAMPLES
+@given(data=st.data())
+@pytest.mark.parametrize("query", ["learned", "last"])
+def test_attention_pooling_properties(query, data):
+    compute_dtype = _start(data.draw(st.sampled_from(POLICIES)))
+    batch = data.draw(st.integers(1, 3), label="batch")
+    length = data.draw(st.integers(1, MAX_LENGTH), label="length")
+    score = data.draw(st.sampled_from(["dot", "additive"]), label="score")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = rng.normal(size=(batch, length, 4)).astype("float32")
+    mask = data.draw(padding_masks(batch, length), label="mask")
+    atol = ATOL[compute_dtype]
+    layer = keras_attention.AttentionPooling(query=query, score=score)
+
+    pooled, weights = layer(x, mask=mask, return_attention_scores=True)
+    check_dtype([pooled, weights], compute_dtype)
+    assert tuple(pooled.shape) == (batch, 4)
+    assert tuple(weights.shape) == (batch, length)
+    weights = to_np(weights)[:, None]
+    live = check_distribution(weights, mask[:, None], atol)[:, 0]
+    pooled = to_np(pooled)
+    check_finite(pooled)
+    assert np.all(pooled[~live] == 0)
+
+    changed = noisy_copy(rng, x, ~mask)
+    np.testing.assert_allclose(
+        to_np(layer(changed, mask=mask)), pooled, atol=atol, rtol=atol
     )
