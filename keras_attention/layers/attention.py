@@ -18,6 +18,12 @@ class Attention(keras.layers.Layer):
     values. With `key` given this is key-value attention; without it the
     values serve as keys (`k = v`), the classic form of the seed articles.
 
+    Called with one input, `Attention()(x)`, the sequence attends over
+    itself (`value = key = query`, no projections): `l_t = Σ_t' a_tt' x_t'`,
+    keras-self-attention's `SeqSelfAttention`, with the mask of `x`
+    masking queries and keys alike. It then fits in a `Sequential` model,
+    after a BiLSTM for instance.
+
     The query may be one vector per example, `(batch_size, dim)`, as in
     `context = Σ a_i h_i`, or a sequence `(batch_size, Tq, dim)`, each query
     attending independently. The seeds' "multiple queries, concatenated"
@@ -32,11 +38,29 @@ class Attention(keras.layers.Layer):
         dropout: Dropout rate on the attention weights during training.
             Defaults to `0.0`.
         seed: Seed of the dropout. Defaults to `None`.
+        attention_width: Optional positive integer `w`: local attention,
+            keras-self-attention's window. Query `i` sees keys
+            `i - w // 2 <= j < i - w // 2 + w`, or with
+            `use_causal_mask=True` the history `i - w < j <= i`; other keys
+            get weight exactly 0. Needs a query sequence. Defaults to
+            `None`, every key.
+        attention_activation: Optional activation (name or callable)
+            applied to the logits before the softmax, e.g. `"sigmoid"`
+            (keras-self-attention's `attention_activation`). Defaults to
+            `None`.
+        use_attention_bias: Whether to add a trained scalar `b_a` to the
+            logits (before the activation; without one it cancels in the
+            softmax). Defaults to `False`.
+        penalty_coefficient: Non-negative weight `c` of Lin et al.'s
+            penalty `c · mean_batch ‖AAᵀ − I‖²_F` on the weights `A`, added
+            with `add_loss` (keras-self-attention's
+            `attention_regularizer_weight`). Defaults to `0.0`, none.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
         query: `(batch_size, Dq)` or `(batch_size, Tq, Dq)`.
-        value: `(batch_size, Tv, Dv)`.
+        value: `(batch_size, Tv, Dv)`. Defaults to `query`
+            (self-attention).
         key: Optional `(batch_size, Tv, Dk)`. Defaults to `value`.
         query_mask: Optional boolean `(batch_size, Tq)` (or `(batch_size,)`
             for one query vector); a masked query gets zero weights and a
@@ -71,6 +95,9 @@ class Attention(keras.layers.Layer):
         - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Lin et al., 2017](https://arxiv.org/abs/1703.03130)
+        - [keras-self-attention](
+          https://github.com/CyberZHG/keras-self-attention)
     """
 
     def __init__(

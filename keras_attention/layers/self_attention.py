@@ -57,6 +57,23 @@ class SelfAttention(MultiHeadBase):
             `0` is always dense. A positive value is the block size, and
             then an unsupported combination raises `ValueError`. Both paths
             give the same outputs and gradients (to float32 rounding).
+            The chunked path does not take `attention_width`,
+            `attention_activation` or `penalty_coefficient` yet: with them
+            `None` is dense and a positive value raises `ValueError`.
+        attention_width: Optional positive integer `w`: local attention,
+            keras-self-attention's window: position `i` sees
+            `i - w // 2 <= j < i - w // 2 + w`, or with
+            `use_causal_mask=True` the history `i - w < j <= i`. An odd
+            centred `w` is `MultiHeadAttention(sliding_window=(w + 1) // 2)`
+            and a causal `w` is `sliding_window=w`. Defaults to `None`.
+        attention_activation: Optional activation (name or callable)
+            applied to the logits before the softmax (keras-self-attention's
+            semantics); masked keys still get weight exactly 0. Defaults to
+            `None`.
+        penalty_coefficient: Non-negative weight `c` of Lin et al.'s
+            penalty, for each head `h` `c · mean_batch ‖A_h A_hᵀ − I‖²_F`,
+            summed over the heads and added with `add_loss`. Defaults to
+            `0.0`, none.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
