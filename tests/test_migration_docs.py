@@ -429,6 +429,16 @@ def check_tfa_sequence_loss(ns):
     _close(ns["loss"], np.sum(crossentropy * weights) / np.sum(weights))
 
 
+def check_multi_head_wrapper(ns):
+    """keras-multi-head's `MultiHead(Dense(3), 2, reg_index=0, ...)`."""
+    x = np.asarray(ns["inputs"], dtype="float64")
+    k1, b1, k2, b2 = _f64(*ns["old_weights"])
+    _close(ns["output"], np.stack([x @ k1 + b1, x @ k2 + b2], axis=-1))
+    # MultiHead.build: factor · Σ (W Wᵀ − I)², rows the flattened kernels.
+    w = np.stack([k1.ravel(), k2.ravel()])
+    _close(ns["penalty"], 0.1 * np.sum(np.square(w @ w.T - np.eye(2))))
+
+
 CHECKS = {
     name[len("check_") :]: function
     for name, function in list(globals().items())
