@@ -7,7 +7,9 @@ import keras_attention.layers
 
 PUBLIC_LAYERS = (
     "Attention",
+    "AttentionPooling",
     "HardAttention",
+    "MultiHead",
     "MultiHeadAttention",
     "SelfAttention",
     "StructuredSelfAttention",
