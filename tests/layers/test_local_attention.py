@@ -296,3 +296,14 @@ def test_self_attention_config_round_trip():
     assert config["penalty_coefficient"] == 0.25
     clone = keras_attention.SelfAttention.from_config(config)
     assert clone.get_config() == config
+
+
+def test_activation_alone_takes_the_unfused_path(rand):
+    """The fused kernel has no activation: without weights asked for (and
+    no penalty), the output still is that of the activated weights."""
+    x = rand(2, 4, 8)
+    layer = keras_attention.SelfAttention(
+        num_heads=2, attention_activation="sigmoid"
+    )
+    output, _ = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(to_np(layer(x)), to_np(output), atol=1e-6)
