@@ -1,7 +1,7 @@
 """Helpers shared by the attention layers (private)."""
 
-import numpy as np
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attention import _validation
@@ -185,6 +185,9 @@ def check_attention_mask(
             expected,
             inputs or {"query": query_shape, "value": value_shape},
             broadcast=True,
+        )
+
+
 def penalty(value):
     """`penalty_coefficient` as a `float` if it is finite and >= 0."""
     if (
