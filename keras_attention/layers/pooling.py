@@ -139,6 +139,13 @@ class AttentionPooling(keras.layers.Layer):
     def call(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
+        _common.check_mask_shape(
+            type(self).__name__,
+            "mask",
+            mask,
+            tuple(inputs.shape[:-1]),
+            {"inputs": inputs.shape},
+        )
         if self.query == "learned":
             query = ops.cast(self.query_vector, inputs.dtype)
             query = ops.broadcast_to(query, ops.shape(inputs[:, :1]))
