@@ -71,13 +71,13 @@ def _additive_weights(rng, dim, units):
 def test_attention_ports_seq_self_attention(
     kind, width, history_only, activation, rng
 ):
-    x = rng.normal(size=(2, 7, 6)).astype("float32")
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
     if kind == "additive":
-        old = _additive_weights(rng, 6, 5)
+        old = _additive_weights(rng, 8, 5)
         score = scores.AdditiveScore(units=5, use_bias=True)
     else:
         old = [rng.normal(scale=0.3, size=s).astype("float32")
-               for s in [(6, 6), (1,)]]  # fmt: skip
+               for s in [(8, 8), (1,)]]  # fmt: skip
         score = scores.BilinearScore()
     layer = keras_attention.Attention(
         score=score,
@@ -149,15 +149,15 @@ def test_single_input_basics(rand):
             "use_attention_bias": True,
             "penalty_coefficient": 0.1,
         },
-        [rand(2, 5, 4)],
+        [rand(2, 6, 8)],
         {"return_attention_scores": True},
-        expected_output_shape=[(2, 5, 4), (2, 5, 5)],
+        expected_output_shape=[(2, 6, 8), (2, 6, 6)],
         expected_num_trainable_weights=2,
     )
 
 
 def test_hard_attention_single_input_with_window(rand):
-    x = rand(2, 6, 4)
+    x = rand(2, 6, 8)
     layer = keras_attention.HardAttention(attention_width=2)
     out, weights = layer(x, use_causal_mask=True, return_attention_scores=True)
     weights = to_np(weights)
@@ -225,7 +225,7 @@ def test_self_attention_window_activation_penalty(width, causal, rand):
 def test_attention_width_maps_to_sliding_window(width, causal, rand):
     """Odd centred width `w` is `sliding_window=(w + 1) // 2`; causal `w`
     is `sliding_window=w` (docs/migration/keras-self-attention.md)."""
-    x = rand(2, 7, 8)
+    x = rand(2, 6, 8)
     ours = keras_attention.SelfAttention(num_heads=2, attention_width=width)
     mha = keras_attention.MultiHeadAttention(
         num_heads=2,
@@ -243,7 +243,7 @@ def test_attention_width_maps_to_sliding_window(width, causal, rand):
 
 
 def test_multi_head_activation_and_penalty(rand):
-    query, value = rand(2, 3, 8), rand(2, 5, 8)
+    query, value = rand(2, 6, 8), rand(2, 5, 8)
     layer = keras_attention.MultiHeadAttention(
         num_heads=2, key_dim=4, attention_activation="tanh",
         penalty_coefficient=2.0,
@@ -275,7 +275,7 @@ def test_multi_head_activation_and_penalty(rand):
 def test_chunked_path_refuses_then_auto_is_dense(kwargs, rand):
     with pytest.raises(ValueError, match="chunked path does not support"):
         keras_attention.SelfAttention(num_heads=2, chunk_size=2, **kwargs)
-    x = rand(1, 6, 4)
+    x = rand(2, 6, 8)
     auto = keras_attention.SelfAttention(num_heads=2, **kwargs)
     dense = keras_attention.SelfAttention(num_heads=2, chunk_size=0, **kwargs)
     auto(x)
@@ -301,7 +301,7 @@ def test_self_attention_config_round_trip():
 def test_activation_alone_takes_the_unfused_path(rand):
     """The fused kernel has no activation: without weights asked for (and
     no penalty), the output still is that of the activated weights."""
-    x = rand(2, 4, 8)
+    x = rand(2, 6, 8)
     layer = keras_attention.SelfAttention(
         num_heads=2, attention_activation="sigmoid"
     )
