@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
@@ -201,6 +202,8 @@ class AttentionPooling(keras.layers.Layer):
             "query_initializer": keras.initializers.serialize(
                 self.query_initializer
             ),
+            # The projection's own policy once `model.quantize` changed it.
+            "dtype": _policies.policy_config(self, [self._projection]),
         }
 
 
