@@ -6,6 +6,7 @@ import numbers
 import keras
 from keras import ops
 
+from keras_attention import _policies
 from keras_attention import _validation
 
 
@@ -93,6 +94,9 @@ class MultiHead(keras.layers.Layer):
     def __init__(
         self, layer, num_heads, reg_index=None, reg_factor=0.0, **kwargs
     ):
+        # A policy map (from a quantized model's config) holds the copies'
+        # own policies; they are looked up by `<wrapper>/<copy>`.
+        policy = keras.dtype_policies.get(kwargs.get("dtype"))
         super().__init__(**kwargs)
         if not isinstance(layer, keras.layers.Layer):
             raise TypeError(
@@ -118,10 +122,11 @@ class MultiHead(keras.layers.Layer):
         self.copies = []
         for i in range(self.num_heads):
             config = dict(self._layer_config)
-            config["config"] = {
-                **config["config"],
-                "name": f"{layer.name}_{i + 1}",
-            }
+            name = f"{layer.name}_{i + 1}"
+            config["config"] = {**config["config"], "name": name}
+            if isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+                own = policy[f"{self.name}/{name}"]
+                config["config"]["dtype"] = keras.dtype_policies.serialize(own)
             self.copies.append(keras.saving.deserialize_keras_object(config))
         self.supports_masking = layer.supports_masking
         parameters = inspect.signature(layer.call).parameters
@@ -181,6 +186,8 @@ class MultiHead(keras.layers.Layer):
             "num_heads": self.num_heads,
             "reg_index": self.reg_index,
             "reg_factor": self.reg_factor,
+            # The copies' own policies once `model.quantize` changed them.
+            "dtype": _policies.policy_config(self, self.copies),
         }
 
     @classmethod

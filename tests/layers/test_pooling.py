@@ -163,3 +163,16 @@ def test_keras_mask_is_used_and_not_propagated():
 def test_units_need_the_last_step_query():
     with pytest.raises(ValueError, match="needs query='last'"):
         keras_attention.AttentionPooling(units=4)
+
+
+@pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize`")
+def test_quantized_projection_saves_and_loads(tmp_path, rand):
+    inputs = keras.Input((5, 4))
+    pooling = keras_attention.AttentionPooling(query="last", units=3)
+    model = keras.Model(inputs, pooling(inputs))
+    model.quantize("int8")
+    x = rand(2, 5, 4)
+    path = str(tmp_path / "q.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(to_np(loaded(x)), to_np(model(x)), atol=1e-6)

@@ -123,3 +123,17 @@ def test_reg_index_out_of_range():
     layer = keras_attention.MultiHead(keras.layers.Dense(2), 2, reg_index=2)
     with pytest.raises(ValueError, match="out of range"):
         layer(np.ones((1, 3), "float32"))
+
+
+@pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize`")
+def test_quantized_copies_save_and_load(tmp_path):
+    inputs = keras.Input((4,))
+    model = keras.Model(
+        inputs, keras_attention.MultiHead(keras.layers.Dense(3), 2)(inputs)
+    )
+    model.quantize("int8")
+    x = np.random.default_rng(0).normal(size=(2, 4)).astype("float32")
+    path = str(tmp_path / "q.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(to_np(loaded(x)), to_np(model(x)), atol=1e-6)
