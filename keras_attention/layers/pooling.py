@@ -108,14 +108,6 @@ class AttentionPooling(keras.layers.Layer):
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
         self._projection = None
-        if self.units is not None:
-            self._projection = keras.layers.Dense(
-                self.units,
-                use_bias=False,
-                activation="tanh",
-                name="projection",
-                dtype=self.dtype_policy,
-            )
 
     def _check_shape(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -134,7 +126,16 @@ class AttentionPooling(keras.layers.Layer):
             )
         if not self.score.built:
             self.score.build((batch, 1, dim), tuple(input_shape))
-        if self._projection is not None:
+        if self.units is not None:
+            # Made here, inside the layer's scope, so that a quantized
+            # model's policy map finds it by its path when loading.
+            self._projection = keras.layers.Dense(
+                self.units,
+                use_bias=False,
+                activation="tanh",
+                name="projection",
+                dtype=self.dtype_policy,
+            )
             self._projection.build((batch, 2 * dim))
 
     def call(
