@@ -1,10 +1,13 @@
 """Attention for RNN encoder-decoders: mechanisms, decoder cell, decoding.
 
 Bahdanau (additive) and Luong (dot / general / concat / location) attention
-over an encoder memory, `AttentionDecoderCell` (input feeding, any Keras RNN
-cell), `AttentionDecoder` for teacher-forced training, and greedy and
-beam-search decoding that return the alignment history; `Translator` is a
-complete BiGRU + attention-decoder translation model built from them.
+over an encoder memory, with softmax, hardmax or sparsemax weights, and
+their monotonic forms (Raffel et al., 2017); `AttentionDecoderCell` (input
+feeding, any Keras RNN cell, one or several mechanisms),
+`AttentionDecoder` for teacher-forced training, and greedy, n-best beam
+search (GNMT length and coverage penalties) and sampling decoders that
+return the alignment history; `Translator` is a complete BiGRU +
+attention-decoder translation model built from them.
 """
 
 from keras_attention.seq2seq.attention import (
@@ -21,9 +24,21 @@ from keras_attention.seq2seq.cell import AttentionDecoder as AttentionDecoder
 from keras_attention.seq2seq.cell import (
     AttentionDecoderCell as AttentionDecoderCell,
 )
+from keras_attention.seq2seq.decoding import BeamHypotheses as BeamHypotheses
 from keras_attention.seq2seq.decoding import DecodeResult as DecodeResult
 from keras_attention.seq2seq.decoding import (
     beam_search_decode as beam_search_decode,
 )
 from keras_attention.seq2seq.decoding import greedy_decode as greedy_decode
+from keras_attention.seq2seq.monotonic import (
+    BahdanauMonotonicAttention as BahdanauMonotonicAttention,
+)
+from keras_attention.seq2seq.monotonic import (
+    LuongMonotonicAttention as LuongMonotonicAttention,
+)
+from keras_attention.seq2seq.monotonic import (
+    monotonic_alignments as monotonic_alignments,
+)
+from keras_attention.seq2seq.probability import hardmax as hardmax
+from keras_attention.seq2seq.probability import sparsemax as sparsemax
 from keras_attention.seq2seq.translator import Translator as Translator

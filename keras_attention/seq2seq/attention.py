@@ -13,6 +13,7 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
+from keras_attention.seq2seq import probability
 
 _PACKAGE = "keras_attention"
 
@@ -28,11 +29,19 @@ class AttentionMechanism(keras.layers.Layer):
 
     Subclasses set `self.score`, a `keras_attention.scores.Score` layer.
     `call(query, memory, memory_mask=None)` returns `(context, weights)`.
+    `probability_fn` turns the logits into weights: `"softmax"` (the
+    default), `"hardmax"`, `"sparsemax"` or a callable `logits -> weights`
+    (masked positions get weight exactly 0 with any of them).
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, probability_fn="softmax", **kwargs):
         super().__init__(**kwargs)
         self.supports_masking = True
+        self.probability_fn = probability.check(probability_fn)
+
+    def initial_alignments(self, batch_size, source_length, dtype):
+        """The alignments before the first decoder step: zeros."""
+        return ops.zeros((batch_size, source_length), dtype=dtype)
 
     def _check_shapes(self, query_shape, memory_shape):
         if len(memory_shape) != 3:
@@ -54,7 +63,9 @@ class AttentionMechanism(keras.layers.Layer):
         if not self.score.built:
             self.score.build(query_seq_shape, memory_shape)
 
-    def call(self, query, memory, memory_mask=None):
+    def call(self, query, memory, memory_mask=None, previous_alignments=None):
+        # `previous_alignments` (the decoder cell passes them) is used by
+        # the monotonic mechanisms only.
         self._check_shapes(query.shape, memory.shape)
         single = len(query.shape) == 2
         if single:
@@ -63,7 +74,12 @@ class AttentionMechanism(keras.layers.Layer):
         mask = ka_ops.combine_masks(
             ops.shape(query)[1], ops.shape(memory)[1], value_mask=memory_mask
         )
-        context, weights = ka_ops.attend(logits, memory, mask)
+        if self.probability_fn == "softmax":
+            context, weights = ka_ops.attend(logits, memory, mask)
+        else:
+            weights = probability.normalize(logits, mask, self.probability_fn)
+            weights = ops.cast(weights, memory.dtype)
+            context = ops.matmul(weights, memory)
         if single:
             return ops.squeeze(context, 1), ops.squeeze(weights, 1)
         return context, weights
@@ -71,12 +87,29 @@ class AttentionMechanism(keras.layers.Layer):
     def compute_mask(self, query, previous_mask=None):
         return None
 
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "probability_fn": probability.serialize(self.probability_fn),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "probability_fn" in config:
+            config["probability_fn"] = probability.deserialize(
+                config["probability_fn"]
+            )
+        return cls(**config)
+
     def compute_output_shape(self, query_shape, memory_shape):
         self._check_shapes(query_shape, memory_shape)
         lead = tuple(query_shape[:-1])
         return lead + (memory_shape[-1],), lead + (memory_shape[1],)
 
-    def compute_output_spec(self, query, memory, memory_mask=None):
+    def compute_output_spec(
+        self, query, memory, memory_mask=None, previous_alignments=None, **_
+    ):
         context_shape, weights_shape = self.compute_output_shape(
             query.shape, memory.shape
         )
@@ -163,6 +196,12 @@ class BahdanauAttention(AttentionMechanism):
             the `tanh`). Defaults to `False`.
         kernel_initializer: Initializer of the score's kernels. Defaults to
             `"glorot_uniform"`.
+        probability_fn: `"softmax"` (the default), `"hardmax"` (one-hot of
+            the best position), `"sparsemax"` (Martins & Astudillo, 2016)
+            or a callable mapping the logits `(..., source_time)` to
+            weights; masked positions get weight exactly 0 with any. A
+            callable must be registered with
+            `keras.saving.register_keras_serializable` to be saved.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -258,6 +297,12 @@ class LuongAttention(AttentionMechanism):
             it.
         kernel_initializer: Initializer of the score's kernels. Defaults to
             `"glorot_uniform"`.
+        probability_fn: `"softmax"` (the default), `"hardmax"` (one-hot of
+            the best position), `"sparsemax"` (Martins & Astudillo, 2016)
+            or a callable mapping the logits `(..., source_time)` to
+            weights; masked positions get weight exactly 0 with any. A
+            callable must be registered with
+            `keras.saving.register_keras_serializable` to be saved.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:

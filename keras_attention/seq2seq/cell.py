@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import _validation
+from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
 
 _PACKAGE = "keras_attention"
@@ -103,6 +104,8 @@ class AttentionDecoderCell(keras.layers.Layer):
         attention,
         attention_layer_units=None,
         output_attention=True,
+        attention_layer=None,
+        cell_input_fn=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -112,11 +115,14 @@ class AttentionDecoderCell(keras.layers.Layer):
                 "Keras RNN cell with a `state_size` attribute, such as "
                 f"`keras.layers.GRUCell`. Received: cell={cell!r}"
             )
-        if not isinstance(attention, AttentionMechanism):
+        mechanisms = _as_list(attention)
+        if not mechanisms or not all(
+            isinstance(m, AttentionMechanism) for m in mechanisms
+        ):
             raise ValueError(
                 "Received an invalid value for argument `attention`, "
                 "expected a keras_attention.seq2seq attention mechanism "
-                "(BahdanauAttention or LuongAttention). "
+                "(BahdanauAttention or LuongAttention) or a list of them. "
                 f"Received: attention={attention!r}"
             )
         if not isinstance(output_attention, bool):
@@ -127,23 +133,68 @@ class AttentionDecoderCell(keras.layers.Layer):
             )
         self.cell = cell
         self.attention = attention
-        self.attention_layer_units = _validation.positive_int(
-            "attention_layer_units", attention_layer_units, allow_none=True
-        )
+        self.mechanisms = mechanisms
         self.output_attention = output_attention
-        self.attention_layer = None
-        if self.attention_layer_units is not None:
-            self.attention_layer = keras.layers.Dense(
-                self.attention_layer_units,
-                activation="tanh",
-                use_bias=False,
-                dtype=self.dtype_policy,
-                name="attention_layer",
-            )
+        self.attention_layer_units = attention_layer_units
+        self.attention_layers = self._attention_layers(
+            attention_layer_units, attention_layer
+        )
+        self.cell_input_fn = _check_cell_input_fn(cell_input_fn)
         self._memory_depth = None
+        self._cell_input_depth = None
         # Step inputs often come from `Embedding(mask_zero=True)`; a step
         # has nothing to mask, so the mask is accepted and dropped.
         self.supports_masking = True
+
+    def _attention_layers(self, units, layers):
+        """One attentional layer per mechanism, or `None` (the context)."""
+        count = len(self.mechanisms)
+        if units is not None and layers is not None:
+            raise ValueError(
+                "Pass `attention_layer_units` or `attention_layer`, not "
+                f"both. Received: attention_layer_units={units!r}, "
+                f"attention_layer={layers!r}"
+            )
+        if layers is not None:
+            layers = _as_list(layers)
+            if len(layers) != count or not all(
+                isinstance(layer, keras.layers.Layer) for layer in layers
+            ):
+                raise ValueError(
+                    "Received an invalid value for argument "
+                    f"`attention_layer`, expected {count} Keras layer(s), "
+                    f"one per mechanism. Received: attention_layer={layers!r}"
+                )
+            return layers
+        if units is None:
+            return None
+        sizes = _as_list(units)
+        if len(sizes) != count:
+            raise ValueError(
+                f"`attention_layer_units` needs one size per mechanism "
+                f"({count}). Received: attention_layer_units={units!r}"
+            )
+        sizes = [
+            _validation.positive_int("attention_layer_units", size)
+            for size in sizes
+        ]
+        return [
+            keras.layers.Dense(
+                size,
+                activation="tanh",
+                use_bias=False,
+                dtype=self.dtype_policy,
+                name="attention_layer"
+                if count == 1
+                else f"attention_layer_{i}",
+            )
+            for i, size in enumerate(sizes)
+        ]
+
+    @property
+    def attention_layer(self):
+        """The attentional layer of the first mechanism, or `None`."""
+        return self.attention_layers[0] if self.attention_layers else None
 
     # Layout of the state list.
 
@@ -163,20 +214,35 @@ class AttentionDecoderCell(keras.layers.Layer):
 
     @property
     def alignments_index(self):
-        """Index of the attention weights `α_t` in the state list."""
+        """Index of the first mechanism's weights `α_t` in the state list."""
         return self.num_cell_states + 1
+
+    @property
+    def alignments_indices(self):
+        """Indices of every mechanism's weights in the state list."""
+        first = self.alignments_index
+        return list(range(first, first + len(self.mechanisms)))
 
     @property
     def num_constant_states(self):
         """The memory and its mask: the last two states, never changed."""
         return 2
 
+    def _layer_depth(self, layer):
+        shape = (None, self._memory_depth + self._cell_output_size)
+        return layer.compute_output_shape(shape)[-1]
+
     @property
     def attention_depth(self):
         """Depth of `a_t`; `None` until the memory depth is known."""
-        if self.attention_layer_units is not None:
-            return self.attention_layer_units
-        return self._memory_depth
+        if self._memory_depth is None and self.attention_layers is None:
+            return None
+        if self.attention_layers is None:
+            return self._memory_depth * len(self.mechanisms)
+        if self._memory_depth is None:
+            units = _as_list(self.attention_layer_units or [])
+            return sum(units) if units else None
+        return sum(self._layer_depth(layer) for layer in self.attention_layers)
 
     @property
     def _cell_output_size(self):
@@ -188,7 +254,9 @@ class AttentionDecoderCell(keras.layers.Layer):
         # Source length and memory depth are not fixed by the cell; `None`
         # entries are fine for `keras.layers.RNN` as long as the initial
         # state is passed in.
-        return [*self._cell_state_sizes, self.attention_depth, None, None, None]
+        alignments = [None] * len(self.mechanisms)
+        depths = [*self._cell_state_sizes, self.attention_depth, *alignments]
+        return depths + [None, None]
 
     @property
     def output_size(self):
@@ -216,12 +284,30 @@ class AttentionDecoderCell(keras.layers.Layer):
             )
         self._memory_depth = memory_shape[-1]
         query_shape = (memory_shape[0], self._cell_output_size)
-        if not self.attention.built:
-            self.attention.build(query_shape, memory_shape)
-        if self.attention_layer is not None and not self.attention_layer.built:
-            self.attention_layer.build(
-                (memory_shape[0], self._memory_depth + self._cell_output_size)
+        for mechanism in self.mechanisms:
+            if not mechanism.built:
+                mechanism.build(query_shape, memory_shape)
+        for layer in self.attention_layers or []:
+            if not layer.built:
+                layer.build(
+                    (
+                        memory_shape[0],
+                        self._memory_depth + self._cell_output_size,
+                    )
+                )
+
+    def _cell_input_shape(self, inputs_shape):
+        if self.cell_input_fn is None:
+            return (inputs_shape[0], inputs_shape[-1] + self.attention_depth)
+        if self._cell_input_depth is None:
+            # The depth of a custom `cell_input_fn`'s output, from a call on
+            # one row of zeros.
+            probe = self.cell_input_fn(
+                ops.zeros((1, inputs_shape[-1])),
+                ops.zeros((1, self.attention_depth)),
             )
+            self._cell_input_depth = int(probe.shape[-1])
+        return (inputs_shape[0], self._cell_input_depth)
 
     def build(self, inputs_shape, states_shape=None):
         if states_shape is not None:
@@ -233,12 +319,8 @@ class AttentionDecoderCell(keras.layers.Layer):
                 "the cell with the full state list). Received: "
                 f"inputs_shape={tuple(inputs_shape)}"
             )
-        cell_input_shape = (
-            inputs_shape[0],
-            inputs_shape[-1] + self.attention_depth,
-        )
         if isinstance(self.cell, keras.layers.Layer) and not self.cell.built:
-            self.cell.build(cell_input_shape)
+            self.cell.build(self._cell_input_shape(inputs_shape))
         self.built = True
 
     def get_initial_state(
@@ -259,8 +341,10 @@ class AttentionDecoderCell(keras.layers.Layer):
                 own initial state (zeros).
 
         Returns:
-            The list `[*cell_states, attention, alignments, memory,
-            memory_mask]`: zero attention vector and zero alignments.
+            The list `[*cell_states, attention, *alignments, memory,
+            memory_mask]`: zero attention vector and each mechanism's
+            initial alignments (zeros; one-hot on the first position for
+            the monotonic mechanisms).
         """
         if memory is None:
             raise ValueError(
@@ -280,6 +364,17 @@ class AttentionDecoderCell(keras.layers.Layer):
             mask = ops.cast(
                 ops.cast(memory_mask, "bool"), dtype=self.compute_dtype
             )
+        cell_state = self._initial_cell_state(batch, cell_state)
+        attention = ops.zeros(
+            (batch, self.attention_depth), dtype=self.compute_dtype
+        )
+        alignments = [
+            m.initial_alignments(batch, source_length, self.compute_dtype)
+            for m in self.mechanisms
+        ]
+        return [*cell_state, attention, *alignments, memory, mask]
+
+    def _initial_cell_state(self, batch, cell_state):
         if cell_state is None:
             initial = getattr(self.cell, "get_initial_state", None)
             if initial is not None:
@@ -296,35 +391,48 @@ class AttentionDecoderCell(keras.layers.Layer):
                 f"`cell_state` holds {len(cell_state)}. Received: "
                 f"cell_state shapes={[tuple(s.shape) for s in cell_state]}"
             )
-        cell_state = [ops.cast(s, dtype=self.compute_dtype) for s in cell_state]
-        attention = ops.zeros(
-            (batch, self.attention_depth), dtype=self.compute_dtype
-        )
-        alignments = ops.zeros((batch, source_length), dtype=self.compute_dtype)
-        return [*cell_state, attention, alignments, memory, mask]
+        return [ops.cast(s, dtype=self.compute_dtype) for s in cell_state]
 
     def call(self, inputs, states, training=None):
         states = list(states)
         n = self.num_cell_states
         cell_states = states[:n]
-        previous_attention, _, memory, memory_mask = states[n:]
-        cell_inputs = ops.concatenate(
-            [inputs, ops.cast(previous_attention, inputs.dtype)], axis=-1
-        )
+        previous_attention = states[n]
+        previous_alignments = states[n + 1 : -2]
+        memory, memory_mask = states[-2], states[-1]
+        previous = ops.cast(previous_attention, inputs.dtype)
+        if self.cell_input_fn is None:
+            cell_inputs = ops.concatenate([inputs, previous], axis=-1)
+        else:
+            cell_inputs = self.cell_input_fn(inputs, previous)
         cell_output, new_cell_states = self.cell(
             cell_inputs, cell_states, training=training
         )
-        context, alignments = self.attention(
-            cell_output, memory, memory_mask=ops.cast(memory_mask, "bool")
-        )
-        if self.attention_layer is not None:
-            attention = self.attention_layer(
-                ops.concatenate(
-                    [context, ops.cast(cell_output, context.dtype)], axis=-1
-                )
+        attentions, alignments = [], []
+        for i, mechanism in enumerate(self.mechanisms):
+            context, weights = mechanism(
+                cell_output,
+                memory,
+                memory_mask=ops.cast(memory_mask, "bool"),
+                previous_alignments=previous_alignments[i],
+                training=training,
             )
+            if self.attention_layers is not None:
+                context = self.attention_layers[i](
+                    ops.concatenate(
+                        [context, ops.cast(cell_output, context.dtype)],
+                        axis=-1,
+                    )
+                )
+            attentions.append(context)
+            alignments.append(weights)
+        if len(attentions) == 1:
+            attention = attentions[0]
         else:
-            attention = context
+            dtype = attentions[0].dtype
+            attention = ops.concatenate(
+                [ops.cast(a, dtype) for a in attentions], axis=-1
+            )
         output = attention if self.output_attention else cell_output
         # Each state keeps the dtype it came in with: a compiled loop (JAX's
         # `scan`) rejects a carry whose dtype changes, as it does when a
@@ -337,7 +445,7 @@ class AttentionDecoderCell(keras.layers.Layer):
                 )
             ),
             ops.cast(attention, previous_attention.dtype),
-            ops.cast(alignments, previous_attention.dtype),
+            *(ops.cast(a, previous_attention.dtype) for a in alignments),
             memory,
             memory_mask,
         ]
@@ -347,24 +455,68 @@ class AttentionDecoderCell(keras.layers.Layer):
         return None
 
     def get_config(self):
-        return {
+        attention = self.attention
+        if isinstance(attention, (list, tuple)):
+            attention = [
+                keras.saving.serialize_keras_object(m) for m in attention
+            ]
+        else:
+            attention = keras.saving.serialize_keras_object(attention)
+        config = {
             **super().get_config(),
             # A quantized attentional layer is rebuilt quantized on loading.
-            "dtype": _policies.policy_config(self, [self.attention_layer]),
+            "dtype": _policies.policy_config(
+                self, list(self.attention_layers or [None])
+            ),
             "cell": keras.saving.serialize_keras_object(self.cell),
-            "attention": keras.saving.serialize_keras_object(self.attention),
+            "attention": attention,
             "attention_layer_units": self.attention_layer_units,
             "output_attention": self.output_attention,
         }
+        if self.attention_layer_units is None and self.attention_layers:
+            config["attention_layer"] = [
+                keras.saving.serialize_keras_object(layer)
+                for layer in self.attention_layers
+            ]
+        if self.cell_input_fn is not None:
+            config["cell_input_fn"] = probability.serialize_callable(
+                "cell_input_fn", self.cell_input_fn
+            )
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         config["cell"] = keras.saving.deserialize_keras_object(config["cell"])
-        config["attention"] = keras.saving.deserialize_keras_object(
-            config["attention"]
-        )
+        attention = config["attention"]
+        if isinstance(attention, list):
+            config["attention"] = [
+                keras.saving.deserialize_keras_object(m) for m in attention
+            ]
+        else:
+            config["attention"] = keras.saving.deserialize_keras_object(
+                attention
+            )
+        if config.get("attention_layer") is not None:
+            config["attention_layer"] = [
+                keras.saving.deserialize_keras_object(layer)
+                for layer in config["attention_layer"]
+            ]
+        if config.get("cell_input_fn") is not None:
+            config["cell_input_fn"] = probability.deserialize(
+                config["cell_input_fn"]
+            )
         return cls(**config)
+
+
+def _check_cell_input_fn(cell_input_fn):
+    if cell_input_fn is not None and not callable(cell_input_fn):
+        raise ValueError(
+            "Received an invalid value for argument `cell_input_fn`, "
+            "expected a callable `(inputs, attention) -> cell_inputs` or "
+            f"None. Received: cell_input_fn={cell_input_fn!r}"
+        )
+    return cell_input_fn
 
 
 class _AlignmentOutputCell(keras.layers.Layer):

@@ -1,0 +1,160 @@
+"""Beam search's n best against an exhaustive search on a tiny vocabulary.
+
+With a beam wider than the number of hypotheses alive at any step, beam
+search is exhaustive, so its n best must be the n best of all complete
+hypotheses scored in NumPy from the teacher-forced log-probabilities and
+alignments: `log p / ((5 + |y|) / 6) ** α + β Σ_s log(min(Σ_t α_ts, 1))`
+(the coverage term on complete hypotheses, a position never attended
+counting 0).
+"""
+
+import itertools
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention import seq2seq
+from tests.layer_basics import normal_arrays
+from tests.seq2seq._arrays import assert_allclose
+from tests.seq2seq._arrays import assert_array_equal
+from tests.seq2seq._arrays import to_numpy
+
+VOCAB, START, END, MAX_LENGTH = 4, 1, 2, 3
+(MEMORY,) = normal_arrays(5, (2, 3, 4))
+MEMORY_MASK = np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(3)
+    cell = seq2seq.AttentionDecoderCell(
+        keras.layers.GRUCell(4), seq2seq.BahdanauAttention(4)
+    )
+    embedding = keras.layers.Embedding(VOCAB, 3)
+    # Large logits: hypotheses far apart, so the ranking has no near-ties.
+    output_layer = keras.layers.Dense(
+        VOCAB, kernel_initializer=keras.initializers.RandomNormal(stddev=2.0)
+    )
+    return (
+        cell,
+        embedding,
+        output_layer,
+        _all_hypotheses(cell, embedding, output_layer),
+    )
+
+
+def _all_hypotheses(cell, embedding, output_layer):
+    """Log-probs and alignments of every sequence, teacher-forced."""
+    sequences = np.array(
+        list(itertools.product(range(VOCAB), repeat=MAX_LENGTH)), "int32"
+    )
+    n = len(sequences)
+    inputs = np.concatenate([np.full((n, 1), START), sequences[:, :-1]], 1)
+    decoder = seq2seq.AttentionDecoder(cell, return_alignments=True)
+    table = []
+    for i in range(len(MEMORY)):
+        outputs, alignments = decoder(
+            embedding(inputs),
+            np.repeat(MEMORY[i : i + 1], n, axis=0),
+            memory_mask=np.repeat(MEMORY_MASK[i : i + 1], n, axis=0),
+        )
+        log_probs = to_numpy(ops.log_softmax(output_layer(outputs), axis=-1))
+        picked = np.take_along_axis(log_probs, sequences[..., None], -1)
+        hypotheses = {}
+        for seq, steps, weights in zip(
+            sequences, picked[..., 0], to_numpy(alignments), strict=True
+        ):
+            ends = np.flatnonzero(seq == END)
+            length = ends[0] + 1 if len(ends) else MAX_LENGTH
+            hypotheses[tuple(seq[:length])] = (
+                steps[:length].sum(),
+                weights[:length].sum(0),
+            )
+        table.append(hypotheses)
+    return table
+
+
+def _brute_force(table, alpha, beta, n):
+    """The `n` best `(tokens, score, log_prob)` of each example."""
+    best = []
+    for hypotheses in table:
+        ranked = []
+        for tokens, (log_prob, coverage) in hypotheses.items():
+            coverage = np.where(coverage == 0, 1.0, coverage)
+            penalty = np.log(np.minimum(coverage, 1.0)).sum()
+            lp = ((5.0 + len(tokens)) / 6.0) ** alpha
+            ranked.append((log_prob / lp + beta * penalty, log_prob, tokens))
+        ranked.sort(key=lambda r: -r[0])
+        best.append(ranked[:n])
+    return best
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.0, 0.0), (1.5, 0.0), (0.6, 2.0)])
+def test_n_best_equals_exhaustive_search(model, alpha, beta):
+    cell, embedding, output_layer, table = model
+    result = seq2seq.beam_search_decode(
+        cell,
+        MEMORY,
+        embedding,
+        output_layer,
+        START,
+        END,
+        MAX_LENGTH,
+        beam_width=16,
+        length_penalty=alpha,
+        coverage_penalty=beta,
+        memory_mask=MEMORY_MASK,
+        num_hypotheses=5,
+    )
+    assert isinstance(result, seq2seq.BeamHypotheses)
+    tokens, scores, alignments, lengths, log_probs = (
+        to_numpy(x) for x in result
+    )
+    assert tokens.shape == (2, 5, MAX_LENGTH)
+    assert alignments.shape == (2, 5, MAX_LENGTH, 3)
+    for i, expected in enumerate(_brute_force(table, alpha, beta, 5)):
+        for j, (score, log_prob, hypothesis) in enumerate(expected):
+            length = len(hypothesis)
+            assert lengths[i, j] == length
+            assert_array_equal(tokens[i, j, :length], hypothesis)
+            assert np.all(tokens[i, j, length:] == 0)
+            assert np.all(alignments[i, j, length:] == 0)
+            assert_allclose(scores[i, j], score, rtol=1e-4, atol=1e-5)
+            assert_allclose(log_probs[i, j], log_prob, rtol=1e-4, atol=1e-5)
+            coverage = table[i][hypothesis][1]
+            assert_allclose(alignments[i, j].sum(0), coverage, atol=1e-5)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_best_of_n_is_the_single_result(model):
+    cell, embedding, output_layer, _ = model
+    common = (cell, MEMORY, embedding, output_layer, START, END, MAX_LENGTH)
+    kwargs = {
+        "beam_width": 3,
+        "length_penalty": 1.0,
+        "memory_mask": MEMORY_MASK,
+    }
+    single = seq2seq.beam_search_decode(*common, **kwargs)
+    n_best = seq2seq.beam_search_decode(*common, **kwargs, num_hypotheses=2)
+    assert isinstance(single, seq2seq.DecodeResult)
+    assert_array_equal(single.tokens, to_numpy(n_best.tokens)[:, 0])
+    assert_allclose(single.scores, to_numpy(n_best.log_probs)[:, 0])
+    assert_array_equal(single.lengths, to_numpy(n_best.lengths)[:, 0])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_hypotheses": 3}, "num_hypotheses=3, beam_width=2"),
+        ({"num_hypotheses": 0}, "num_hypotheses=0"),
+        ({"coverage_penalty": -0.5}, "coverage_penalty=-0.5"),
+    ],
+)
+def test_invalid_n_best_arguments_raise(model, kwargs, match):
+    cell, embedding, output_layer, _ = model
+    with pytest.raises(ValueError, match=match):
+        seq2seq.beam_search_decode(
+            cell, MEMORY, embedding, output_layer, START, END, 3, 2, **kwargs
+        )
