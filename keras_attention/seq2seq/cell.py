@@ -192,6 +192,16 @@ class AttentionDecoderCell(keras.layers.Layer):
         ]
 
     @property
+    def noisy_mechanisms(self):
+        """For each mechanism, whether it adds sigmoid noise in training."""
+        return [getattr(m, "sigmoid_noise", 0.0) > 0 for m in self.mechanisms]
+
+    @property
+    def noisy(self):
+        """Whether some mechanism adds sigmoid noise in training."""
+        return any(self.noisy_mechanisms)
+
+    @property
     def attention_layer(self):
         """The attentional layer of the first mechanism, or `None`."""
         return self.attention_layers[0] if self.attention_layers else None
@@ -393,7 +403,14 @@ class AttentionDecoderCell(keras.layers.Layer):
             )
         return [ops.cast(s, dtype=self.compute_dtype) for s in cell_state]
 
-    def call(self, inputs, states, training=None):
+    def call(self, inputs, states, training=None, noise=None):
+        """One step; `noise` is an optional list, one entry per mechanism.
+
+        An entry is the sigmoid noise `(batch_size, source_time)` of a
+        monotonic mechanism with `sigmoid_noise > 0` (drawn outside the
+        loop by `AttentionDecoder`, so JAX's `scan` never updates a seed),
+        or `None`.
+        """
         states = list(states)
         n = self.num_cell_states
         cell_states = states[:n]
@@ -410,12 +427,16 @@ class AttentionDecoderCell(keras.layers.Layer):
         )
         attentions, alignments = [], []
         for i, mechanism in enumerate(self.mechanisms):
+            extra = {}
+            if noise is not None and noise[i] is not None:
+                extra["noise"] = noise[i]
             context, weights = mechanism(
                 cell_output,
                 memory,
                 memory_mask=ops.cast(memory_mask, "bool"),
                 previous_alignments=previous_alignments[i],
                 training=training,
+                **extra,
             )
             if self.attention_layers is not None:
                 context = self.attention_layers[i](
@@ -539,7 +560,8 @@ class _AlignmentOutputCell(keras.layers.Layer):
 
     @property
     def state_size(self):
-        return self.cell.state_size
+        # The cell's, then the sigmoid noise of every step and a step count.
+        return [*self.cell.state_size, None, 1]
 
     @property
     def output_size(self):
@@ -553,8 +575,17 @@ class _AlignmentOutputCell(keras.layers.Layer):
 
     def call(self, inputs, states, training=None):
         keep = ops.greater(inputs[:, -1:], 0.5)
+        *states, all_noise, step = states
+        noise = None
+        if training and self.cell.noisy:
+            index = ops.cast(step[0, 0], "int32")
+            step_noise = ops.take(all_noise, index, axis=1)
+            noise = [
+                step_noise[:, i] if noisy else None
+                for i, noisy in enumerate(self.cell.noisy_mechanisms)
+            ]
         output, new_states = self.cell(
-            inputs[:, :-1], states, training=training
+            inputs[:, :-1], states, training=training, noise=noise
         )
         alignments = new_states[self.cell.alignments_index]
         packed = ops.concatenate(
@@ -571,7 +602,7 @@ class _AlignmentOutputCell(keras.layers.Layer):
             kept_states.append(
                 ops.where(step_keep, ops.cast(new, old.dtype), old)
             )
-        return packed, kept_states
+        return packed, [*kept_states, all_noise, step + 1]
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -693,7 +724,10 @@ class AttentionDecoder(keras.layers.Layer):
             )
         packed = self._rnn(
             ops.concatenate([inputs, keep], axis=-1),
-            initial_state=states,
+            initial_state=[
+                *states,
+                *self._noise_states(inputs, memory, training),
+            ],
             training=training,
         )
         depth = self.cell.output_size
@@ -701,6 +735,29 @@ class AttentionDecoder(keras.layers.Layer):
         if not self.return_alignments:
             return outputs
         return outputs, packed[..., depth:]
+
+    def _noise_states(self, inputs, memory, training):
+        """The sigmoid noise of every step, drawn before the loop, and 0.
+
+        `(batch_size, target_time, mechanisms, source_time)` in training
+        with a noisy monotonic mechanism, a placeholder otherwise.
+        """
+        batch = ops.shape(memory)[0]
+        source_length = ops.shape(memory)[1]
+        count = len(self.cell.mechanisms)
+        dtype = self.cell.compute_dtype
+        step = ops.zeros((batch, 1), dtype=dtype)
+        if not (training and self.cell.noisy):
+            zeros = ops.zeros((batch, 1, count, source_length), dtype=dtype)
+            return [zeros, step]
+        shape = (batch, ops.shape(inputs)[1], source_length)
+        noise = [
+            m.draw_noise(shape, dtype) if noisy else ops.zeros(shape, dtype)
+            for m, noisy in zip(
+                self.cell.mechanisms, self.cell.noisy_mechanisms, strict=True
+            )
+        ]
+        return [ops.stack(noise, axis=2), step]
 
     def compute_mask(self, inputs, previous_mask=None):
         if self.return_alignments:

@@ -70,7 +70,8 @@ def monotonic_alignments(p_choose, previous_alignments, mode):
         return left[0] * right[0], right[0] * left[1] + right[1]
 
     _, q = ops.associative_scan(combine, (carry, previous_alignments), axis=1)
-    return p_choose * q
+    # TensorFlow's scan loses the static rank when the batch size is unknown.
+    return p_choose * ops.reshape(q, ops.shape(p_choose))
 
 
 class _Monotonic:
@@ -123,6 +124,16 @@ class _Monotonic:
         row = ops.cast(first, dtype)[None, :]
         return ops.broadcast_to(row, (batch_size, source_length))
 
+    def draw_noise(self, shape, dtype):
+        """Standard normal noise from the mechanism's seed generator.
+
+        `AttentionDecoder` draws the noise of all steps with it before its
+        loop; a seed generator must not advance inside JAX's `scan`.
+        """
+        return keras.random.normal(
+            shape, dtype=dtype, seed=self._seed_generator
+        )
+
     def _energies(self, query, memory):
         """`e + r`, `(batch_size, source_time)` in the logits dtype."""
         logits = self.score(ops.expand_dims(query, 1), memory)[:, 0]
@@ -135,6 +146,7 @@ class _Monotonic:
         memory_mask=None,
         previous_alignments=None,
         training=None,
+        noise=None,
     ):
         self._check_shapes(query.shape, memory.shape)
         if len(query.shape) != 2:
@@ -153,9 +165,10 @@ class _Monotonic:
             )
         previous_alignments = ops.cast(previous_alignments, dtype)
         if training and self.sigmoid_noise > 0:
-            energies = energies + self.sigmoid_noise * keras.random.normal(
-                ops.shape(energies), dtype=dtype, seed=self._seed_generator
-            )
+            if noise is None:
+                noise = self.draw_noise(ops.shape(energies), dtype)
+            noise = ops.reshape(ops.cast(noise, dtype), ops.shape(energies))
+            energies = energies + self.sigmoid_noise * noise
         if self.mode == "hard":
             p_choose = ops.cast(energies > 0, dtype)
         else:
