@@ -62,7 +62,9 @@ def sparsemax(logits, axis=-1):
     cumulative = ops.cumsum(ordered, axis=-1)
     ranks = ops.cast(ops.arange(1, ops.shape(z)[-1] + 1), z.dtype)
     support = ops.cast(1.0 + ranks * ordered > cumulative, z.dtype)
-    size = ops.sum(support, axis=-1, keepdims=True)
+    # The largest logit is always in the support; saying so keeps a row of
+    # masked (-1e30) logits, where float32 loses the `1 +`, from 0 / 0.
+    size = ops.maximum(ops.sum(support, axis=-1, keepdims=True), 1.0)
     total = ops.sum(support * ordered, axis=-1, keepdims=True)
     threshold = (total - 1.0) / size
     weights = ops.maximum(z - threshold, 0.0)
