@@ -85,7 +85,13 @@ def _add_model_arguments(group):
     )
     group.add_argument(
         "--attention",
-        choices=["bahdanau", "general", "concat"],
+        choices=[
+            "bahdanau",
+            "general",
+            "concat",
+            "bahdanau_monotonic",
+            "luong_monotonic",
+        ],
         default="bahdanau",
         help="score of the decoder's attention: Bahdanau (additive) or "
         "Luong's general / concat",

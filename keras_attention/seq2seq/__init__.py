@@ -29,7 +29,9 @@ from keras_attention.seq2seq.decoding import DecodeResult as DecodeResult
 from keras_attention.seq2seq.decoding import (
     beam_search_decode as beam_search_decode,
 )
+from keras_attention.seq2seq.decoding import filter_logits as filter_logits
 from keras_attention.seq2seq.decoding import greedy_decode as greedy_decode
+from keras_attention.seq2seq.decoding import sample_decode as sample_decode
 from keras_attention.seq2seq.monotonic import (
     BahdanauMonotonicAttention as BahdanauMonotonicAttention,
 )
@@ -41,4 +43,17 @@ from keras_attention.seq2seq.monotonic import (
 )
 from keras_attention.seq2seq.probability import hardmax as hardmax
 from keras_attention.seq2seq.probability import sparsemax as sparsemax
+from keras_attention.seq2seq.scheduled import (
+    ScheduledSampling as ScheduledSampling,
+)
+from keras_attention.seq2seq.scheduled import (
+    ScheduledSamplingDecoder as ScheduledSamplingDecoder,
+)
+from keras_attention.seq2seq.scheduled import (
+    exponential_decay as exponential_decay,
+)
+from keras_attention.seq2seq.scheduled import (
+    inverse_sigmoid_decay as inverse_sigmoid_decay,
+)
+from keras_attention.seq2seq.scheduled import linear_decay as linear_decay
 from keras_attention.seq2seq.translator import Translator as Translator

@@ -12,6 +12,7 @@ variable inside a traced function leaks a tracer.
 
 from typing import NamedTuple
 
+import keras
 from keras import ops
 
 from keras_attention._validation import positive_int as _check_positive_int
@@ -106,6 +107,27 @@ def greedy_decode(
         - [Sutskever et al., 2014](https://arxiv.org/abs/1409.3215)
     """
     _check_positive_int("max_length", max_length)
+
+    def argmax(log_probs, t):
+        return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+
+    return _decode(
+        (cell, embedding, output_layer),
+        memory,
+        (start_token, end_token, pad_token),
+        max_length,
+        memory_mask,
+        cell_state,
+        argmax,
+    )
+
+
+def _decode(
+    model, memory, special, max_length, memory_mask, cell_state, choose
+):
+    """One hypothesis per example; `choose(log_probs, t)` picks the tokens."""
+    cell, embedding, output_layer = model
+    start_token, end_token, pad_token = special
     states = cell.get_initial_state(
         memory=memory, memory_mask=memory_mask, cell_state=cell_state
     )
@@ -132,7 +154,7 @@ def greedy_decode(
         log_probs, new_states = _step(
             cell, embedding, output_layer, tokens, list(states)
         )
-        chosen = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        chosen = choose(log_probs, t)
         chosen_log_prob = ops.take_along_axis(
             log_probs, ops.expand_dims(chosen, -1), axis=-1
         )[:, 0]
@@ -159,6 +181,162 @@ def greedy_decode(
         cond, body, body(*loop_vars)
     )
     return DecodeResult(tokens, scores, alignments, lengths)
+
+
+def filter_logits(log_probs, temperature=1.0, top_k=None, top_p=None):
+    """Logits of the sampling distribution: temperature, top-k, top-p.
+
+    `log_probs / temperature`, then only the `top_k` likeliest tokens
+    (Fan et al., 2018) and only the smallest set of the likeliest tokens
+    whose probability reaches `top_p` (nucleus sampling, Holtzman et al.,
+    2020) keep their logit; the others get `-1e30` (probability 0). Ties
+    at the cut are kept.
+
+    Args:
+        log_probs: `(batch_size, vocabulary_size)` logits or
+            log-probabilities.
+        temperature: Positive; below 1 sharpens, above 1 flattens.
+            Defaults to `1.0`.
+        top_k: Optional positive integer.
+        top_p: Optional float in `(0, 1]`.
+
+    Returns:
+        `(batch_size, vocabulary_size)` float32 logits.
+    """
+    logits = ops.cast(log_probs, "float32") / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = ops.top_k(logits, top_k)[0][:, -1:]
+        logits = ops.where(logits < kth, -1e30, logits)
+    if top_p is not None and top_p < 1.0:
+        probs = ops.softmax(logits, axis=-1)
+        ordered = ops.top_k(probs, probs.shape[-1])[0]
+        before = ops.cumsum(ordered, axis=-1) - ordered
+        kept = ops.where(before < top_p, ordered, 2.0)
+        smallest = ops.min(kept, axis=-1, keepdims=True)
+        logits = ops.where(probs < smallest, -1e30, logits)
+    return logits
+
+
+def _check_sampling_arguments(temperature, top_k, top_p):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or temperature <= 0
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `temperature`, expected "
+            f"a positive number. Received: temperature={temperature!r}"
+        )
+    _check_positive_int("top_k", top_k, allow_none=True)
+    if top_p is not None and (
+        isinstance(top_p, bool)
+        or not isinstance(top_p, (int, float))
+        or not 0 < top_p <= 1
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `top_p`, expected a "
+            f"float in (0, 1]. Received: top_p={top_p!r}"
+        )
+
+
+def sample_decode(
+    cell,
+    memory,
+    embedding,
+    output_layer,
+    start_token,
+    end_token,
+    max_length,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    memory_mask=None,
+    cell_state=None,
+    pad_token=0,
+):
+    """Decoding by sampling: `y_t ~ p(y | y_{<t}, x)`, reshaped.
+
+    At every step the next token is drawn from the model's distribution
+    after `filter_logits` (temperature, top-k, top-p), by inverting its
+    cumulative distribution at a uniform number; all the uniform numbers
+    are drawn before the loop from `seed`, so a seed fixes the output on
+    a backend and the loop compiles on every backend (tfa's
+    `SampleEmbeddingSampler`, with top-k and nucleus sampling added).
+    `top_k=1` is greedy decoding.
+
+    Args:
+        cell: An `AttentionDecoderCell`.
+        memory: The encoder outputs `(batch_size, source_time, depth)`.
+        embedding: Callable mapping token ids to step inputs.
+        output_layer: Callable mapping the cell output to logits.
+        start_token: Id fed at the first step.
+        end_token: Id that ends a sequence.
+        max_length: Largest number of emitted tokens.
+        temperature: Divides the logits. Defaults to `1.0`.
+        top_k: Sample among the `top_k` likeliest tokens only. Defaults to
+            `None`, all.
+        top_p: Sample among the smallest set of likeliest tokens whose
+            probability reaches `top_p`. Defaults to `None`, all.
+        seed: An integer, a `keras.random.SeedGenerator` or `None`.
+        memory_mask: Optional boolean `(batch_size, source_time)`.
+        cell_state: Optional initial state of the wrapped cell.
+        pad_token: Id written after the end token. Defaults to `0`.
+
+    Returns:
+        A `DecodeResult`; `scores` is the log-probability of the sampled
+        tokens under the model (before temperature and filtering).
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8), keras_attention.seq2seq.BahdanauAttention()
+    ... )
+    >>> result = keras_attention.seq2seq.sample_decode(
+    ...     cell,
+    ...     memory=np.random.rand(2, 5, 6).astype("float32"),
+    ...     embedding=keras.layers.Embedding(10, 4),
+    ...     output_layer=keras.layers.Dense(10),
+    ...     start_token=1,
+    ...     end_token=2,
+    ...     max_length=7,
+    ...     temperature=0.7,
+    ...     top_p=0.9,
+    ...     seed=0,
+    ... )
+    >>> tuple(result.tokens.shape)
+    (2, 7)
+
+    References:
+        - [Holtzman et al., 2020](https://arxiv.org/abs/1904.09751)
+        - [Fan et al., 2018](https://arxiv.org/abs/1805.04833)
+    """
+    _check_positive_int("max_length", max_length)
+    _check_sampling_arguments(temperature, top_k, top_p)
+    batch = ops.shape(ops.convert_to_tensor(memory))[0]
+    uniform = keras.random.uniform((max_length, batch), seed=seed)
+
+    def sample(log_probs, t):
+        logits = filter_logits(log_probs, temperature, top_k, top_p)
+        cumulative = ops.cumsum(ops.softmax(logits, axis=-1), axis=-1)
+        u = ops.take(uniform, t, axis=0)[:, None] * cumulative[:, -1:]
+        index = ops.sum(ops.cast(cumulative <= u, "int32"), axis=-1)
+        # Never past the last token kept, whatever the rounding.
+        last = ops.argmax(
+            ops.cast(logits > -1e29, "int32") * ops.arange(logits.shape[-1]),
+            axis=-1,
+        )
+        return ops.minimum(index, ops.cast(last, "int32"))
+
+    return _decode(
+        (cell, embedding, output_layer),
+        memory,
+        (start_token, end_token, pad_token),
+        max_length,
+        memory_mask,
+        cell_state,
+        sample,
+    )
 
 
 class BeamHypotheses(NamedTuple):

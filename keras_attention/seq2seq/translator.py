@@ -23,10 +23,18 @@ from keras_attention.seq2seq.cell import AttentionDecoder
 from keras_attention.seq2seq.cell import AttentionDecoderCell
 from keras_attention.seq2seq.decoding import beam_search_decode
 from keras_attention.seq2seq.decoding import greedy_decode
+from keras_attention.seq2seq.monotonic import BahdanauMonotonicAttention
+from keras_attention.seq2seq.monotonic import LuongMonotonicAttention
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
-_ATTENTIONS = ("bahdanau", "general", "concat")
+_ATTENTIONS = (
+    "bahdanau",
+    "general",
+    "concat",
+    "bahdanau_monotonic",
+    "luong_monotonic",
+)
 _EMBEDDINGS_INITIALIZER = {
     "class_name": "RandomNormal",
     "config": {"stddev": 1.0},
@@ -71,7 +79,11 @@ class Translator(keras.Model):
         units: Units of each encoder direction and of the decoder.
             Defaults to `64`.
         attention: `"bahdanau"` (additive), `"general"` or `"concat"`
-            (Luong). Defaults to `"bahdanau"`.
+            (Luong), or a monotonic mechanism (Raffel et al., 2017, expected
+            alignments, `mode="parallel"`): `"bahdanau_monotonic"`
+            (`BahdanauMonotonicAttention(units, normalize=True)`) or
+            `"luong_monotonic"` (`LuongMonotonicAttention("general",
+            scale=True)`). Defaults to `"bahdanau"`.
         max_output_length: Most tokens emitted by `call`/`decode`, the end
             token included. Defaults to `50`.
         beam_width: Beam width used by `call` (`1` is greedy). Defaults to
@@ -197,6 +209,14 @@ class Translator(keras.Model):
         )
         if self.attention == "bahdanau":
             mechanism = BahdanauAttention(units, name="attention")
+        elif self.attention == "bahdanau_monotonic":
+            mechanism = BahdanauMonotonicAttention(
+                units, normalize=True, name="attention"
+            )
+        elif self.attention == "luong_monotonic":
+            mechanism = LuongMonotonicAttention(
+                "general", scale=True, name="attention"
+            )
         else:
             mechanism = LuongAttention(
                 self.attention, units=units, name="attention"
