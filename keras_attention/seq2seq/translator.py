@@ -23,6 +23,7 @@ from keras_attention.seq2seq.cell import AttentionDecoder
 from keras_attention.seq2seq.cell import AttentionDecoderCell
 from keras_attention.seq2seq.decoding import beam_search_decode
 from keras_attention.seq2seq.decoding import greedy_decode
+from keras_attention.seq2seq.decoding import sample_decode
 from keras_attention.seq2seq.monotonic import BahdanauMonotonicAttention
 from keras_attention.seq2seq.monotonic import LuongMonotonicAttention
 
@@ -49,6 +50,27 @@ def _check_arguments(embedding_dim, units, max_output_length, beam_width):
         ("beam_width", beam_width),
     ):
         _check_positive_int(name, value)
+
+
+_DECODING_OPTIONS = {
+    "greedy": (),
+    "beam": ("length_penalty", "coverage_penalty"),
+    "sample": ("temperature", "top_k", "top_p", "seed"),
+}
+
+
+def _check_decoding(decoding, options):
+    if decoding not in _DECODING_OPTIONS:
+        raise ValueError(
+            "Received an invalid value for argument `decoding`, expected "
+            f"one of {list(_DECODING_OPTIONS)}. Received: decoding={decoding!r}"
+        )
+    unknown = sorted(set(options) - set(_DECODING_OPTIONS[decoding]))
+    if unknown:
+        raise ValueError(
+            f"{decoding!r} decoding takes the options "
+            f"{list(_DECODING_OPTIONS[decoding])}. Received: {unknown}"
+        )
 
 
 def target_text(text: str) -> str:
@@ -287,9 +309,23 @@ class Translator(keras.Model):
         logits = ops.cast(self.output_layer(outputs), "float32")
         return logits, alignments
 
-    def decode(self, source_ids, beam_width=None):
-        """Translates ids; returns a `keras_attention.seq2seq.DecodeResult`."""
+    def decode(self, source_ids, beam_width=None, decoding=None, **options):
+        """Translates ids; returns a `keras_attention.seq2seq.DecodeResult`.
+
+        Args:
+            source_ids: `(batch_size, source_time)`.
+            beam_width: Defaults to the model's `beam_width`.
+            decoding: `"greedy"`, `"beam"` (`beam_search_decode`) or
+                `"sample"` (`sample_decode`). Defaults to `"beam"` when the
+                beam is wider than 1, else `"greedy"`.
+            **options: For `"beam"`: `length_penalty` (defaults to the
+                model's) and `coverage_penalty`; for `"sample"`:
+                `temperature`, `top_k`, `top_p` and `seed`.
+        """
         beam_width = self.beam_width if beam_width is None else beam_width
+        if decoding is None:
+            decoding = "beam" if beam_width > 1 else "greedy"
+        _check_decoding(decoding, options)
         memory, memory_mask, state = self.encode(source_ids, training=False)
         common = {
             "cell": self.decoder_cell,
@@ -302,11 +338,12 @@ class Translator(keras.Model):
             "memory_mask": memory_mask,
             "cell_state": [state],
         }
-        if beam_width == 1:
+        if decoding == "greedy":
             return greedy_decode(**common)
-        return beam_search_decode(
-            **common, beam_width=beam_width, length_penalty=self.length_penalty
-        )
+        if decoding == "sample":
+            return sample_decode(**common, **options)
+        options.setdefault("length_penalty", self.length_penalty)
+        return beam_search_decode(**common, beam_width=beam_width, **options)
 
     def call(self, inputs, training=None):
         if isinstance(inputs, (list, tuple)):
@@ -342,7 +379,14 @@ class Translator(keras.Model):
                 words.append("[UNK]")
         return words
 
-    def translate(self, texts, beam_width=None, return_alignments=False):
+    def translate(
+        self,
+        texts,
+        beam_width=None,
+        return_alignments=False,
+        decoding=None,
+        **options,
+    ):
         """Translates raw texts eagerly.
 
         Args:
@@ -351,6 +395,10 @@ class Translator(keras.Model):
             beam_width: Defaults to the model's `beam_width`.
             return_alignments: Whether to also return, per sentence, the
                 `(target_words, source_words, weights)` triple for plots.
+            decoding: `"greedy"`, `"beam"` or `"sample"`; see `decode`.
+            **options: Options of the decoding (see `decode`), e.g.
+                `temperature=0.7, top_p=0.9, seed=0` for `"sample"` or
+                `length_penalty=0.6, coverage_penalty=0.2` for `"beam"`.
 
         Returns:
             The detokenized translations (one string for one string), and
@@ -359,7 +407,9 @@ class Translator(keras.Model):
         single = isinstance(texts, (str, bytes))
         texts = text_lib.as_text_list(texts)
         ids = self.vectorize_sources(texts)
-        result = self.decode(ids, beam_width=beam_width)
+        result = self.decode(
+            ids, beam_width=beam_width, decoding=decoding, **options
+        )
         tokens = ops.convert_to_numpy(result.tokens)
         weights = ops.convert_to_numpy(result.alignments)
         translations, alignments = [], []

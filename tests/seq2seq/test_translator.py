@@ -163,3 +163,30 @@ def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
     )
     done = subprocesses.run_python(["-c", code])
     assert done.stdout.strip().endswith("Translator")
+
+
+def test_translate_exposes_the_decoding_choice():
+    model = _model(attention="bahdanau_monotonic")
+    texts = DATA.sources[:3]
+    greedy = model.translate(texts)
+    assert model.translate(texts, decoding="beam", beam_width=1) == greedy
+    assert model.translate(texts, decoding="sample", top_k=1) == greedy
+    sampled = model.translate(texts, decoding="sample", temperature=2.0, seed=3)
+    again = model.translate(texts, decoding="sample", temperature=2.0, seed=3)
+    assert sampled == again
+    beam = model.translate(texts, beam_width=2, coverage_penalty=0.5)
+    assert len(beam) == 3
+    config = seq2seq.Translator.from_config(model.get_config()).get_config()
+    assert config["attention"] == "bahdanau_monotonic"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"decoding": "nucleus"}, "decoding='nucleus'"),
+        ({"decoding": "greedy", "top_p": 0.9}, "Received: \\['top_p'\\]"),
+    ],
+)
+def test_invalid_decoding_choice_raises(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _model().translate("x", **kwargs)
