@@ -362,6 +362,19 @@ LAYERS: dict[str, Callable] = {
         )
         for k, v in MECHANISMS.items()
     },
+    # Issue 14: sparsemax weights, and the monotonic mechanisms (one decoder
+    # step at a time, so through the decoder only).
+    "mechanism_bahdanau_sparsemax": _mechanism(
+        lambda: seq2seq.BahdanauAttention(DIM, probability_fn="sparsemax")
+    ),
+    "decoder_bahdanau_monotonic": _decoder(
+        lambda: seq2seq.BahdanauMonotonicAttention(DIM, normalize=True)
+    ),
+    "decoder_luong_monotonic": _decoder(
+        lambda: seq2seq.LuongMonotonicAttention(
+            "general", scale=True, mode="recursive"
+        )
+    ),
 }
 
 
@@ -462,6 +475,8 @@ DECODER_POLICY = {
     "decoder_luong_concat": "mixed_float16",
     "decoder_luong_dot": "mixed_bfloat16",
     "decoder_luong_location": "mixed_bfloat16",
+    "decoder_bahdanau_monotonic": "mixed_float16",
+    "decoder_luong_monotonic": "float32",
 }
 CASES = [
     (name, policy)

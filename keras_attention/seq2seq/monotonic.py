@@ -10,8 +10,8 @@ uses the expected alignment of this process (Raffel et al., eq. 9-10):
 
 computed in one of three modes, as in tfa:
 
-- `"recursive"`: the recurrence itself, as a linear scan over `j`
-  (`keras.ops.associative_scan`), exact;
+- `"recursive"`: the recurrence itself, unrolled into exact products
+  (`O(source_time²)` per step, no division);
 - `"parallel"`: the closed form with cumulative products,
   `α_i = p_i ⊙ cumprod_excl(1 − p_i) ⊙ cumsum(α_i−1 / cumprod_excl(1 − p_i))`
   with the products clipped to `[1e-10, 1]` (fast, less exact when some
@@ -60,18 +60,21 @@ def monotonic_alignments(p_choose, previous_alignments, mode):
     if mode == "parallel":
         kept = ops.clip(_exclusive_cumprod(1.0 - p_choose), 1e-10, 1.0)
         return p_choose * kept * ops.cumsum(previous_alignments / kept, axis=-1)
-    # q_j = c_j q_{j-1} + b_j with c_j = 1 - p_{j-1} (c_0 unused) and
-    # b_j = α_{i-1,j}: a linear recurrence, scanned associatively.
+    # q_j = c_j q_{j-1} + b_j with c_j = 1 - p_{j-1} and b_j = α_{i-1,j}
+    # unrolls to q_j = Σ_{k<=j} (Π_{k<m<=j} c_m) b_k. The products come
+    # from one cumulative product over a (k, m) grid, without division
+    # (exact where some c_m is 0) and without a loop (XLA compiles it).
+    positions = ops.arange(ops.shape(p_choose)[-1])
     carry = ops.concatenate(
-        [ops.zeros_like(p_choose[:, :1]), 1.0 - p_choose[:, :-1]], axis=-1
+        [ops.ones_like(p_choose[:, :1]), 1.0 - p_choose[:, :-1]], axis=-1
     )
-
-    def combine(left, right):
-        return left[0] * right[0], right[0] * left[1] + right[1]
-
-    _, q = ops.associative_scan(combine, (carry, previous_alignments), axis=1)
-    # TensorFlow's scan loses the static rank when the batch size is unknown.
-    return p_choose * ops.reshape(q, ops.shape(p_choose))
+    after = positions[None, :] > positions[:, None]
+    factors = ops.where(after[None], carry[:, None, :], 1.0)
+    products = ops.cumprod(factors, axis=-1)
+    reached = positions[:, None] <= positions[None, :]
+    weights = ops.where(reached[None], products, 0.0)
+    q = ops.sum(weights * previous_alignments[:, :, None], axis=1)
+    return p_choose * q
 
 
 class _Monotonic:
