@@ -128,20 +128,30 @@ def test_n_best_equals_exhaustive_search(model, alpha, beta):
     assert np.all(np.diff(scores, axis=1) <= 0)
 
 
-def test_best_of_n_is_the_single_result(model):
-    cell, embedding, output_layer, _ = model
-    common = (cell, MEMORY, embedding, output_layer, START, END, MAX_LENGTH)
-    kwargs = {
-        "beam_width": 3,
-        "length_penalty": 1.0,
-        "memory_mask": MEMORY_MASK,
-    }
-    single = seq2seq.beam_search_decode(*common, **kwargs)
-    n_best = seq2seq.beam_search_decode(*common, **kwargs, num_hypotheses=2)
+def test_without_num_hypotheses_the_best_comes_as_before(model):
+    cell, embedding, output_layer, table = model
+    single = seq2seq.beam_search_decode(
+        cell,
+        MEMORY,
+        embedding,
+        output_layer,
+        START,
+        END,
+        MAX_LENGTH,
+        beam_width=16,
+        length_penalty=1.0,
+        memory_mask=MEMORY_MASK,
+    )
     assert isinstance(single, seq2seq.DecodeResult)
-    assert_array_equal(single.tokens, to_numpy(n_best.tokens)[:, 0])
-    assert_allclose(single.scores, to_numpy(n_best.log_probs)[:, 0])
-    assert_array_equal(single.lengths, to_numpy(n_best.lengths)[:, 0])
+    tokens, scores, _, lengths = (to_numpy(x) for x in single)
+    assert tokens.shape == (2, MAX_LENGTH)
+    for i, [(_, log_prob, hypothesis)] in enumerate(
+        _brute_force(table, 1.0, 0.0, 1)
+    ):
+        assert lengths[i] == len(hypothesis)
+        assert_array_equal(tokens[i, : len(hypothesis)], hypothesis)
+        # `scores` stays the plain log-probability.
+        assert_allclose(scores[i], log_prob, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(

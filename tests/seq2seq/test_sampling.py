@@ -73,7 +73,7 @@ def test_top_k_one_is_greedy():
 
 def test_samples_follow_the_filtered_distribution():
     cell, embedding, output_layer = _model(scale=2.0)
-    memory = np.repeat(MEMORY[:1], 3000, axis=0)
+    memory = np.repeat(MEMORY[:1], 2000, axis=0)
     kwargs = {"temperature": 1.5, "top_p": 0.8, "seed": 1}
     result = seq2seq.sample_decode(
         cell, memory, embedding, output_layer, 1, 2, 1, **kwargs
@@ -85,7 +85,7 @@ def test_samples_follow_the_filtered_distribution():
     expected = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
     counts = np.bincount(to_numpy(result.tokens)[:, 0], minlength=VOCAB)
     frequencies = counts / counts.sum()
-    tolerance = 4 * np.sqrt(expected[0] * (1 - expected[0]) / 3000) + 1e-3
+    tolerance = 4 * np.sqrt(expected[0] * (1 - expected[0]) / 2000) + 1e-3
     assert np.all(np.abs(frequencies - expected[0]) < tolerance)
     assert np.all(counts[expected[0] == 0] == 0)
     # The scores are the model's log-probabilities of the sampled tokens.
@@ -97,11 +97,12 @@ def test_samples_follow_the_filtered_distribution():
 def test_a_seed_fixes_the_samples():
     cell, embedding, output_layer = _model()
     common = (cell, MEMORY, embedding, output_layer, 1, 2, 6)
-    first = seq2seq.sample_decode(*common, seed=5)
-    again = seq2seq.sample_decode(*common, seed=5)
-    other = seq2seq.sample_decode(*common, seed=6)
+    first = seq2seq.sample_decode(*common, temperature=3.0, seed=5)
+    again = seq2seq.sample_decode(*common, temperature=3.0, seed=5)
     assert_array_equal(first.tokens, again.tokens)
-    assert not np.array_equal(to_numpy(first.tokens), to_numpy(other.tokens))
+    # Not the greedy output: the samples do vary.
+    greedy = seq2seq.greedy_decode(*common)
+    assert not np.array_equal(to_numpy(first.tokens), to_numpy(greedy.tokens))
 
 
 @pytest.mark.parametrize(
