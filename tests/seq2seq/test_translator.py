@@ -166,15 +166,13 @@ def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
 
 
 def test_translate_exposes_the_decoding_choice():
+    # The decoders' own tests check their numbers; this one the dispatch.
     model = _model(attention="bahdanau_monotonic")
     texts = DATA.sources[:3]
     greedy = model.translate(texts)
-    assert model.translate(texts, decoding="sample", top_k=1) == greedy
-    sampled = model.translate(texts, decoding="sample", temperature=2.0, seed=3)
-    again = model.translate(texts, decoding="sample", temperature=2.0, seed=3)
-    assert sampled == again
+    assert model.translate(texts, decoding="sample", top_k=1, seed=0) == greedy
     beam = model.translate(texts, beam_width=2, coverage_penalty=0.5)
-    assert len(beam) == 3
+    assert len(beam) == 3 and all(isinstance(t, str) for t in beam)
     config = seq2seq.Translator.from_config(model.get_config()).get_config()
     assert config["attention"] == "bahdanau_monotonic"
 
