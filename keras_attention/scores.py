@@ -75,6 +75,37 @@ class Score(keras.layers.Layer):
     def _dot_product_form(self, query, key):
         return None
 
+    @property
+    def is_additive(self):
+        """Whether `additive_form` gives this score's logits.
+
+        Not for a subclass that overrides `_logits` below the class that
+        defines `_additive_form` (its logits are no longer that form).
+        """
+        form = _defined_in(type(self), "_additive_form")
+        return form is not Score and issubclass(
+            form, _defined_in(type(self), "_logits")
+        )
+
+    @property
+    def can_chunk(self):
+        """Whether `keras_attention.ops.chunked_attention` can run it."""
+        return self.is_dot_product or self.is_additive
+
+    def additive_form(self, query, key):
+        """The score as `vᵀ tanh(query' + key')`: `(query', key', v)`.
+
+        For a score whose logits are `Σ_u v_u tanh(query'_iu + key'_ju)`
+        (additive, concat): the projected inputs and the vector `v`, in the
+        logits dtype, what `chunked_attention(..., additive_v=v)` takes.
+        `None` for other scores.
+        """
+        dtype = ka_ops.logits_dtype(query.dtype)
+        return self._additive_form(ops.cast(query, dtype), ops.cast(key, dtype))
+
+    def _additive_form(self, query, key):
+        return None
+
     def _logits(self, query, key):
         form = self._dot_product_form(query, key)
         if form is None:
@@ -98,6 +129,18 @@ class Score(keras.layers.Layer):
     def compute_output_spec(self, query, key):
         shape = self.compute_output_shape(query.shape, key.shape)
         return keras.KerasTensor(shape, dtype=ka_ops.logits_dtype(query.dtype))
+
+
+def _defined_in(cls, name):
+    """The class of `cls`'s method resolution order that defines `name`."""
+    return next(c for c in cls.__mro__ if name in vars(c))
+
+
+def _additive_logits(query, key, v):
+    """`Σ_u v_u tanh(query_iu + key_ju)`, every pair at once."""
+    # (..., Tq, 1, units) + (..., 1, Tk, units)
+    hidden = ops.tanh(ops.expand_dims(query, -2) + ops.expand_dims(key, -3))
+    return ops.sum(hidden * v, axis=-1)
 
 
 class _SameDepthScore(Score):
@@ -328,18 +371,22 @@ class AdditiveScore(_ParametricScore):
                 name="bias", shape=(units,), initializer=self.bias_initializer
             )
 
-    def _hidden(self, query, key):
+    def _additive_form(self, query, key):
         dtype = query.dtype
         q = ops.matmul(query, self._weight(self.query_kernel, dtype))
         k = ops.matmul(key, self._weight(self.key_kernel, dtype))
         if self.use_bias:
             q = q + self._weight(self.bias, dtype)
+        return q, k, self._weight(self.v, dtype)
+
+    def _hidden(self, query, key):
+        """`tanh(q W_q + k W_k (+ bias))` of every pair."""
+        q, k, _ = self._additive_form(query, key)
         # (..., Tq, 1, units) + (..., 1, Tk, units)
         return ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(k, -3))
 
     def _logits(self, query, key):
-        hidden = self._hidden(query, key)
-        return ops.sum(hidden * self._weight(self.v, query.dtype), axis=-1)
+        return _additive_logits(*self._additive_form(query, key))
 
     def get_config(self):
         return {
@@ -392,12 +439,14 @@ class ConcatScore(_ParametricScore):
         )
         self.v = self._add_kernel("v", (units,))
 
-    def _logits(self, query, key):
+    def _additive_form(self, query, key):
         kernel = self._weight(self.kernel, query.dtype)
         q = ops.matmul(query, kernel[: self._query_depth])
         k = ops.matmul(key, kernel[self._query_depth :])
-        hidden = ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(k, -3))
-        return ops.sum(hidden * self._weight(self.v, query.dtype), axis=-1)
+        return q, k, self._weight(self.v, query.dtype)
+
+    def _logits(self, query, key):
+        return _additive_logits(*self._additive_form(query, key))
 
     def get_config(self):
         return {**super().get_config(), "units": self.units}

@@ -2,9 +2,10 @@
 
 The chunked path (`keras_attention.ops.chunked_attention`) keeps memory
 linear in the sequence length but never forms the weights, so it cannot
-return them, apply dropout to them, or take an explicit `attention_mask`
-or window. With `chunk_size=None` it is chosen only where memory is the
-limit (private module).
+return them, apply dropout to them, or take an explicit `attention_mask`.
+It takes padding masks, causal masking and sliding windows, for every
+score but the location score. With `chunk_size=None` it is chosen where
+the dense weights would be large (private module).
 """
 
 from keras import ops
@@ -12,10 +13,8 @@ from keras import ops
 from keras_attention import ops as ka_ops
 
 # With `chunk_size=None`, the chunked path is taken when the dense weights
-# (batch × heads × Tq × Tk floats, batch 1 when it is not static) would
-# exceed this many bytes. The chunked path is slower on CPU (about 4x at
-# N=4096, see BENCHMARKS.md), so it is chosen only where memory is the
-# limit: from N=8192 for one example with 8 heads.
+# (batch × heads × Tq × Tk floats, batch 1 when it is not static; times
+# `units` for an additive score) would exceed this many bytes.
 AUTO_CHUNK_MIN_BYTES = 2**31
 AUTO_CHUNK_SIZE = 512
 
@@ -28,17 +27,20 @@ def block_size(
     return_weights,
     training,
     dense_only=False,
+    window_in_chunks=False,
 ):
     """The block size of the chunked path for `layer`, or 0 for dense.
 
     `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`.
     `dense_only` says that the layer must attend through its
     `_compute_attention` (flash attention, or a subclass that overrides
-    the attention hooks).
+    the attention hooks). `window_in_chunks` says that the caller passes
+    the sliding window to `chunked_heads_attention` (`window_band`), so a
+    window no longer rules the chunked path out.
     """
     unsupported = {
         "attention_mask": attention_mask is not None,
-        "sliding_window": window is not None,
+        "sliding_window": window is not None and not window_in_chunks,
         "return_attention_scores": return_weights,
     }
     if layer.chunk_size:
@@ -62,7 +64,7 @@ def block_size(
         return 0
     if dense_only:
         return 0
-    if not layer.score.is_dot_product:
+    if not layer.score.can_chunk:
         return 0
     if layer.dropout > 0 and training is not False:
         return 0
@@ -71,15 +73,30 @@ def block_size(
         return 0
     batch = batch_size if isinstance(batch_size, int) else 1
     dense_bytes = 4 * batch * layer.num_heads * query_length * key_length
+    if not layer.score.is_dot_product:
+        # An additive score's dense path holds `units` values per pair.
+        dense_bytes *= int(layer.score.v.shape[0])
     if dense_bytes < AUTO_CHUNK_MIN_BYTES:
         return 0
     return AUTO_CHUNK_SIZE
 
 
+def window_band(window):
+    """The `band` of `chunked_attention` for a `sliding_window` (or `None`).
+
+    `sliding_window=w` lets query `i` see keys `|i - j| < w`
+    (`keras_attention.ops.sliding_window_mask`).
+    """
+    return None if window is None else (window - 1, window - 1)
+
+
 def chunked_heads_attention(
-    score, query, key, value, query_mask, key_masks, causal, block
+    score, query, key, value, query_mask, key_masks, causal, block, band=None
 ):
-    """Chunked attention on `(B, T, heads, depth)` heads with `score`."""
+    """Chunked attention on `(B, T, heads, depth)` heads with `score`.
+
+    `band` is `chunked_attention`'s `(left, right)` window, or `None`.
+    """
     key_mask = None
     for mask in key_masks:
         if mask is not None:
@@ -87,7 +104,12 @@ def chunked_heads_attention(
             key_mask = (
                 mask if key_mask is None else ops.logical_and(key_mask, mask)
             )
-    query, key, scale = score.dot_product_form(query, key)
+    additive_v = None
+    if score.is_dot_product:
+        query, key, scale = score.dot_product_form(query, key)
+    else:
+        query, key, additive_v = score.additive_form(query, key)
+        scale = None
     heads_first = (0, 2, 1, 3)
     context = ka_ops.chunked_attention(
         ops.transpose(query, heads_first),
@@ -99,5 +121,7 @@ def chunked_heads_attention(
         causal=causal,
         query_chunk_size=block,
         key_chunk_size=block,
+        band=band,
+        additive_v=additive_v,
     )
     return ops.transpose(context, heads_first)

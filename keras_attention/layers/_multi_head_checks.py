@@ -64,11 +64,12 @@ def chunk_size(value, score, dropout):
         raise _validation.invalid(
             "chunk_size", value, "None, 0 or a positive integer"
         )
-    if value > 0 and not score.is_dot_product:
+    if value > 0 and not score.can_chunk:
         raise ValueError(
             "Chunked attention needs a score that is a dot product ('dot', "
-            "'scaled_dot', 'cosine' or 'bilinear'); other scores need every "
-            f"(query, key) pair at once. Received: chunk_size={value}, "
+            "'scaled_dot', 'cosine' or 'bilinear') or additive ('additive', "
+            "'concat'); other scores need every (query, key) pair at once. "
+            f"Received: chunk_size={value}, "
             f"score={type(score).__name__}"
         )
     if value > 0 and dropout > 0:

@@ -5,9 +5,10 @@ through these functions; they hold no state and create no variables, so
 they can be used on their own, inside a custom layer or in a `keras.ops`
 graph on any backend (TensorFlow, JAX, PyTorch).
 
-- `masks`: `causal_mask`, `sliding_window_mask` and `combine_masks`, which
-  turns Keras padding masks, query/value/key masks, explicit attention
-  masks, causal masking and windows into one boolean mask.
+- `masks`: `causal_mask`, `sliding_window_mask`, `band_mask` and
+  `combine_masks`, which turns Keras padding masks, query/value/key
+  masks, explicit attention masks, causal masking and windows into one
+  boolean mask.
 - `attend`: the attend step (logits → mask → float32 softmax → dropout →
   weighted sum) as `attend` and `attention`, its pieces `masked_softmax`
   and `logits_dtype`, the fused multi-head kernel `dot_product_attention`
@@ -30,6 +31,7 @@ from keras_attention.ops.attend import logits_dtype as logits_dtype
 from keras_attention.ops.attend import masked_softmax as masked_softmax
 from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
+from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks
 from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask

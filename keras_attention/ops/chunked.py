@@ -1,8 +1,8 @@
 """Attention in blocks, with memory linear in the sequence length.
 
-`chunked_attention` computes what `attend` computes for a dot-product score
-without ever holding the `(Tq, Tk)` weights; its masks come from
-`combine_masks`, block by block, like those of the dense path.
+`chunked_attention` computes what `attend` computes for a dot-product or an
+additive score without ever holding the `(Tq, Tk)` weights; its masks come
+from `combine_masks`, block by block, like those of the dense path.
 """
 
 import keras
@@ -12,6 +12,12 @@ from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.masks import combine_masks
 
 _NEG = -1e30
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
 
 
 def _to_blocks(x, size: int, num_blocks: int):
@@ -52,7 +58,7 @@ def _sequential_loop(lower, upper, body, init):
     """
     if keras.backend.backend() != "tensorflow":
         return ops.fori_loop(lower, upper, body, init)
-    import tensorflow as tf
+    tf = _tf()
 
     def cond(i, carry):
         return i < upper
@@ -67,12 +73,31 @@ def _sequential_map(fn, indices):
     """`ops.map` over block indices, one block at a time (see above)."""
     if keras.backend.backend() != "tensorflow":
         return ops.map(fn, indices)
-    import tensorflow as tf
-
+    tf = _tf()
     spec = tf.nest.map_structure(tf.TensorSpec.from_tensor, fn(indices[0]))
     return tf.map_fn(
         fn, indices, fn_output_signature=spec, parallel_iterations=1
     )
+
+
+def _add_at(x, index, update):
+    """`x` with `update` added to `x[index]` (block index on axis 0)."""
+    if keras.backend.backend() == "tensorflow":
+        tf = _tf()
+        return tf.tensor_scatter_nd_add(x, [[index]], update[None])
+    start = (index,) + (0,) * (len(x.shape) - 1)
+    return ops.slice_update(
+        x, start, (ops.take(x, index, axis=0) + update)[None]
+    )
+
+
+def _set_at(x, index, update):
+    """`x` with `x[index]` replaced by `update` (block index on axis 0)."""
+    if keras.backend.backend() == "tensorflow":
+        tf = _tf()
+        return tf.tensor_scatter_nd_update(x, [[index]], update[None])
+    start = (index,) + (0,) * (len(x.shape) - 1)
+    return ops.slice_update(x, start, update[None])
 
 
 def _block_size(requested: int, length) -> int:
@@ -81,63 +106,114 @@ def _block_size(requested: int, length) -> int:
     return min(requested, length) if isinstance(length, int) else requested
 
 
+def _band_limits(band, causal):
+    """`(left, right)`: query `i` sees keys `i - left ... i + right`."""
+    left, right = (None, None) if band is None else band
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    return left, right
+
+
 class _Blocks:
     """Query, key and value cut into blocks; the logits of a pair of blocks.
 
-    Query blocks are indexed by `i`, key blocks by `j`. With a causal mask,
-    key blocks that lie wholly in a query block's future are skipped.
+    Query blocks are indexed by `i`, key blocks by `j`. Key blocks that lie
+    wholly outside a query block's band (its future, with a causal mask)
+    are skipped. Dot-product queries are scaled once, up front.
     """
 
-    def __init__(self, q, k, v, scale, query_mask, key_mask, causal, sizes):
+    def __init__(self, tensors, scale, masks, causal, band, sizes):
+        q, k, v = tensors[:3]
+        self.additive_v = tensors[3] if len(tensors) > 3 else None
         batch, _, self.q_len, _ = ops.shape(q)
         self.k_len = ops.shape(k)[2]
         self.qc = _block_size(sizes[0], self.q_len)
         self.kc = _block_size(sizes[1], self.k_len)
         self.nq = -(-self.q_len // self.qc)
         self.nk = -(-self.k_len // self.kc)
-        self.scale, self.causal, self.dtype = scale, causal, q.dtype
+        self.scale, self.dtype = scale, q.dtype
+        self.left, self.right = _band_limits(band, causal)
+        if self.additive_v is None:
+            q = q * ops.cast(scale, q.dtype)
         self.q = _to_blocks(q, self.qc, self.nq)
         self.k = _to_blocks(k, self.kc, self.nk)
         self.v = _to_blocks(v, self.kc, self.nk)
-        self.q_valid = _mask_blocks(query_mask, batch, self.q_len, self.qc)
-        self.k_valid = _mask_blocks(key_mask, batch, self.k_len, self.kc)
+        self.q_valid = _mask_blocks(masks[0], batch, self.q_len, self.qc)
+        self.k_valid = _mask_blocks(masks[1], batch, self.k_len, self.kc)
         # Padded query rows need no mask (their outputs are dropped and
         # their upstream gradient is zero); padded keys do. Without any
         # mask the blocks skip the masking arithmetic altogether.
         self.masked = (
-            causal
-            or query_mask is not None
-            or key_mask is not None
+            self.left is not None
+            or self.right is not None
+            or masks[0] is not None
+            or masks[1] is not None
             or not isinstance(self.k_len, int)
             or self.k_len % self.kc != 0
         )
 
     def logits(self, i, j):
-        """Logits of query block i against key block j, and their mask."""
+        """Logits of query block i against key block j, their mask, and the
+        hidden `tanh` of an additive score (else `None`)."""
         q_i = ops.take(self.q, i, axis=0)
         k_j = ops.take(self.k, j, axis=0)
-        s = ops.matmul(q_i, ops.swapaxes(k_j, -1, -2)) * self.scale
+        hidden = None
+        if self.additive_v is None:
+            s = ops.matmul(q_i, ops.swapaxes(k_j, -1, -2))
+        else:
+            hidden = ops.tanh(
+                ops.expand_dims(q_i, -2) + ops.expand_dims(k_j, -3)
+            )
+            s = ops.sum(hidden * self.additive_v, axis=-1) * self.scale
         if not self.masked:
-            return s, None
+            return s, None, hidden
+        band = None
+        if self.left is not None or self.right is not None:
+            band = (self.left, self.right)
         valid = combine_masks(
             self.qc,
             self.kc,
             query_mask=ops.take(self.q_valid, i, axis=0),
             value_mask=ops.take(self.k_valid, j, axis=0),
-            use_causal_mask=self.causal,
             heads_axis=True,
             query_offset=i * self.qc,
             key_offset=j * self.kc,
+            band=band,
         )
-        return s, valid
+        return s, valid, hidden
 
-    def last_key_block(self, i):
-        if not self.causal:
-            return self.nk
-        return ops.minimum(self.nk, ((i + 1) * self.qc - 1) // self.kc + 1)
+    def logit_grads(self, i, j, ds, hidden):
+        """Gradients of a block's logits: `(d q_i, d k_j, d additive_v)`."""
+        if self.additive_v is None:
+            k_j = ops.take(self.k, j, axis=0)
+            q_i = ops.take(self.q, i, axis=0)
+            dq = ops.matmul(ds, k_j)
+            dk = ops.matmul(ops.swapaxes(ds, -1, -2), q_i)
+            return dq, dk, None
+        ds = ops.expand_dims(ds, -1) * self.scale
+        d_hidden = ds * self.additive_v * (1.0 - ops.square(hidden))
+        d_v = ops.sum(ops.reshape(ds * hidden, (-1, ops.shape(hidden)[-1])), 0)
+        return ops.sum(d_hidden, axis=-2), ops.sum(d_hidden, axis=-3), d_v
 
-    def first_query_block(self, j):
-        return (j * self.kc) // self.qc if self.causal else 0
+    def key_range(self, i):
+        """Key blocks `[first, last)` that query block `i` can see."""
+        first, last = 0, self.nk
+        if self.left is not None:
+            first = ops.maximum(0, (i * self.qc - self.left) // self.kc)
+        if self.right is not None:
+            top = ((i + 1) * self.qc - 1 + self.right) // self.kc + 1
+            last = ops.minimum(self.nk, top)
+        return first, last
+
+    def query_range(self, j):
+        """Query blocks `[first, last)` that can see key block `j`."""
+        first, last = 0, self.nq
+        if self.right is not None:
+            first = ops.maximum(0, (j * self.kc - self.right) // self.qc)
+        if self.left is not None:
+            top = ((j + 1) * self.kc - 1 + self.left) // self.qc + 1
+            last = ops.minimum(self.nq, top)
+        return first, last
 
 
 def _forward(blocks):
@@ -152,7 +228,7 @@ def _forward(blocks):
 
         def body(j, carry):
             m, total, acc = carry
-            s, valid = blocks.logits(i, j)
+            s, valid, _ = blocks.logits(i, j)
             if valid is not None:
                 s = ops.where(valid, s, _NEG)
             m_new = ops.maximum(m, ops.max(s, axis=-1, keepdims=True))
@@ -166,9 +242,8 @@ def _forward(blocks):
             )
             return m_new, total, acc
 
-        m, total, acc = _sequential_loop(
-            0, blocks.last_key_block(i), body, (m, total, acc)
-        )
+        first, last = blocks.key_range(i)
+        m, total, acc = _sequential_loop(first, last, body, (m, total, acc))
         safe = ops.where(total > 0, total, ops.ones_like(total))
         return acc / safe, m + ops.log(safe)
 
@@ -177,58 +252,82 @@ def _forward(blocks):
 
 
 def _backward(blocks, out, lse, upstream):
-    """Gradients of q, k and v, recomputing each block's weights."""
-    dtype, scale = blocks.dtype, blocks.scale
+    """Gradients of the inputs in one pass over the blocks.
+
+    Each key block walks the query blocks that see it, recomputing their
+    weights from the log-sum-exp (one extra product of the logits, as in
+    FlashAttention 2): its key and value gradients are summed in the loop,
+    the query gradients are added into their blocks.
+    """
+    dtype = blocks.dtype
     d_out = ops.cast(upstream, dtype)
     delta = ops.sum(d_out * out, axis=-1, keepdims=True)
     do_blocks = _to_blocks(d_out, blocks.qc, blocks.nq)
     delta_blocks = _to_blocks(delta, blocks.qc, blocks.nq)
+    additive = blocks.additive_v is not None
 
-    def ds_block(i, j):
-        """Recomputed weights p and logit gradient ds of a block."""
-        s, valid = blocks.logits(i, j)
-        s = s - ops.take(lse, i, axis=0)
-        if valid is not None:
-            s = ops.where(valid, s, _NEG)
-        p = ops.exp(s)
-        do_i = ops.take(do_blocks, i, axis=0)
+    def key_block(j, carry):
+        dq, dk, dv, dw = carry
         v_j = ops.take(blocks.v, j, axis=0)
-        dp = ops.matmul(do_i, ops.swapaxes(v_j, -1, -2))
-        ds = p * (dp - ops.take(delta_blocks, i, axis=0))
-        return p, do_i, ds
 
-    def dq_block(i):
-        def body(j, dq):
-            _, _, ds = ds_block(i, j)
-            k_j = ops.take(blocks.k, j, axis=0)
-            return dq + ops.matmul(ds, k_j) * scale
-
-        start = ops.zeros(ops.shape(blocks.q)[1:], dtype=dtype)
-        return _sequential_loop(0, blocks.last_key_block(i), body, start)
-
-    def dkv_block(j):
-        def body(i, carry):
-            dk, dv = carry
-            p, do_i, ds = ds_block(i, j)
-            q_i = ops.take(blocks.q, i, axis=0)
-            dv = dv + ops.matmul(ops.swapaxes(p, -1, -2), do_i)
-            dk = dk + ops.matmul(ops.swapaxes(ds, -1, -2), q_i) * scale
-            return dk, dv
+        def body(i, inner):
+            dq, dk_j, dv_j, dw = inner
+            s, valid, hidden = blocks.logits(i, j)
+            s = s - ops.take(lse, i, axis=0)
+            if valid is not None:
+                s = ops.where(valid, s, _NEG)
+            p = ops.exp(s)
+            do_i = ops.take(do_blocks, i, axis=0)
+            dp = ops.matmul(do_i, ops.swapaxes(v_j, -1, -2))
+            ds = p * (dp - ops.take(delta_blocks, i, axis=0))
+            dv_j = dv_j + ops.matmul(ops.swapaxes(p, -1, -2), do_i)
+            dq_i, dk_part, dw_part = blocks.logit_grads(i, j, ds, hidden)
+            if additive:
+                dw = dw + dw_part
+            return _add_at(dq, i, dq_i), dk_j + dk_part, dv_j, dw
 
         start = (
+            dq,
             ops.zeros(ops.shape(blocks.k)[1:], dtype=dtype),
             ops.zeros(ops.shape(blocks.v)[1:], dtype=dtype),
+            dw,
         )
-        first = blocks.first_query_block(j)
-        return _sequential_loop(first, blocks.nq, body, start)
+        first, last = blocks.query_range(j)
+        dq, dk_j, dv_j, dw = _sequential_loop(first, last, body, start)
+        return dq, _set_at(dk, j, dk_j), _set_at(dv, j, dv_j), dw
 
-    dq = _sequential_map(dq_block, ops.arange(blocks.nq))
-    dk, dv = _sequential_map(dkv_block, ops.arange(blocks.nk))
-    return (
+    dw = ops.zeros(ops.shape(blocks.additive_v) if additive else (), dtype)
+    start = (
+        ops.zeros_like(blocks.q),
+        ops.zeros_like(blocks.k),
+        ops.zeros_like(blocks.v),
+        dw,
+    )
+    dq, dk, dv, dw = _sequential_loop(0, blocks.nk, key_block, start)
+    if not additive:
+        dq = dq * ops.cast(blocks.scale, dtype)
+    grads = (
         _from_blocks(dq, blocks.q_len),
         _from_blocks(dk, blocks.k_len),
         _from_blocks(dv, blocks.k_len),
     )
+    return grads + (dw,) if additive else grads
+
+
+def _check_band(band):
+    if band is None:
+        return None
+    ok = isinstance(band, (tuple, list)) and len(band) == 2
+    ok = ok and all(
+        b is None or (isinstance(b, int) and not isinstance(b, bool) and b >= 0)
+        for b in band
+    )
+    if not ok:
+        raise ValueError(
+            "Expected `band` to be None or a pair `(left, right)` of "
+            f"non-negative integers or None. Received: band={band!r}"
+        )
+    return tuple(band)
 
 
 def chunked_attention(
@@ -241,8 +340,10 @@ def chunked_attention(
     causal: bool = False,
     query_chunk_size: int = 512,
     key_chunk_size: int = 512,
+    band=None,
+    additive_v=None,
 ):
-    """Dot-product attention in blocks, with memory linear in the length.
+    """Attention in blocks, with memory linear in the length.
 
     Computes the same context as
     `softmax(scale · Q Kᵀ, masked) V` without ever holding the
@@ -251,21 +352,25 @@ def chunked_attention(
     running sum, Milakov & Gimelshein 2018; Rabe & Staats 2021; Dao et al.
     2022). The backward pass is a custom gradient that recomputes each block
     from the saved output and log-sum-exp instead of storing the weights, so
-    peak memory grows linearly with the sequence length in training too.
-    With `causal=True`, key blocks that lie wholly in a query block's future
-    are skipped.
+    peak memory grows linearly with the sequence length in training too, in
+    every execution mode (eager or compiled). Key blocks that lie wholly
+    outside a query block's band (or its future, with `causal=True`) are
+    skipped.
 
-    Only dot-product logits can be computed this way: any score that is a
-    dot product of transformed inputs (`Score.dot_product_form`: dot,
-    scaled dot, cosine on unit-normalised inputs, bilinear on `q W`).
-    Scores with a hidden layer over each (query, key) pair, such as
-    additive or concat, need the pair explicitly and are not supported.
+    Any score that is a dot product of transformed inputs
+    (`Score.dot_product_form`: dot, scaled dot, cosine, bilinear) is
+    computed from those inputs; additive and concat scores from their
+    projected inputs and vector `v` (`Score.additive_form`), with
+    `additive_v`: then the logits are `scale · Σ_u v_u tanh(q_iu + k_ju)`,
+    and each block holds `(query_chunk_size, key_chunk_size, units)`
+    values.
 
     Args:
         query: `(batch_size, heads, Tq, D)`.
         key: `(batch_size, heads, Tk, D)`.
         value: `(batch_size, heads, Tk, Dv)`.
-        scale: Factor on the logits. Defaults to `1 / sqrt(D)`.
+        scale: Factor on the logits. Defaults to `1 / sqrt(D)` for a dot
+            product and `1` with `additive_v`.
         query_mask: Optional boolean `(batch_size, Tq)`; masked queries get
             a zero context.
         key_mask: Optional boolean `(batch_size, Tk)`; masked keys get weight
@@ -274,21 +379,42 @@ def chunked_attention(
             `False`.
         query_chunk_size: Queries per block. Defaults to `512`.
         key_chunk_size: Keys per block. Defaults to `512`.
+        band: Optional pair `(left, right)` of non-negative integers (or
+            `None` for no limit on that side): query `i` only sees keys
+            `i - left <= j <= i + right`, the mask of
+            `keras_attention.ops.band_mask`. `sliding_window_mask(w)` is
+            `band=(w - 1, w - 1)`; a window of `w` keys centred on the
+            query is `(w // 2, w - w // 2 - 1)`, the `w` most recent keys
+            `(w - 1, 0)`. Defaults to `None`.
+        additive_v: Optional vector `v` of shape `(D,)`: the logits are
+            additive, `scale · Σ_u v_u tanh(q_iu + k_ju)`, of a query and
+            key already projected to `D` units. Defaults to `None`, a dot
+            product.
 
     Returns:
         The context, `(batch_size, heads, Tq, Dv)`, in the dtype of `value`.
         Half-precision inputs are computed in `float32`.
     """
+    band = _check_band(band)
     out_dtype = keras.backend.standardize_dtype(value.dtype)
     dtype = logits_dtype(out_dtype)
-    q, k, v = (ops.cast(t, dtype) for t in (query, key, value))
+    tensors = [query, key, value]
+    if additive_v is not None:
+        tensors.append(additive_v)
+    tensors = [ops.cast(t, dtype) for t in tensors]
     if scale is None:
-        scale = 1.0 / float(ops.shape(q)[-1]) ** 0.5
+        depth = float(ops.shape(tensors[0])[-1])
+        scale = 1.0 if additive_v is not None else 1.0 / depth**0.5
     sizes = (query_chunk_size, key_chunk_size)
+    masks = (query_mask, key_mask)
 
     @ops.custom_gradient
-    def _attend(q, k, v):
-        blocks = _Blocks(q, k, v, scale, query_mask, key_mask, causal, sizes)
+    def _attend(*tensors):
+        # Nothing inside is differentiated by the framework: in TensorFlow
+        # eager mode a recording tape would otherwise keep every block's
+        # temporaries alive (memory quadratic in the length).
+        tensors = [ops.stop_gradient(t) for t in tensors]
+        blocks = _Blocks(tensors, scale, masks, causal, band, sizes)
         out, lse = _forward(blocks)
 
         def grad(*args, upstream=None):
@@ -298,4 +424,4 @@ def chunked_attention(
 
         return out, grad
 
-    return ops.cast(_attend(q, k, v), out_dtype)
+    return ops.cast(_attend(*tensors), out_dtype)

@@ -54,6 +54,36 @@ def sliding_window_mask(
     return ops.less(ops.abs(rows - cols), window)
 
 
+def band_mask(
+    query_length: int,
+    key_length: int,
+    left=None,
+    right=None,
+    query_offset=0,
+    key_offset=0,
+):
+    """Band mask: query `i` sees keys `i - left <= j <= i + right`.
+
+    `None` leaves that side unbounded. `sliding_window_mask(w)` is
+    `band_mask(left=w - 1, right=w - 1)`, `causal_mask` is
+    `band_mask(right=0)`; a window of `w` keys centred on the query (keys
+    `i - w // 2 <= j < i - w // 2 + w`) is `(w // 2, w - w // 2 - 1)` and
+    the `w` most recent keys are `(w - 1, 0)`.
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    rows = ops.expand_dims(_positions(query_length, query_offset), -1)
+    cols = ops.expand_dims(_positions(key_length, key_offset), 0)
+    offset = cols - rows
+    mask = ops.ones((query_length, key_length), dtype="bool")
+    if left is not None:
+        mask = ops.logical_and(mask, ops.greater_equal(offset, -left))
+    if right is not None:
+        mask = ops.logical_and(mask, ops.less_equal(offset, right))
+    return mask
+
+
 def _and(mask, other):
     other = ops.cast(other, "bool")
     return other if mask is None else ops.logical_and(mask, other)
@@ -71,6 +101,7 @@ def combine_masks(
     heads_axis: bool = False,
     query_offset=0,
     key_offset=0,
+    band=None,
 ):
     """Combines the padding, explicit, causal and window masks into one.
 
@@ -91,6 +122,9 @@ def combine_masks(
         query_offset: Position of the first query, for a block of a longer
             sequence (causal and window masks). Defaults to `0`.
         key_offset: Position of the first key. Defaults to `0`.
+        band: Optional pair `(left, right)`: query `i` only sees keys
+            `i - left <= j <= i + right` (`band_mask`; `None` on a side
+            for no limit). Defaults to `None`.
 
     Returns:
         A boolean tensor that broadcasts to `(batch_size, Tq, Tk)` (or
@@ -126,6 +160,18 @@ def combine_masks(
             query_length, key_length, sliding_window, query_offset, key_offset
         )
         mask = _and(mask, band)
+    if band is not None:
+        mask = _and(
+            mask,
+            band_mask(
+                query_length,
+                key_length,
+                band[0],
+                band[1],
+                query_offset,
+                key_offset,
+            ),
+        )
     if heads_axis and mask is not None and len(mask.shape) == 3:
         mask = ops.expand_dims(mask, -3)
     if per_head is not None:
