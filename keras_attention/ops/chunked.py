@@ -138,6 +138,12 @@ class _Blocks:
         self.q = _to_blocks(q, self.qc, self.nq)
         self.k = _to_blocks(k, self.kc, self.nk)
         self.v = _to_blocks(v, self.kc, self.nk)
+        # Transposed copies (O(N·D) memory), so that no product in the
+        # loops transposes a block: `s = q kᵀ`, `dp = dO vᵀ`, `dkᵀ = qᵀ ds`.
+        self.v_t = ops.swapaxes(self.v, -1, -2)
+        if self.additive_v is None:
+            self.q_t = ops.swapaxes(self.q, -1, -2)
+            self.k_t = ops.swapaxes(self.k, -1, -2)
         self.q_valid = _mask_blocks(masks[0], batch, self.q_len, self.qc)
         self.k_valid = _mask_blocks(masks[1], batch, self.k_len, self.kc)
         # Padded query rows need no mask (their outputs are dropped and
@@ -156,17 +162,21 @@ class _Blocks:
         """Logits of query block i against key block j, their mask, and the
         hidden `tanh` of an additive score (else `None`)."""
         q_i = ops.take(self.q, i, axis=0)
-        k_j = ops.take(self.k, j, axis=0)
         hidden = None
         if self.additive_v is None:
-            s = ops.matmul(q_i, ops.swapaxes(k_j, -1, -2))
+            s = ops.matmul(q_i, ops.take(self.k_t, j, axis=0))
         else:
+            k_j = ops.take(self.k, j, axis=0)
             hidden = ops.tanh(
                 ops.expand_dims(q_i, -2) + ops.expand_dims(k_j, -3)
             )
             s = ops.sum(hidden * self.additive_v, axis=-1) * self.scale
+        return s, self.mask(i, j), hidden
+
+    def mask(self, i, j):
+        """The mask of query block i against key block j, or `None`."""
         if not self.masked:
-            return s, None, hidden
+            return None
         band = None
         if self.left is not None or self.right is not None:
             band = (self.left, self.right)
@@ -180,16 +190,17 @@ class _Blocks:
             key_offset=j * self.kc,
             band=band,
         )
-        return s, valid, hidden
+        return valid
 
     def logit_grads(self, i, j, ds, hidden):
-        """Gradients of a block's logits: `(d q_i, d k_j, d additive_v)`."""
+        """Gradients of a block's logits: `(d q_i, d k_j, d additive_v)`.
+
+        `d k_j` is transposed, `(..., D, kc)`, for a dot product.
+        """
         if self.additive_v is None:
-            k_j = ops.take(self.k, j, axis=0)
-            q_i = ops.take(self.q, i, axis=0)
-            dq = ops.matmul(ds, k_j)
-            dk = ops.matmul(ops.swapaxes(ds, -1, -2), q_i)
-            return dq, dk, None
+            dq = ops.matmul(ds, ops.take(self.k, j, axis=0))
+            dk_t = ops.matmul(ops.take(self.q_t, i, axis=0), ds)
+            return dq, dk_t, None
         ds = ops.expand_dims(ds, -1) * self.scale
         d_hidden = ds * self.additive_v * (1.0 - ops.square(hidden))
         d_v = ops.sum(ops.reshape(ds * hidden, (-1, ops.shape(hidden)[-1])), 0)
@@ -226,9 +237,16 @@ def _forward(blocks):
         total = ops.zeros(shape, dtype=dtype)
         acc = ops.zeros(shape[:-1] + (ops.shape(blocks.v)[-1],), dtype=dtype)
 
+        if blocks.additive_v is None:
+            q_i = ops.take(blocks.q, i, axis=0)
+
         def body(j, carry):
             m, total, acc = carry
-            s, valid, _ = blocks.logits(i, j)
+            if blocks.additive_v is None:
+                s = ops.matmul(q_i, ops.take(blocks.k_t, j, axis=0))
+                valid = blocks.mask(i, j)
+            else:
+                s, valid, _ = blocks.logits(i, j)
             if valid is not None:
                 s = ops.where(valid, s, _NEG)
             m_new = ops.maximum(m, ops.max(s, axis=-1, keepdims=True))
@@ -263,24 +281,38 @@ def _backward(blocks, out, lse, upstream):
     d_out = ops.cast(upstream, dtype)
     delta = ops.sum(d_out * out, axis=-1, keepdims=True)
     do_blocks = _to_blocks(d_out, blocks.qc, blocks.nq)
-    delta_blocks = _to_blocks(delta, blocks.qc, blocks.nq)
+    do_t = ops.swapaxes(do_blocks, -1, -2)
     additive = blocks.additive_v is not None
+    # `dp - delta` and (dot product) `s - lse` as one product each, with
+    # `-delta` and `-lse` as an extra column of dO and q and ones as an
+    # extra row of vᵀ and kᵀ: two fewer passes over each block.
+    do_aug = ops.concatenate(
+        [do_blocks, -_to_blocks(delta, blocks.qc, blocks.nq)], axis=-1
+    )
+    v_t_aug = _ones_row(blocks.v_t)
+    if not additive:
+        q_aug = ops.concatenate([blocks.q, -lse], axis=-1)
+        k_t_aug = _ones_row(blocks.k_t)
 
     def key_block(j, carry):
-        dq, dk, dv, dw = carry
-        v_j = ops.take(blocks.v, j, axis=0)
+        dq, dk, dv_t, dw = carry
+        v_t = ops.take(v_t_aug, j, axis=0)
 
         def body(i, inner):
-            dq, dk_j, dv_j, dw = inner
-            s, valid, hidden = blocks.logits(i, j)
-            s = s - ops.take(lse, i, axis=0)
+            dq, dk_j, dv_j, dw = inner  # dv_j transposed
+            if additive:
+                s, valid, hidden = blocks.logits(i, j)
+                s = s - ops.take(lse, i, axis=0)
+            else:
+                s = ops.matmul(
+                    ops.take(q_aug, i, axis=0), ops.take(k_t_aug, j, axis=0)
+                )
+                valid, hidden = blocks.mask(i, j), None
             if valid is not None:
                 s = ops.where(valid, s, _NEG)
             p = ops.exp(s)
-            do_i = ops.take(do_blocks, i, axis=0)
-            dp = ops.matmul(do_i, ops.swapaxes(v_j, -1, -2))
-            ds = p * (dp - ops.take(delta_blocks, i, axis=0))
-            dv_j = dv_j + ops.matmul(ops.swapaxes(p, -1, -2), do_i)
+            ds = p * ops.matmul(ops.take(do_aug, i, axis=0), v_t)
+            dv_j = dv_j + ops.matmul(ops.take(do_t, i, axis=0), p)
             dq_i, dk_part, dw_part = blocks.logit_grads(i, j, ds, hidden)
             if additive:
                 dw = dw + dw_part
@@ -288,30 +320,37 @@ def _backward(blocks, out, lse, upstream):
 
         start = (
             dq,
-            ops.zeros(ops.shape(blocks.k)[1:], dtype=dtype),
-            ops.zeros(ops.shape(blocks.v)[1:], dtype=dtype),
+            ops.zeros(ops.shape(dk)[1:], dtype=dtype),
+            ops.zeros(ops.shape(dv_t)[1:], dtype=dtype),
             dw,
         )
         first, last = blocks.query_range(j)
         dq, dk_j, dv_j, dw = _sequential_loop(first, last, body, start)
-        return dq, _set_at(dk, j, dk_j), _set_at(dv, j, dv_j), dw
+        return dq, _set_at(dk, j, dk_j), _set_at(dv_t, j, dv_j), dw
 
     dw = ops.zeros(ops.shape(blocks.additive_v) if additive else (), dtype)
     start = (
         ops.zeros_like(blocks.q),
-        ops.zeros_like(blocks.k),
-        ops.zeros_like(blocks.v),
+        ops.zeros_like(blocks.k if additive else blocks.k_t),
+        ops.zeros_like(blocks.v_t),
         dw,
     )
-    dq, dk, dv, dw = _sequential_loop(0, blocks.nk, key_block, start)
+    dq, dk, dv_t, dw = _sequential_loop(0, blocks.nk, key_block, start)
+    dv = ops.swapaxes(dv_t, -1, -2)
     if not additive:
         dq = dq * ops.cast(blocks.scale, dtype)
+        dk = ops.swapaxes(dk, -1, -2)
     grads = (
         _from_blocks(dq, blocks.q_len),
         _from_blocks(dk, blocks.k_len),
         _from_blocks(dv, blocks.k_len),
     )
     return grads + (dw,) if additive else grads
+
+
+def _ones_row(x):
+    """`x` `(..., D, T)` with a row of ones appended: `(..., D + 1, T)`."""
+    return ops.concatenate([x, ops.ones_like(x[..., :1, :])], axis=-2)
 
 
 def _check_band(band):
