@@ -1,15 +1,23 @@
 """Peak memory and time of long-sequence self-attention, forward + backward.
 
-Compares `keras_attention.SelfAttention` on its automatic path (chunked from
-2048 positions on), the same layer forced dense (`chunk_size=0`), and
-`keras.layers.MultiHeadAttention` called as `mha(x, x)`. Each (layer, N) is
-measured in its own subprocess, so its peak resident memory (whole-process
-RSS, `ru_maxrss`) is its own; the import-and-build RSS is reported too.
-One training step (`tf.function`, gradients of every weight and the input)
-is run once to trace, then timed over `--repeats` more.
+Two tables. `memory` (the default): one training step (gradients of every
+weight and the input) of `keras_attention.SelfAttention` with its default
+`chunk_size=None` ("ours_auto": chunked from the `AUTO_CHUNK_MIN_BYTES`
+rule on), the same layer forced dense (`chunk_size=0`, "ours_dense") and
+`keras.layers.MultiHeadAttention` called as `mha(x, x)` ("keras"), in every
+execution mode: TensorFlow eager (a `GradientTape` step without
+`tf.function`), `tf.function`, XLA (`jit_compile=True`), JAX eager and
+`jax.jit`, PyTorch eager. Each (mode, layer, N) runs in its own
+subprocess, so its peak resident memory (whole-process RSS, `ru_maxrss`)
+is its own; the import-and-build RSS is reported too.
 
-    python benchmarks/long_sequences.py            # the BENCHMARKS.md table
-    python benchmarks/long_sequences.py --quick    # a smoke run
+`speed`: the chunked path against the dense path of the same layer in one
+process (TensorFlow, `tf.function`), alternating the two steps, with the
+median wall and CPU (`time.process_time`) time of each.
+
+    python benchmarks/long_sequences.py                 # memory table
+    python benchmarks/long_sequences.py --table speed   # speed table
+    python benchmarks/long_sequences.py --quick         # a smoke run
 
 Keras's layer materialises `(heads, N, N)` weights and stops fitting in
 memory past about N = 8192 here, so it is only run up to `--keras-max`.
@@ -26,89 +34,189 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 IMPLS = ("ours_auto", "ours_dense", "keras")
+MODES = {
+    "tf_eager": "tensorflow",
+    "tf_function": "tensorflow",
+    "tf_xla": "tensorflow",
+    "jax_eager": "jax",
+    "jax_jit": "jax",
+    "torch_eager": "torch",
+}
 
 
 def _peak_gib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def worker(impl, n, batch, dim, heads, causal, repeats):
+def _layer(impl, heads, dim, causal):
+    """`(call, layer)`: the layer of `impl` and a call `x -> output`."""
     import keras
-    import numpy as np
-    import tensorflow as tf
 
     import keras_attention
 
     if impl == "keras":
-        mha = keras.layers.MultiHeadAttention(heads, dim // heads)
-
-        def layer(x):
-            return mha(x, x, use_causal_mask=causal)
-
+        layer = keras.layers.MultiHeadAttention(heads, dim // heads)
+        copies = 2  # mha(x, x)
     else:
-        chunk = None if impl == "ours_auto" else 0
-        sa = keras_attention.SelfAttention(heads, chunk_size=chunk)
+        chunk = {"ours_auto": None, "ours_dense": 0}.get(impl, impl)
+        layer = keras_attention.SelfAttention(heads, chunk_size=chunk)
+        copies = 1
 
-        def layer(x):
-            return sa(x, use_causal_mask=causal)
+    def call(x, stateless=None):
+        if stateless is None:
+            return layer(*[x] * copies, use_causal_mask=causal)
+        trainable, other = stateless
+        return layer.stateless_call(
+            trainable, other, *[x] * copies, use_causal_mask=causal
+        )[0]
 
-    x = tf.constant(
-        np.random.default_rng(0).normal(size=(batch, n, dim)), "float32"
-    )
-    layer(x[:, :8])
-    base = _peak_gib()
-    variables = (mha if impl == "keras" else sa).trainable_variables
+    return call, layer
 
-    @tf.function
+
+def _tf_step(call, layer, mode):
+    import tensorflow as tf
+
+    variables = layer.trainable_variables
+
     def step(x):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            loss = tf.reduce_sum(layer(x) ** 2)
+            loss = tf.reduce_sum(call(x) ** 2)
         return tape.gradient(loss, [x] + variables)
 
-    step(x)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        grads = step(x)
-    seconds = (time.perf_counter() - start) / repeats
-    finite = all(bool(tf.reduce_all(tf.math.is_finite(g))) for g in grads)
-    print(
-        json.dumps(
-            {
-                "impl": impl,
-                "n": n,
-                "seconds": seconds,
-                "peak_gib": _peak_gib(),
-                "base_gib": base,
-                "finite": finite,
-            }
-        )
+    if mode == "tf_function":
+        return tf.function(step)
+    if mode == "tf_xla":
+        return tf.function(step, jit_compile=True)
+    return step
+
+
+def _jax_step(call, layer, mode):
+    import jax
+    import keras
+
+    def loss(trainable, x):
+        other = [v.value for v in layer.non_trainable_variables]
+        return keras.ops.sum(call(x, (trainable, other)) ** 2)
+
+    grad = jax.grad(loss, argnums=(0, 1))
+    fn = jax.jit(grad) if mode == "jax_jit" else grad
+
+    def step(x):
+        return fn([v.value for v in layer.trainable_variables], x)
+
+    return step
+
+
+def _torch_step(call, layer, mode):
+    import torch
+
+    def step(x):
+        x = x.detach().requires_grad_(True)
+        layer.zero_grad()
+        torch.sum(call(x) ** 2).backward()
+        return [x.grad] + [v.value.grad for v in layer.trainable_variables]
+
+    return step
+
+
+def _finite(grads):
+    import keras
+    import numpy as np
+
+    return all(
+        bool(np.isfinite(keras.ops.convert_to_numpy(g)).all())
+        for g in keras.tree.flatten(grads)
+        if g is not None
     )
 
 
-def run_one(args, impl, n):
-    cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        impl,
-        "--sizes",
-        str(n),
-        "--batch",
-        str(args.batch),
-        "--dim",
-        str(args.dim),
-        "--heads",
-        str(args.heads),
-        "--repeats",
-        str(args.repeats),
-    ] + (["--causal"] if args.causal else [])
-    done = subprocess.run(cmd, capture_output=True, text=True)
+def worker(args):
+    import keras
+    import numpy as np
+
+    call, layer = _layer(args.worker, args.heads, args.dim, args.causal)
+    data = np.random.default_rng(0).normal(size=(args.batch, args.n, args.dim))
+    x = keras.ops.convert_to_tensor(data.astype("float32"))
+    call(x[:, :8])
+    base = _peak_gib()
+    make = {"tensorflow": _tf_step, "jax": _jax_step, "torch": _torch_step}
+    step = make[MODES[args.mode]](call, layer, args.mode)
+    start = time.perf_counter()
+    grads = step(x)
+    first = time.perf_counter() - start
+    seconds = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        grads = step(x)
+        seconds.append(time.perf_counter() - start)
+    result = {
+        "mode": args.mode,
+        "impl": args.worker,
+        "n": args.n,
+        "first_step_s": first,
+        "seconds": float(np.median(seconds)) if seconds else None,
+        "peak_gib": _peak_gib(),
+        "base_gib": base,
+        "finite": _finite(grads),
+    }
+    print(json.dumps(result))
+
+
+def run_one(args, mode, impl, n):
+    cmd = [sys.executable, __file__, "--worker", impl, "--mode", mode]
+    cmd += ["--n", str(n), "--batch", str(args.batch), "--dim", str(args.dim)]
+    cmd += ["--heads", str(args.heads), "--repeats", str(args.repeats)]
+    cmd += ["--causal"] if args.causal else []
+    env = {**os.environ, "KERAS_BACKEND": MODES[mode]}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
     if done.returncode or not lines:
-        tail = done.stderr.strip().splitlines()[-1:] or ["?"]
-        return {"impl": impl, "n": n, "error": tail[0][:120]}
+        tail = done.stderr.strip().splitlines()[-1:] or [
+            f"rc {done.returncode}"
+        ]
+        return {"mode": mode, "impl": impl, "n": n, "error": tail[0][:120]}
     return json.loads(lines[-1])
+
+
+def speed(args):
+    """Chunked against dense, alternating in one process (`tf.function`)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_attention.layers import _chunking
+
+    block = args.block or _chunking.AUTO_CHUNK_SIZE
+    print(
+        f"B={args.batch} D={args.dim} heads={args.heads} causal={args.causal}"
+        f", tf.function forward+backward, blocks of {block}, median of "
+        f"{args.repeats} alternating steps"
+    )
+    print("| N | dense wall (s) | chunked wall (s) | wall ratio | CPU ratio |")
+    print("|---|---|---|---|---|")
+    for n in args.sizes:
+        data = np.random.default_rng(0).normal(size=(args.batch, n, args.dim))
+        x = tf.constant(data, "float32")
+        steps = []
+        for impl in (0, block):
+            call, layer = _layer(impl, args.heads, args.dim, args.causal)
+            call(x[:, :8])
+            steps.append(_tf_step(call, layer, "tf_function"))
+            steps[-1](x)
+        wall, cpu = [[], []], [[], []]
+        for _ in range(args.repeats):
+            for k, step in enumerate(steps):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                step(x)
+                wall[k].append(time.perf_counter() - start)
+                cpu[k].append(time.process_time() - start_cpu)
+        wall = [float(np.median(w)) for w in wall]
+        cpu = [float(np.median(c)) for c in cpu]
+        print(
+            f"| {n} | {wall[0]:.3f} | {wall[1]:.3f} | {wall[1] / wall[0]:.2f}"
+            f" | {cpu[1] / cpu[0]:.2f} |",
+            flush=True,
+        )
 
 
 def plot(results, path):
@@ -117,25 +225,65 @@ def plot(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for impl in IMPLS:
-        rows = [r for r in results if r["impl"] == impl and "error" not in r]
-        if rows:
-            ax.plot(
-                [r["n"] for r in rows],
-                [r["peak_gib"] for r in rows],
-                marker="o",
-                label=impl,
-            )
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for mode in MODES:
+        for impl in IMPLS:
+            rows = [
+                r
+                for r in results
+                if r["impl"] == impl and r["mode"] == mode and "error" not in r
+            ]
+            if rows:
+                ax.plot(
+                    [r["n"] for r in rows],
+                    [r["peak_gib"] for r in rows],
+                    marker="o",
+                    linestyle="-" if impl == "ours_auto" else ":",
+                    label=f"{mode} {impl}",
+                )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("sequence length N")
     ax.set_ylabel("peak RSS (GiB), forward + backward")
-    ax.set_title("Self-attention memory: chunked vs dense")
+    ax.set_title("Self-attention training-step memory, every mode")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def memory(args):
+    print(
+        f"B={args.batch} D={args.dim} heads={args.heads} "
+        f"causal={args.causal}, forward+backward, one process per cell"
+    )
+    print(
+        "| mode | N | layer | first step (s) | step (s) | peak RSS (GiB) "
+        "| RSS before step (GiB) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    results = []
+    for mode in args.modes:
+        for n in args.sizes:
+            for impl in args.impls:
+                if impl == "keras" and n > args.keras_max:
+                    continue
+                if impl == "ours_dense" and n > args.dense_max:
+                    continue
+                r = run_one(args, mode, impl, n)
+                results.append(r)
+                if "error" in r:
+                    print(f"| {mode} | {n} | {impl} | failed: {r['error']} |")
+                    continue
+                step = "-" if r["seconds"] is None else f"{r['seconds']:.2f}"
+                print(
+                    f"| {mode} | {n} | {impl} | {r['first_step_s']:.2f} | "
+                    f"{step} | {r['peak_gib']:.2f} | {r['base_gib']:.2f} |",
+                    flush=True,
+                )
+    if args.plot:
+        plot(results, args.plot)
+        print(f"plot: {args.plot}")
 
 
 def main(argv=None):
@@ -143,64 +291,45 @@ def main(argv=None):
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    parser.add_argument("--table", choices=("memory", "speed"))
     parser.add_argument(
-        "--sizes",
-        type=int,
-        nargs="+",
-        default=[512, 1024, 2048, 4096, 8192, 16384, 32768, 65536],
+        "--sizes", type=int, nargs="+", default=[4096, 16384, 65536]
     )
-    parser.add_argument("--keras-max", type=int, default=8192)
-    parser.add_argument("--dense-max", type=int, default=8192)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=MODES)
+    parser.add_argument("--impls", nargs="+", choices=IMPLS, default=IMPLS)
+    parser.add_argument("--keras-max", type=int, default=4096)
+    parser.add_argument("--dense-max", type=int, default=4096)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=0,
+        help="timed steps after the first (memory) or per path (speed)",
+    )
+    parser.add_argument("--block", type=int, default=0, help="speed: block")
     parser.add_argument("--causal", action="store_true")
     parser.add_argument(
         "--plot", default=os.path.join("benchmarks", "long_sequences.png")
     )
     parser.add_argument("--quick", action="store_true", help="N=256, 512")
-    parser.add_argument("--worker", choices=IMPLS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(
-            args.worker,
-            args.sizes[0],
-            args.batch,
-            args.dim,
-            args.heads,
-            args.causal,
-            args.repeats,
-        )
+        if args.worker not in IMPLS:
+            args.worker = int(args.worker)
+        worker(args)
         return
     if args.quick:
-        args.sizes, args.dim, args.heads = [256, 512], 32, 2
-    results = []
-    print(
-        f"B={args.batch} D={args.dim} heads={args.heads} "
-        f"causal={args.causal}, forward+backward, one process per cell"
-    )
-    print("| N | layer | time (s) | peak RSS (GiB) | RSS before step (GiB) |")
-    print("|---|---|---|---|---|")
-    for n in args.sizes:
-        for impl in IMPLS:
-            if impl == "keras" and n > args.keras_max:
-                continue
-            if impl == "ours_dense" and n > args.dense_max:
-                continue
-            r = run_one(args, impl, n)
-            results.append(r)
-            if "error" in r:
-                print(f"| {n} | {impl} | failed: {r['error']} | | |")
-            else:
-                print(
-                    f"| {n} | {impl} | {r['seconds']:.2f} | "
-                    f"{r['peak_gib']:.2f} | {r['base_gib']:.2f} |",
-                    flush=True,
-                )
-    if args.plot:
-        plot(results, args.plot)
-        print(f"plot: {args.plot}")
+        args.sizes, args.dim, args.heads, args.plot = [256, 512], 32, 2, ""
+    if args.table == "speed":
+        args.repeats = args.repeats or 5
+        speed(args)
+    else:
+        memory(args)
 
 
 if __name__ == "__main__":

@@ -12,43 +12,57 @@ from tests.autodiff import gradients
 from tests.profiles import examples
 
 
-def dense(q, k, v, query_mask, key_mask, causal, scale=None):
+def dense(q, k, v, query_mask, key_mask, causal, scale=None, band=None, w=None):
+    """Every logit at once: dot product, or additive with vector `w`."""
     mask = ka_ops.combine_masks(
         q.shape[2],
         k.shape[2],
         query_mask=query_mask,
         value_mask=key_mask,
         use_causal_mask=causal,
+        band=band,
     )
     if mask is not None and len(mask.shape) == 3:
         mask = mask[:, None]  # broadcast over heads
 
     def score(a, b):
+        if w is not None:
+            pairs = ops.expand_dims(a, -2) + ops.expand_dims(b, -3)
+            return ops.sum(ops.tanh(pairs) * w, axis=-1) * (scale or 1.0)
         factor = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
         return ka_ops.dot_product(a, b) * factor
 
     return ka_ops.attention(q, k, v, score_fn=score, mask=mask)[0]
 
 
-def outputs_and_grads(fn, q, k, v, upstream):
-    """`fn(q, k, v)` and the gradients of `sum(fn(q, k, v) * upstream)`."""
-    out = ops.convert_to_numpy(fn(q, k, v)).astype("float32")
+def outputs_and_grads(fn, q, k, v, upstream, *extra):
+    """`fn(q, k, v, *extra)` and the gradients of `sum(fn(...) * upstream)`."""
+    out = ops.convert_to_numpy(fn(q, k, v, *extra)).astype("float32")
     _, grads = gradients(
-        lambda a, b, c: ops.sum(
-            ops.multiply(ops.cast(fn(a, b, c), "float32"), upstream)
-        ),
-        [q, k, v],
+        lambda *t: ops.sum(ops.multiply(ops.cast(fn(*t), "float32"), upstream)),
+        [q, k, v, *extra],
     )
     return [out, *(g.astype("float32") for g in grads)]
 
 
 def check_against_dense(
-    tq, tk, qc, kc, causal, masked, seed, dtype="float32", atol=2e-5
+    tq,
+    tk,
+    qc,
+    kc,
+    causal,
+    masked,
+    seed,
+    dtype="float32",
+    atol=2e-5,
+    band=None,
+    additive=False,
 ):
     rng = np.random.default_rng(seed)
     q = rng.normal(size=(2, 3, tq, 8)).astype(dtype)
     k = rng.normal(size=(2, 3, tk, 8)).astype(dtype)
     v = rng.normal(size=(2, 3, tk, 5)).astype(dtype)
+    extra = [rng.normal(size=(8,)).astype(dtype)] if additive else []
     upstream = rng.normal(size=(2, 3, tq, 5)).astype("float32")
     query_mask = key_mask = None
     if masked:
@@ -56,7 +70,7 @@ def check_against_dense(
         key_mask = rng.random((2, tk)) < 0.7
         key_mask[1] = False  # a whole example without keys
     chunked = outputs_and_grads(
-        lambda a, b, c: ka_ops.chunked_attention(
+        lambda a, b, c, *w: ka_ops.chunked_attention(
             a,
             b,
             c,
@@ -65,22 +79,35 @@ def check_against_dense(
             causal=causal,
             query_chunk_size=qc,
             key_chunk_size=kc,
+            band=band,
+            additive_v=w[0] if w else None,
         ),
         q,
         k,
         v,
         upstream,
+        *extra,
     )
     reference = outputs_and_grads(
-        lambda a, b, c: dense(a, b, c, query_mask, key_mask, causal),
+        lambda a, b, c, *w: dense(
+            a,
+            b,
+            c,
+            query_mask,
+            key_mask,
+            causal,
+            band=band,
+            w=w[0] if w else None,
+        ),
         q,
         k,
         v,
         upstream,
+        *extra,
     )
-    for name, got, want in zip(
-        ["output", "dq", "dk", "dv"], chunked, reference, strict=True
-    ):
+    names = ["output", "dq", "dk", "dv", "d additive_v"]
+    names = names[: len(chunked)]
+    for name, got, want in zip(names, chunked, reference, strict=True):
         assert np.all(np.isfinite(got)), name
         np.testing.assert_allclose(
             got, want, atol=atol, rtol=1e-3, err_msg=name
@@ -104,6 +131,27 @@ def test_chunked_equals_dense_outputs_and_gradients(
     check_against_dense(tq, tk, qc, kc, causal, masked, seed=tq * tk)
 
 
+@pytest.mark.parametrize(
+    "band, causal",
+    [
+        ((1, 1), False),  # sliding_window=2: whole blocks skipped both sides
+        ((None, 2), True),  # causal wins over the right side
+    ],
+)
+def test_band_equals_dense_band_mask(band, causal):
+    # 12 positions in blocks of 3 and 2: most block pairs lie outside.
+    check_against_dense(12, 12, 3, 2, causal, True, seed=5, band=band)
+
+
+def test_additive_logits_equal_dense():
+    check_against_dense(7, 9, 3, 4, True, True, seed=7, additive=True)
+
+
+def _bands():
+    side = st.one_of(st.none(), st.integers(0, 6))
+    return st.one_of(st.none(), st.tuples(side, side))
+
+
 # Outside jax.jit every new shape compiles each loop body on JAX: fewer
 # cases there (the TensorFlow lane draws twelve).
 @examples(12 if keras.backend.backend() == "tensorflow" else 4)
@@ -115,11 +163,30 @@ def test_chunked_equals_dense_outputs_and_gradients(
     causal=st.booleans(),
     masked=st.booleans(),
     seed=st.integers(0, 1000),
+    band=_bands(),
+    additive=st.booleans(),
 )
 def test_chunked_equals_dense_for_random_shapes(
-    tq, tk, qc, kc, causal, masked, seed
+    tq, tk, qc, kc, causal, masked, seed, band, additive
 ):
-    check_against_dense(tq, tk, qc, kc, causal, masked, seed)
+    check_against_dense(
+        tq, tk, qc, kc, causal, masked, seed, band=band, additive=additive
+    )
+
+
+def test_band_mask_matches_window_and_causal_masks():
+    window = ka_ops.sliding_window_mask(5, 7, 3, query_offset=2)
+    band = ka_ops.band_mask(5, 7, 2, 2, query_offset=2)
+    np.testing.assert_array_equal(ops.convert_to_numpy(band), window)
+    causal = ka_ops.band_mask(4, 6, right=0, key_offset=-1)
+    want = ka_ops.causal_mask(4, 6, key_offset=-1)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(causal), ops.convert_to_numpy(want)
+    )
+    # A window of w keys centred on the query: i - w//2 <= j < i - w//2 + w.
+    centred = ops.convert_to_numpy(ka_ops.band_mask(6, 6, 2, 1))
+    i, j = np.indices((6, 6))
+    np.testing.assert_array_equal(centred, (j >= i - 2) & (j < i - 2 + 4))
 
 
 def test_fully_masked_rows_give_zero_output_and_gradient():

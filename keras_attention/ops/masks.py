@@ -155,11 +155,6 @@ def combine_masks(
             mask,
             causal_mask(query_length, key_length, query_offset, key_offset),
         )
-    if sliding_window is not None:
-        band = sliding_window_mask(
-            query_length, key_length, sliding_window, query_offset, key_offset
-        )
-        mask = _and(mask, band)
     if band is not None:
         mask = _and(
             mask,
@@ -172,6 +167,11 @@ def combine_masks(
                 key_offset,
             ),
         )
+    if sliding_window is not None:
+        band = sliding_window_mask(
+            query_length, key_length, sliding_window, query_offset, key_offset
+        )
+        mask = _and(mask, band)
     if heads_axis and mask is not None and len(mask.shape) == 3:
         mask = ops.expand_dims(mask, -3)
     if per_head is not None:

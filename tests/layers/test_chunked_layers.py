@@ -36,7 +36,9 @@ def assert_paths_agree(make, inputs, atol=1e-4, **call_kwargs):
         np.testing.assert_allclose(g, w, atol=atol, rtol=1e-3, err_msg=str(i))
 
 
-@pytest.mark.parametrize("score", ["scaled_dot", "dot", "cosine"])
+@pytest.mark.parametrize(
+    "score", ["scaled_dot", "dot", "cosine", "additive", "concat"]
+)
 @pytest.mark.parametrize("causal", [False, True])
 def test_mha_chunked_equals_dense_with_masks(score, causal, rand):
     q, v, k = rand(2, 7, 6), rand(2, 7, 5), rand(2, 7, 4)
@@ -168,14 +170,18 @@ def test_automatic_choice(monkeypatch, rand):
     layer(rand(2, 48, 8))
     assert len(calls) == 2
     layer(rand(1, 48, 8))
-    # Scores requested, an explicit mask, a non-dot score or chunk_size=0:
-    # the dense path.
+    # Scores requested, an explicit mask or chunk_size=0: the dense path.
     long_x = rand(1, 64, 8)
     layer(long_x, return_attention_scores=True)
     layer(long_x, attention_mask=np.ones((1, 64, 64), bool))
-    keras_attention.SelfAttention(num_heads=1, score="additive")(long_x)
     keras_attention.SelfAttention(num_heads=1, chunk_size=0)(long_x)
     assert len(calls) == 2
+    # An additive score holds `units` values per pair: 32² pairs of 8
+    # units pass the bar that 32² dot-product logits do not.
+    keras_attention.SelfAttention(num_heads=1)(rand(1, 32, 8))
+    assert len(calls) == 2
+    keras_attention.SelfAttention(num_heads=1, score="additive")(rand(1, 32, 8))
+    assert len(calls) == 3
 
 
 @pytest.mark.parametrize(
@@ -184,7 +190,13 @@ def test_automatic_choice(monkeypatch, rand):
         ({"chunk_size": -1}, "chunk_size=-1"),
         ({"chunk_size": 2.5}, "chunk_size=2.5"),
         ({"chunk_size": True}, "chunk_size=True"),
-        ({"chunk_size": 4, "score": "additive"}, "score=AdditiveScore"),
+        (
+            {
+                "chunk_size": 4,
+                "score": keras_attention.scores.LocationScore(max_length=8),
+            },
+            "score=LocationScore",
+        ),
         ({"chunk_size": 4, "dropout": 0.1}, "dropout=0.1"),
     ],
 )
@@ -214,3 +226,36 @@ def test_sliding_window_with_explicit_chunks_raises(rand):
     )
     with pytest.raises(ValueError, match="not `sliding_window`"):
         layer(rand(1, 4, 8), rand(1, 4, 8))
+
+
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_sliding_window_band_equals_dense_window(window, rand):
+    q, k, v = rand(2, 9, 2, 4), rand(2, 9, 2, 4), rand(2, 9, 2, 3)
+    key_mask = np.arange(9)[None].repeat(2, 0) < [[9], [6]]
+    score = keras_attention.scores.get("scaled_dot")
+    got = _chunking.chunked_heads_attention(
+        score,
+        q,
+        k,
+        v,
+        None,
+        (key_mask,),
+        False,
+        2,
+        band=_chunking.window_band(window),
+    )
+    mask = ka_ops.combine_masks(
+        9, 9, value_mask=key_mask, sliding_window=window, heads_axis=True
+    )
+    want = ka_ops.dot_product_attention(q, k, v, mask, scale=0.5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=1e-5
+    )
+
+
+def test_window_takes_the_chunked_path_when_passed_to_it():
+    layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=3)
+    args = ((1, 8, 8), None, 2, False, None)
+    assert _chunking.block_size(layer, *args, window_in_chunks=True) == 3
+    with pytest.raises(ValueError, match="not `sliding_window`"):
+        _chunking.block_size(layer, *args)
