@@ -103,7 +103,9 @@ def _jax_step(call, layer, mode):
     fn = jax.jit(grad) if mode == "jax_jit" else grad
 
     def step(x):
-        return fn([v.value for v in layer.trainable_variables], x)
+        # JAX dispatches asynchronously: wait for the gradients.
+        grads = fn([v.value for v in layer.trainable_variables], x)
+        return jax.block_until_ready(grads)
 
     return step
 
@@ -156,9 +158,9 @@ def worker(args):
         "n": args.n,
         "first_step_s": first,
         "seconds": float(np.median(seconds)) if seconds else None,
+        "finite": _finite(grads),
         "peak_gib": _peak_gib(),
         "base_gib": base,
-        "finite": _finite(grads),
     }
     print(json.dumps(result))
 

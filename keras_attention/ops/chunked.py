@@ -85,6 +85,11 @@ def _add_at(x, index, update):
     if keras.backend.backend() == "tensorflow":
         tf = _tf()
         return tf.tensor_scatter_nd_add(x, [[index]], update[None])
+    if keras.backend.backend() == "torch":
+        # The loops are Python loops and `x` is the backward's own
+        # accumulator: add in place instead of copying all of it.
+        x[index] += update
+        return x
     start = (index,) + (0,) * (len(x.shape) - 1)
     return ops.slice_update(
         x, start, (ops.take(x, index, axis=0) + update)[None]
