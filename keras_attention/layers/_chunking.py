@@ -23,24 +23,20 @@ def block_size(
     layer,
     shapes,
     attention_mask,
-    window,
     return_weights,
     training,
     dense_only=False,
-    window_in_chunks=False,
 ):
     """The block size of the chunked path for `layer`, or 0 for dense.
 
     `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`.
     `dense_only` says that the layer must attend through its
     `_compute_attention` (flash attention, or a subclass that overrides
-    the attention hooks). `window_in_chunks` says that the caller passes
-    the sliding window to `chunked_heads_attention` (`window_band`), so a
-    window no longer rules the chunked path out.
+    the attention hooks). Windows (`sliding_window`, `attention_width`) go
+    to `chunked_heads_attention` as a `band`.
     """
     unsupported = {
         "attention_mask": attention_mask is not None,
-        "sliding_window": window is not None and not window_in_chunks,
         "return_attention_scores": return_weights,
     }
     if layer.chunk_size:
@@ -54,9 +50,9 @@ def block_size(
         for name, used in unsupported.items():
             if used:
                 raise ValueError(
-                    "Chunked attention supports padding masks and causal "
-                    f"masking only, not `{name}`: pass chunk_size=0 or None "
-                    f"to use `{name}`. Received: "
+                    "Chunked attention supports padding masks, causal "
+                    f"masking and windows only, not `{name}`: pass "
+                    f"chunk_size=0 or None to use `{name}`. Received: "
                     f"chunk_size={layer.chunk_size}"
                 )
         return layer.chunk_size

@@ -274,7 +274,6 @@ class MultiHeadBase(keras.layers.Layer):
             self,
             shapes,
             masks["attention_mask"],
-            self._sliding_window,
             return_weights,
             training,
             dense_only=self._flash_attention
@@ -291,6 +290,7 @@ class MultiHeadBase(keras.layers.Layer):
                 (masks["value_mask"], masks["key_mask"]),
                 masks["use_causal_mask"],
                 block,
+                band=self._chunk_band(masks["use_causal_mask"]),
             )
             return context, None
         mask = self._compute_attention_mask(query, value, **masks)
@@ -308,6 +308,21 @@ class MultiHeadBase(keras.layers.Layer):
             )
         return context, weights
 
+    def _chunk_band(self, causal):
+        """`(left, right)`: the keys each query may see, for the chunked path.
+
+        `sliding_window=n` (MultiHeadAttention) is `|i - j| < n`;
+        `attention_width=w` (SelfAttention) is keras-self-attention's
+        window: `w // 2` keys before and `w - w // 2 - 1` after, or the
+        `w - 1` before with a causal mask. `None` without a window.
+        """
+        width = self._attention_width
+        if width is None:
+            return _chunking.window_band(self._sliding_window)
+        if causal:
+            return (width - 1, 0)
+        return (width // 2, width - width // 2 - 1)
+
     def _dense_only_features(self):
         """The features the chunked path does not take (names), checked.
 
@@ -317,7 +332,6 @@ class MultiHeadBase(keras.layers.Layer):
         features = [
             name
             for name, used in (
-                ("attention_width", self._attention_width is not None),
                 ("attention_activation", self.attention_activation),
                 ("penalty_coefficient", self.penalty_coefficient > 0),
             )

@@ -50,15 +50,16 @@ class SelfAttention(MultiHeadBase):
             memory grows linearly with the length). `None` (default) uses it
             by itself when the dense weights (batch × heads × Tq × Tk
             floats, with batch 1 when it is not static) would take 2 GiB
-            or more, the lengths are static, the score is a dot product
-            (`"dot"`, `"scaled_dot"`, `"cosine"`), no attention scores are
-            requested, no dropout is active and there is no
-            `attention_mask` or sliding window; otherwise the dense path.
-            `0` is always dense. A positive value is the block size, and
-            then an unsupported combination raises `ValueError`. Both paths
-            give the same outputs and gradients (to float32 rounding).
-            The chunked path does not take `attention_width`,
-            `attention_activation` or `penalty_coefficient` yet: with them
+            or more (times `units` for an additive score), the lengths are
+            static, the score can be chunked (every score but
+            `"location"`), no attention scores are requested, no dropout
+            is active and there is no `attention_mask`; otherwise the
+            dense path. `0` is always dense. A positive value is the block
+            size, and then an unsupported combination raises `ValueError`.
+            Both paths give the same outputs and gradients (to float32
+            rounding). The chunked path takes a sliding window or
+            `attention_width` (it skips the blocks outside it) but not
+            `attention_activation` or `penalty_coefficient`: with those
             `None` is dense and a positive value raises `ValueError`.
         attention_width: Optional positive integer `w`: local attention,
             keras-self-attention's window: position `i` sees

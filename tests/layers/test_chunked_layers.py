@@ -220,12 +220,44 @@ def test_unsupported_call_with_explicit_chunks_raises(call_kwargs, name, rand):
         layer(rand(1, 4, 8), rand(1, 4, 8), **call_kwargs)
 
 
-def test_sliding_window_with_explicit_chunks_raises(rand):
-    layer = keras_attention.MultiHeadAttention(
-        2, 4, chunk_size=2, sliding_window=2
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda chunk: keras_attention.MultiHeadAttention(
+            2, 4, chunk_size=chunk, sliding_window=2
+        ),
+        lambda chunk: keras_attention.SelfAttention(
+            2, chunk_size=chunk, attention_width=4
+        ),
+        lambda chunk: keras_attention.SelfAttention(
+            2, chunk_size=chunk, attention_width=3
+        ),
+    ],
+    ids=["sliding_window", "attention_width_even", "attention_width_odd"],
+)
+@pytest.mark.parametrize("causal", [False, True])
+def test_windowed_layers_chunked_equal_dense(make, causal, rand):
+    """A window goes through the chunked path as a band, masks included."""
+    x = rand(2, 9, 8)
+    mask = np.arange(9)[None].repeat(2, 0) < [[9], [7]]
+    chunked, dense = make(2), make(0)
+    if isinstance(chunked, keras_attention.SelfAttention):
+        call = {"mask": mask, "use_causal_mask": causal}
+        args = (x,)
+    else:
+        call = {"query_mask": mask, "value_mask": mask}
+        call["use_causal_mask"] = causal
+        args = (x, x)
+    dense(*args)
+    chunked(*args)
+    chunked.set_weights(dense.get_weights())
+    got, want = chunked(*args, **call), dense(*args, **call)
+    keep = mask[..., None]
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got) * keep,
+        ops.convert_to_numpy(want) * keep,
+        atol=1e-5,
     )
-    with pytest.raises(ValueError, match="not `sliding_window`"):
-        layer(rand(1, 4, 8), rand(1, 4, 8))
 
 
 @pytest.mark.parametrize("window", [1, 2, 4])
@@ -251,11 +283,3 @@ def test_sliding_window_band_equals_dense_window(window, rand):
     np.testing.assert_allclose(
         ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=1e-5
     )
-
-
-def test_window_takes_the_chunked_path_when_passed_to_it():
-    layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=3)
-    args = ((1, 8, 8), None, 2, False, None)
-    assert _chunking.block_size(layer, *args, window_in_chunks=True) == 3
-    with pytest.raises(ValueError, match="not `sliding_window`"):
-        _chunking.block_size(layer, *args)

@@ -267,7 +267,6 @@ def test_multi_head_activation_and_penalty(rand):
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"attention_width": 3},
         {"attention_activation": "sigmoid"},
         {"penalty_coefficient": 1.0},
     ],
