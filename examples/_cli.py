@@ -111,6 +111,32 @@ def existing_file(text):
     return text
 
 
+def add_training_arguments(group, epochs, batch_size, learning_rate, seed):
+    """`--epochs`, `--batch-size`, `--learning-rate`, `--patience`, `--seed`.
+
+    The defaults differ per example; `seed` is the help text of `--seed`.
+    """
+    group.add_argument(
+        "--epochs", type=positive_int, default=epochs, help="most epochs"
+    )
+    group.add_argument(
+        "--batch-size", type=positive_int, default=batch_size, help="batch size"
+    )
+    group.add_argument(
+        "--learning-rate",
+        type=positive_float,
+        default=learning_rate,
+        help="Adam learning rate",
+    )
+    group.add_argument(
+        "--patience",
+        type=positive_int,
+        default=3,
+        help="epochs without a lower validation loss before stopping",
+    )
+    group.add_argument("--seed", type=int, default=0, help=seed)
+
+
 def add_run_arguments(group):
     """`--distribute`, `--cpu-devices`, `--quiet`: the training scaffold's.
 

@@ -172,29 +172,12 @@ def parse_args(argv=None):
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     fit = parser.add_argument_group("training")
-    fit.add_argument(
-        "--epochs", type=_cli.positive_int, default=10, help="most epochs"
-    )
-    fit.add_argument(
-        "--batch-size", type=_cli.positive_int, default=32, help="batch size"
-    )
-    fit.add_argument(
-        "--learning-rate",
-        type=_cli.positive_float,
-        default=3e-3,
-        help="Adam learning rate",
-    )
-    fit.add_argument(
-        "--patience",
-        type=_cli.positive_int,
-        default=3,
-        help="epochs without a lower validation loss before stopping",
-    )
-    fit.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the data, the splits and the weights",
+    _cli.add_training_arguments(
+        fit,
+        epochs=10,
+        batch_size=32,
+        learning_rate=3e-3,
+        seed="seed of the data, the splits and the weights",
     )
     _cli.add_run_arguments(fit)
     parser.add_argument(

@@ -93,8 +93,8 @@ def _add_model_arguments(group):
             "luong_monotonic",
         ],
         default="bahdanau",
-        help="score of the decoder's attention: Bahdanau (additive) or "
-        "Luong's general / concat",
+        help="the decoder's attention: Bahdanau (additive), Luong's "
+        "general / concat, or their monotonic forms (Raffel et al. 2017)",
     )
     group.add_argument(
         "--dropout",
@@ -121,29 +121,12 @@ def parse_args(argv=None):
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     group = parser.add_argument_group("training")
-    group.add_argument(
-        "--epochs", type=_cli.positive_int, default=12, help="most epochs"
-    )
-    group.add_argument(
-        "--batch-size", type=_cli.positive_int, default=64, help="batch size"
-    )
-    group.add_argument(
-        "--learning-rate",
-        type=_cli.positive_float,
-        default=5e-3,
-        help="Adam learning rate",
-    )
-    group.add_argument(
-        "--patience",
-        type=_cli.positive_int,
-        default=3,
-        help="epochs without a lower validation loss before stopping",
-    )
-    group.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the synthetic data and of the weights",
+    _cli.add_training_arguments(
+        group,
+        epochs=12,
+        batch_size=64,
+        learning_rate=5e-3,
+        seed="seed of the synthetic data and of the weights",
     )
     _cli.add_run_arguments(group)
     parser.add_argument(
