@@ -221,25 +221,23 @@ def activate(logits, function):
     return ops.cast(function(logits), logits.dtype)
 
 
-def local_window_mask(query_length, key_length, width, history_only):
-    """keras-self-attention's local window `(Tq, Tk)`: `True` = attend.
+def local_window_band(width, history_only):
+    """keras-self-attention's local window as a `(left, right)` band.
 
     Centred, query `i` sees keys `i - width // 2 <= j < i - width // 2 +
-    width`; with `history_only` (a causal layer) `i - width < j <= i`. Both
-    are built from `sliding_window_mask` (`|i - j| < w`) and `causal_mask`
-    (`j <= i + offset`), so they mean what the other masks mean.
+    width` (for an even width one key more before the query than after
+    it); with `history_only` (a causal layer) `i - width < j <= i`. The
+    band of `keras_attention.ops.band_mask` and of the chunked path.
     """
     if history_only:
-        band = ka_ops.sliding_window_mask(query_length, key_length, width)
-        causal = ka_ops.causal_mask(query_length, key_length)
-        return ops.logical_and(band, causal)
-    band = ka_ops.sliding_window_mask(query_length, key_length, width // 2 + 1)
-    # Cuts the band at `j <= i + (width - 1) // 2`: for an even width the
-    # window has one key more before the query than after it.
-    upper = ka_ops.causal_mask(
-        query_length, key_length, query_offset=(width - 1) // 2
-    )
-    return ops.logical_and(band, upper)
+        return (width - 1, 0)
+    return (width // 2, width - width // 2 - 1)
+
+
+def local_window_mask(query_length, key_length, width, history_only):
+    """keras-self-attention's local window `(Tq, Tk)`: `True` = attend."""
+    left, right = local_window_band(width, history_only)
+    return ka_ops.band_mask(query_length, key_length, left, right)
 
 
 def and_mask(mask, other):

@@ -312,16 +312,12 @@ class MultiHeadBase(keras.layers.Layer):
         """`(left, right)`: the keys each query may see, for the chunked path.
 
         `sliding_window=n` (MultiHeadAttention) is `|i - j| < n`;
-        `attention_width=w` (SelfAttention) is keras-self-attention's
-        window: `w // 2` keys before and `w - w // 2 - 1` after, or the
-        `w - 1` before with a causal mask. `None` without a window.
+        `attention_width` (SelfAttention) is keras-self-attention's window
+        (`_common.local_window_band`). `None` without a window.
         """
-        width = self._attention_width
-        if width is None:
+        if self._attention_width is None:
             return _chunking.window_band(self._sliding_window)
-        if causal:
-            return (width - 1, 0)
-        return (width // 2, width - width // 2 - 1)
+        return _common.local_window_band(self._attention_width, causal)
 
     def _dense_only_features(self):
         """The features the chunked path does not take (names), checked.
