@@ -140,8 +140,8 @@ def add_training_arguments(group, epochs, batch_size, learning_rate, seed):
 def add_run_arguments(group):
     """`--distribute`, `--cpu-devices`, `--quiet`: the training scaffold's.
 
-    The same flags as `keras_attention.models.fitting.add_run_arguments`,
-    without importing the package.
+    Their values go to `keras_attention.models.fitting.strategy_from_flags`;
+    defined here so that `--help` imports no TensorFlow.
     """
     group.add_argument(
         "--distribute",

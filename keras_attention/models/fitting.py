@@ -6,9 +6,9 @@ call to `fit` is here, the same for both:
 
 - datasets: `batched` shards by data under a multi-worker strategy,
   shuffles with a seed, batches, maps and prefetches;
-- flags and distribution: `add_run_arguments` (`--distribute`,
-  `--cpu-devices`, `--quiet`), `strategy_from_flags`,
-  and `fit` compiles and fits under the strategy (see
+- distribution: `strategy_from_flags` takes the examples' `--distribute`
+  and `--cpu-devices` (flags defined in `examples/_cli.py`), and `fit`
+  compiles and fits under the strategy (see
   `keras_attention.models.distribute`);
 - callbacks, in this order: `BackupAndRestore` (first, so that an epoch is
   backed up before a later callback can stop the run), `EarlyStopping` on
@@ -57,36 +57,6 @@ class FitResult:
     history: dict
     train_seconds: float
     epochs_trained: int
-
-
-def add_run_arguments(group) -> None:
-    """Adds `--distribute`, `--cpu-devices` and `--quiet` to `group`.
-
-    The command-line flags of the scaffold, the same in both examples.
-
-    Args:
-        group: An `argparse` parser or argument group.
-    """
-    group.add_argument(
-        "--distribute",
-        choices=list(distribute.NAMES),
-        default="none",
-        help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
-        "or keras.distribution.DataParallel on JAX); multi-worker: the "
-        "cluster in TF_CONFIG (see docs/distributed.md)",
-    )
-    group.add_argument(
-        "--cpu-devices",
-        type=int,
-        help="split the CPU into this many logical devices first, so that "
-        "--distribute mirrored has several to mirror over without a GPU "
-        "(see docs/distributed.md)",
-    )
-    group.add_argument(
-        "--quiet",
-        action="store_true",
-        help="one line per epoch instead of a progress bar",
-    )
 
 
 def strategy_from_flags(distribute_name="none", cpu_devices=None):
