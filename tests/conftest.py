@@ -4,8 +4,10 @@ The README's test command runs the suite once per Keras backend (a lane):
 
 - TensorFlow: every test.
 - JAX: every test but those marked `tensorflow_only` (skipped, with the
-  reason) and `backend_independent` (deselected: they check documentation,
-  data files or argument parsing, which the TensorFlow lane already proves).
+  reason), `backend_independent` (deselected: they check documentation,
+  data files or argument parsing, which the TensorFlow lane already proves)
+  and `tensorflow_lane` (deselected: costly, and a cheaper test that their
+  docstring names covers the same code on the other backends).
 - PyTorch: the tests of the library itself, which do not need TensorFlow
   (`TORCH_LANE` below); the examples, their data pipelines and the
   TensorFlow-only features are deselected.
@@ -80,6 +82,8 @@ def _in_lane(item) -> bool:
     if BACKEND == "tensorflow":
         return True
     if "backend_independent" in item.keywords:
+        return False
+    if "tensorflow_lane" in item.keywords:
         return False
     if BACKEND == "torch":
         path = os.path.relpath(str(item.path), str(item.config.rootpath))

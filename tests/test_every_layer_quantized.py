@@ -2,17 +2,23 @@
 
 The whole every-layer model of `tests/test_every_layer.py`, in a module
 of its own so that pytest-xdist can run it beside the training checks.
+It runs in the TensorFlow lane only (`tensorflow_lane`): the layers
+quantize the same way on every backend, and the other lanes check it on
+the multi-head layers in `tests/layers/test_sublayers.py`.
 """
 
 import warnings
 
 import keras
 import numpy as np
+import pytest
 
 from tests.test_every_layer import LAYERS
 from tests.test_every_layer import _data
 from tests.test_every_layer import _input_names
 from tests.test_every_layer import _predict
+
+pytestmark = pytest.mark.tensorflow_lane
 
 
 def test_every_layer_survives_int8_quantization_and_saving(tmp_path):

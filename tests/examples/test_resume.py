@@ -1,4 +1,9 @@
-"""A run of each example killed with SIGKILL resumes where it stopped."""
+"""A run of each example killed with SIGKILL resumes where it stopped.
+
+The TensorFlow lane only (`tensorflow_lane`): both examples resume through
+the one training scaffold, which `tests/models/test_fitting.py` kills and
+resumes in-process on every backend.
+"""
 
 import json
 import os
@@ -10,6 +15,8 @@ import pytest
 
 from keras_attention.models import sentiment
 from tests import subprocesses as processes
+
+pytestmark = pytest.mark.tensorflow_lane
 
 EPOCHS = 6
 # `fit(verbose=2)` prints one line per finished epoch: "38/38 - 2s - ...".
