@@ -18,7 +18,11 @@ def test_a_broken_softmax_is_reported_and_fails(monkeypatch, capsys):
         return real(logits, None, axis)
 
     monkeypatch.setattr(ops, "masked_softmax", ignores_the_mask)
+    # The training check is left out: the test above runs it, and the
+    # report does not depend on which check fails.
+    fast = {name: c for name, c in check.CHECKS.items() if "NumPy" in name}
+    monkeypatch.setattr(check, "CHECKS", fast)
     assert check.main() == 1
     printed = capsys.readouterr().out
     assert "FAIL masked_softmax agrees with NumPy" in printed
-    assert "checks failed" in printed
+    assert "1 checks failed" in printed
