@@ -174,3 +174,36 @@ def model_path(output, script):
             f"{script} --output {output}"
         )
     return path
+
+
+def add_preset_argument(parser, presets):
+    """Adds `--preset NAME`: a named set of defaults for other flags.
+
+    `presets` maps each name to `{dest: value}` (the `dest` of the flags
+    it sets, e.g. `"learning_rate"`). `--help` lists what each preset
+    sets; `parse_with_preset` applies it. Flags given explicitly still
+    override the preset's values.
+    """
+    lines = []
+    for name, values in presets.items():
+        settings = " ".join(
+            f"--{dest.replace('_', '-')} {value}"
+            for dest, value in values.items()
+        )
+        lines.append(f"{name}: {settings}")
+    parser.add_argument(
+        "--preset",
+        choices=list(presets),
+        help="set the defaults of other flags (flags given explicitly "
+        "override them); " + "; ".join(lines).replace("%", "%%"),
+    )
+
+
+def parse_with_preset(parser, presets, argv=None):
+    """`parser.parse_args(argv)` with the defaults of the chosen `--preset`."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--preset", choices=list(presets))
+    known, _ = probe.parse_known_args(argv)
+    if known.preset is not None:
+        parser.set_defaults(**presets[known.preset])
+    return parser.parse_args(argv)
