@@ -201,7 +201,7 @@ def add_preset_argument(parser, presets):
 
 def parse_with_preset(parser, presets, argv=None):
     """`parser.parse_args(argv)` with the defaults of the chosen `--preset`."""
-    probe = argparse.ArgumentParser(add_help=False)
+    probe = Parser(add_help=False, prog=parser.prog)
     probe.add_argument("--preset", choices=list(presets))
     known, _ = probe.parse_known_args(argv)
     if known.preset is not None:
