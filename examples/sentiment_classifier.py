@@ -40,7 +40,50 @@ import _cli  # noqa: E402
 SYNTHETIC_EXAMPLES = 6000
 VALIDATION_FRACTION = 0.1
 TEST_FRACTION = 0.1
-NAMED_DATA = ("synthetic", "imdb", "sst2")
+NAMED_DATA = ("synthetic", "imdb", "sst2", "sst2-sentences", "sst5-sentences")
+SST_DATA = ("sst2-sentences", "sst5-sentences")
+# keras_attention.data.sst.DATA_FILES, repeated for the same reason.
+SST_FILES = ("sst5/train.tsv", "sst2/train.tsv", "sst2/dev.tsv")
+# The local SST files (keras_attention.data.sst.DATA_FILES under it).
+DATA_ROOT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "..",
+    "shared",
+    "data",
+)
+#: `--preset` values: the defaults they set (flags given override them).
+PRESETS = {
+    "sst2": {
+        "data": "sst2-sentences",
+        "embedding_dim": 128,
+        "lstm_units": 64,
+        "attention_units": 64,
+        "num_hops": 4,
+        "mlp_units": 64,
+        "dropout": 0.5,
+        "recurrent_dropout": 0.0,
+        "epochs": 3,
+        "batch_size": 64,
+        "learning_rate": 2e-3,
+        "patience": 1,
+        "output": os.path.join("runs", "sst2"),
+    },
+    "sst5": {
+        "data": "sst5-sentences",
+        "embedding_dim": 128,
+        "lstm_units": 64,
+        "attention_units": 64,
+        "num_hops": 4,
+        "mlp_units": 64,
+        "dropout": 0.5,
+        "recurrent_dropout": 0.0,
+        "epochs": 15,
+        "batch_size": 32,
+        "learning_rate": 2e-3,
+        "patience": 2,
+        "output": os.path.join("runs", "sst5"),
+    },
+}
 
 
 def label_names(text):
@@ -69,9 +112,25 @@ def _add_data_arguments(data):
         type=data_source,
         default="synthetic",
         help="'synthetic' (generated), 'imdb' or 'sst2' (downloaded by "
-        "TensorFlow Datasets), or the path of a TSV file with the header "
-        "sentence<TAB>label and integer labels 0, 1, ... (any number of "
-        "classes)",
+        "TensorFlow Datasets), 'sst2-sentences' or 'sst5-sentences' (the "
+        "local SST files under --data-root, whole sentences held out for "
+        "validation and test, no part of them trained on: "
+        "keras_attention.data.sst), or the path of a TSV file with the "
+        "header sentence<TAB>label and integer labels 0, 1, ... (any "
+        "number of classes)",
+    )
+    data.add_argument(
+        "--data-root",
+        default=DATA_ROOT,
+        help="folder with sst5/train.tsv, sst2/train.tsv and sst2/dev.tsv "
+        "for --data sst2-sentences / sst5-sentences",
+    )
+    data.add_argument(
+        "--phrases",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --data sst2-sentences, also train on the labelled SST-2 "
+        "phrases that are no part of a held-out sentence",
     )
     data.add_argument(
         "--validation",
@@ -169,6 +228,7 @@ def _add_model_arguments(model):
 
 def parse_args(argv=None):
     parser = _cli.Parser(description=__doc__.split("\n\n")[0])
+    _cli.add_preset_argument(parser, PRESETS)
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     fit = parser.add_argument_group("training")
@@ -186,7 +246,14 @@ def parse_args(argv=None):
         help="run directory: model.keras, metrics.json, attention.png, "
         "attention.html, checkpoint.weights.h5",
     )
-    args = parser.parse_args(argv)
+    args = _cli.parse_with_preset(parser, PRESETS, argv)
+    if args.data in SST_DATA and (args.validation or args.test):
+        parser.error(
+            f"--data {args.data} holds out its own validation and test "
+            "sentences; --validation and --test cannot be given with it"
+        )
+    if args.data in SST_DATA:
+        check_sst_files(args)
     if args.validation_fraction + args.test_fraction >= 1:
         parser.error(
             "--validation-fraction and --test-fraction must sum to less "
@@ -195,9 +262,41 @@ def parse_args(argv=None):
     return args
 
 
+def check_sst_files(args):
+    """Fails in one line, before Keras loads, when an SST file is absent."""
+    for name in SST_FILES:
+        path = os.path.join(args.data_root, name)
+        if not os.path.isfile(path):
+            _cli.fail(
+                f"--data {args.data} needs {path}, which is absent (set "
+                "--data-root to the folder holding sst5/train.tsv, "
+                "sst2/train.tsv and sst2/dev.tsv: the SST-5 training "
+                "sentences and GLUE's SST-2 train/dev files, see "
+                "../shared/data/README.md)"
+            )
+
+
+def load_sst(args):
+    """The sentence-level SST splits of `args`."""
+    from keras_attention.data import sst
+
+    with _cli.user_errors():
+        return sst.load_sst_splits(
+            args.data.split("-")[0],
+            args.data_root,
+            validation_fraction=args.validation_fraction,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            phrases=args.phrases,
+        )
+
+
 def load_splits(args):
     """The data of `args`; a bad file or label is a one-line error."""
     from keras_attention.data import splits
+
+    if args.data in SST_DATA:
+        return load_sst(args)
 
     try:
         with _cli.user_errors(), _cli.one_line_warnings():

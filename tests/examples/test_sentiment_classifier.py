@@ -11,6 +11,7 @@ import pytest
 
 from keras_attention.data import make_synthetic_sentiment
 from tests import subprocesses
+from tests.data.test_splits import _sst_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "sentiment_classifier.py")
@@ -54,6 +55,65 @@ def test_help_lists_the_options():
         "--penalty",
     ):
         assert option in result.stdout
+
+
+@pytest.mark.backend_independent
+def test_presets_set_defaults_that_flags_override(tmp_path):
+    from keras_attention.data import sst
+
+    root = _sst_root(tmp_path)
+    example = _example()
+    assert example.SST_FILES == sst.DATA_FILES
+    for name, preset in example.PRESETS.items():
+        args = example.parse_args(["--preset", name, "--data-root", root])
+        assert {dest: getattr(args, dest) for dest in preset} == preset
+    args = example.parse_args(
+        ["--preset", "sst2", "--data-root", root, "--lstm-units", "8"]
+    )
+    assert args.lstm_units == 8
+    assert args.embedding_dim == example.PRESETS["sst2"]["embedding_dim"]
+    assert example.parse_args([]).data == "synthetic"
+    fractions = ["--validation-fraction", "0.2", "--test-fraction", "0.2"]
+    for name in ("sst2", "sst5"):
+        loaded = example.load_splits(
+            example.parse_args(
+                ["--preset", name, "--data-root", root, *fractions]
+            )
+        )
+        expected = sst.load_sst_splits(name, root, 0.2, 0.2, seed=0)
+        for split in ("train", "validation", "test"):
+            assert loaded[split].sentences == expected[split].sentences
+
+
+@pytest.mark.backend_independent
+def test_help_lists_what_each_preset_sets(capsys):
+    example = _example()
+    with pytest.raises(SystemExit) as exit_info:
+        example.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name, preset in example.PRESETS.items():
+        settings = " ".join(
+            f"--{dest.replace('_', '-')} {value}"
+            for dest, value in preset.items()
+        )
+        assert f"{name}: {settings}" in text
+
+
+@pytest.mark.backend_independent
+def test_presets_without_their_data_are_a_one_line_error(tmp_path, capsys):
+    root = _sst_root(tmp_path)
+    for args, fragment in (
+        (["--preset", "sst5"], str(tmp_path / "absent" / "sst5" / "train.tsv")),
+        (["--data", "sst2-sentences", "--test", __file__], "--test cannot"),
+    ):
+        data_root = str(tmp_path / "absent") if "--preset" in args else root
+        with pytest.raises(SystemExit) as exit_info:
+            _example().main([*args, "--data-root", data_root])
+        assert exit_info.value.code == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ")
+        assert fragment in lines[0]
 
 
 def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
