@@ -454,6 +454,7 @@ def train_sentiment_classifier(
     max_length=None,
     verbose="auto",
     callbacks=None,
+    initial_model=None,
     **model_kwargs,
 ):
     """Adapts the vectorizer, builds the classifier and fits it.
@@ -488,6 +489,12 @@ def train_sentiment_classifier(
         verbose: `fit` verbosity (`1` is the progress bar). Defaults to
             `"auto"`.
         callbacks: Extra Keras callbacks, run after the built-in ones.
+        initial_model: A trained sentiment classifier to start from (e.g.
+            one trained on other labels of the same text): its vectorizer
+            is used instead of adapting one (`max_tokens` and `max_length`
+            are then its own), and every layer of the same name and
+            weight shapes starts from its weights (`copy_matching_weights`;
+            the output layer too when the classes are as many).
         **model_kwargs: Passed to `build_sentiment_classifier`.
 
     Returns:
@@ -502,13 +509,18 @@ def train_sentiment_classifier(
     train, validation = splits["train"], splits["validation"]
     _set_classes(train, validation, model_kwargs)
     keras.utils.set_random_seed(seed)
-    vectorizer = make_text_vectorizer(
-        train.sentences,
-        max_tokens=max_tokens,
-        output_sequence_length=max_length,
-    )
+    if initial_model is None:
+        vectorizer = make_text_vectorizer(
+            train.sentences,
+            max_tokens=max_tokens,
+            output_sequence_length=max_length,
+        )
+    else:
+        vectorizer = vectorizer_of(initial_model)
     with distribute.scope(strategy):
         model = build_sentiment_classifier(vectorizer, **model_kwargs)
+        if initial_model is not None:
+            copy_matching_weights(initial_model, model)
         trainer = token_id_model(model, probabilities_only=True)
     return fitting.fit(
         model,
@@ -532,6 +544,36 @@ def train_sentiment_classifier(
         callbacks=callbacks,
         sample_weight=True,
     )
+
+
+def copy_matching_weights(source, target):
+    """Copies each layer's weights from `source` to `target`'s namesake.
+
+    Only layers with weights whose shapes all match are copied (the
+    vectorizer is left alone: its vocabulary is not a weight to train).
+
+    Args:
+        source: The model to copy from.
+        target: The model to copy to (changed in place).
+
+    Returns:
+        The names of the layers copied.
+    """
+    names = {layer.name: layer for layer in source.layers}
+    copied = []
+    for layer in target.layers:
+        other = names.get(layer.name)
+        if (
+            other is None
+            or isinstance(layer, keras.layers.TextVectorization)
+            or not layer.weights
+        ):
+            continue
+        shapes = [tuple(w.shape) for w in layer.weights]
+        if shapes == [tuple(w.shape) for w in other.weights]:
+            layer.set_weights(other.get_weights())
+            copied.append(layer.name)
+    return copied
 
 
 def _set_classes(train, validation, model_kwargs):

@@ -294,3 +294,27 @@ def test_attention_report_names_the_classes_and_balances_them(tmp_path):
         assert page.count(f"true: {name}, predicted: ") == 2
     assert "averaged over the model&#x27;s 3 attention hops" in page
     assert os.path.getsize(os.path.join(tmp_path, "attention.png")) > 0
+
+
+def test_copy_matching_weights_skips_other_shapes_and_the_vectorizer():
+    source = _model(label_names=("bad", "good"))
+    target = sentiment.build_sentiment_classifier(
+        sentiment.vectorizer_of(source),
+        embedding_dim=8,
+        lstm_units=4,
+        attention_units=6,
+        num_hops=3,
+        mlp_units=5,
+        num_classes=5,
+    )
+    copied = sentiment.copy_matching_weights(source, target)
+    assert copied == ["embedding", "bilstm", "attention", "mlp"]
+    for name in copied:
+        for a, b in zip(
+            source.get_layer(name).get_weights(),
+            target.get_layer(name).get_weights(),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(a, b)
+    # Five classes against two: the output layer keeps its own weights.
+    assert target.get_layer("probabilities").get_weights()[0].shape == (5, 5)
