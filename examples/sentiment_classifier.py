@@ -126,6 +126,14 @@ def _add_data_arguments(data):
         "for --data sst2-sentences / sst5-sentences",
     )
     data.add_argument(
+        "--pretrain-epochs",
+        type=int,
+        default=0,
+        help="with --data sst5-sentences, first train the same model this "
+        "many epochs on the SST-2 phrases that are no part of a held-out "
+        "sentence (binary labels), then train on SST-5 from its weights",
+    )
+    data.add_argument(
         "--phrases",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -254,6 +262,15 @@ def parse_args(argv=None):
         )
     if args.data in SST_DATA:
         check_sst_files(args)
+    if args.pretrain_epochs < 0:
+        parser.error(
+            f"--pretrain-epochs must be 0 or more, got {args.pretrain_epochs}"
+        )
+    if args.pretrain_epochs and args.data != "sst5-sentences":
+        parser.error(
+            "--pretrain-epochs needs --data sst5-sentences (or --preset "
+            f"sst5), got --data {args.data}"
+        )
     if args.validation_fraction + args.test_fraction >= 1:
         parser.error(
             "--validation-fraction and --test-fraction must sum to less "
@@ -318,10 +335,53 @@ def load_splits(args):
         )
 
 
+def _model_kwargs(args):
+    return {
+        "embedding_dim": args.embedding_dim,
+        "lstm_units": args.lstm_units,
+        "attention_units": args.attention_units,
+        "num_hops": args.num_hops,
+        "penalty_coefficient": args.penalty,
+        "mlp_units": args.mlp_units,
+        "dropout": args.dropout,
+        "recurrent_dropout": args.recurrent_dropout,
+    }
+
+
+def _pretrain(args, strategy):
+    """The model trained on the SST-2 phrases (`--pretrain-epochs`)."""
+    from keras_attention.data import sst
+    from keras_attention.models import sentiment
+
+    phrases = sst.load_sst_splits(
+        "sst2",
+        args.data_root,
+        validation_fraction=args.validation_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+    )
+    print(f"pretraining on {len(phrases['train'])} SST-2 phrases")
+    return sentiment.train_sentiment_classifier(
+        phrases,
+        os.path.join(args.output, "pretrain"),
+        epochs=args.pretrain_epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        patience=args.patience,
+        strategy=strategy,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        max_length=args.max_length,
+        verbose=2 if args.quiet else 1,
+        **_model_kwargs(args),
+    )
+
+
 def _train(args, splits, strategy):
     from keras_attention.models import sentiment
 
-    return sentiment.train_sentiment_classifier(
+    initial = _pretrain(args, strategy) if args.pretrain_epochs else None
+    result = sentiment.train_sentiment_classifier(
         splits,
         args.output,
         epochs=args.epochs,
@@ -333,15 +393,12 @@ def _train(args, splits, strategy):
         max_tokens=args.max_tokens,
         max_length=args.max_length,
         verbose=2 if args.quiet else 1,
-        embedding_dim=args.embedding_dim,
-        lstm_units=args.lstm_units,
-        attention_units=args.attention_units,
-        num_hops=args.num_hops,
-        penalty_coefficient=args.penalty,
-        mlp_units=args.mlp_units,
-        dropout=args.dropout,
-        recurrent_dropout=args.recurrent_dropout,
+        initial_model=None if initial is None else initial.model,
+        **_model_kwargs(args),
     )
+    if initial is not None:
+        result.train_seconds += initial.train_seconds
+    return result
 
 
 def main(argv=None):

@@ -106,8 +106,10 @@ def test_presets_without_their_data_are_a_one_line_error(tmp_path, capsys):
     for args, fragment in (
         (["--preset", "sst5"], str(tmp_path / "absent" / "sst5" / "train.tsv")),
         (["--data", "sst2-sentences", "--test", __file__], "--test cannot"),
+        (["--preset", "sst2", "--pretrain-epochs", "1"], "needs --data sst5"),
+        (["--preset", "sst5", "--pretrain-epochs", "-1"], "0 or more, got -1"),
     ):
-        data_root = str(tmp_path / "absent") if "--preset" in args else root
+        data_root = str(tmp_path / "absent") if len(args) == 2 else root
         with pytest.raises(SystemExit) as exit_info:
             _example().main([*args, "--data-root", data_root])
         assert exit_info.value.code == 2
