@@ -491,8 +491,8 @@ def train_sentiment_classifier(
         callbacks: Extra Keras callbacks, run after the built-in ones.
         initial_model: A trained sentiment classifier to start from (e.g.
             one trained on other labels of the same text): its vectorizer
-            is used instead of adapting one (`max_tokens` and `max_length`
-            are then its own), and every layer of the same name and
+            is copied instead of adapting one (`max_tokens` and
+            `max_length` are then its own), and every layer of the same name and
             weight shapes starts from its weights (`copy_matching_weights`;
             the output layer too when the classes are as many).
         **model_kwargs: Passed to `build_sentiment_classifier`.
@@ -516,7 +516,7 @@ def train_sentiment_classifier(
             output_sequence_length=max_length,
         )
     else:
-        vectorizer = vectorizer_of(initial_model)
+        vectorizer = copy_vectorizer(vectorizer_of(initial_model))
     with distribute.scope(strategy):
         model = build_sentiment_classifier(vectorizer, **model_kwargs)
         if initial_model is not None:
@@ -544,6 +544,18 @@ def train_sentiment_classifier(
         callbacks=callbacks,
         sample_weight=True,
     )
+
+
+def copy_vectorizer(vectorizer):
+    """A new `TextVectorization` with `vectorizer`'s settings and vocabulary.
+
+    A layer called in one functional model cannot start another one (its
+    output would belong to both), so a model that reuses the vocabulary
+    of another gets this copy.
+    """
+    copy = keras.layers.TextVectorization.from_config(vectorizer.get_config())
+    copy.set_vocabulary(vectorizer.get_vocabulary())
+    return copy
 
 
 def copy_matching_weights(source, target):

@@ -298,8 +298,12 @@ def test_attention_report_names_the_classes_and_balances_them(tmp_path):
 
 def test_copy_matching_weights_skips_other_shapes_and_the_vectorizer():
     source = _model(label_names=("bad", "good"))
+    vectorizer = sentiment.copy_vectorizer(sentiment.vectorizer_of(source))
+    assert vectorizer.get_vocabulary() == (
+        sentiment.vectorizer_of(source).get_vocabulary()
+    )
     target = sentiment.build_sentiment_classifier(
-        sentiment.vectorizer_of(source),
+        vectorizer,
         embedding_dim=8,
         lstm_units=4,
         attention_units=6,
@@ -316,5 +320,9 @@ def test_copy_matching_weights_skips_other_shapes_and_the_vectorizer():
             strict=True,
         ):
             np.testing.assert_array_equal(a, b)
+    # The copy starts a model of its own (a shared layer would not).
+    assert (
+        sentiment.token_id_model(target).output["probabilities"].shape[-1] == 5
+    )
     # Five classes against two: the output layer keeps its own weights.
     assert target.get_layer("probabilities").get_weights()[0].shape == (5, 5)
