@@ -108,6 +108,7 @@ def _train(args, splits, phrases, run_dir, penalty, seed):
             seed=seed,
             max_tokens=args.max_tokens,
             verbose=2,
+            vocabulary_text=splits["train"].sentences,
             **kwargs,
         )
         initial, seconds = pretrained.model, pretrained.train_seconds

@@ -361,6 +361,13 @@ def _pretrain(args, strategy):
         seed=args.seed,
     )
     print(f"pretraining on {len(phrases['train'])} SST-2 phrases")
+    sentences = sst.load_sst_splits(
+        "sst5",
+        args.data_root,
+        validation_fraction=args.validation_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+    )
     return sentiment.train_sentiment_classifier(
         phrases,
         os.path.join(args.output, "pretrain"),
@@ -373,6 +380,8 @@ def _pretrain(args, strategy):
         max_tokens=args.max_tokens,
         max_length=args.max_length,
         verbose=2 if args.quiet else 1,
+        # The vocabulary of the SST-5 training that follows.
+        vocabulary_text=sentences["train"].sentences,
         **_model_kwargs(args),
     )
 

@@ -455,6 +455,7 @@ def train_sentiment_classifier(
     verbose="auto",
     callbacks=None,
     initial_model=None,
+    vocabulary_text=None,
     **model_kwargs,
 ):
     """Adapts the vectorizer, builds the classifier and fits it.
@@ -495,6 +496,13 @@ def train_sentiment_classifier(
             `max_length` are then its own), and every layer of the same name and
             weight shapes starts from its weights (`copy_matching_weights`;
             the output layer too when the classes are as many).
+        vocabulary_text: More training-side sentences to adapt the
+            vocabulary on besides the training split (never validation or
+            test text). A model that will go on to other labels of the
+            same text needs every word of that text: a word missing from
+            the vocabulary becomes the OOV id, which the next training
+            would otherwise tie to whatever the missing sentences share
+            (SST-5's neutral sentences, absent from SST-2).
         **model_kwargs: Passed to `build_sentiment_classifier`.
 
     Returns:
@@ -511,7 +519,7 @@ def train_sentiment_classifier(
     keras.utils.set_random_seed(seed)
     if initial_model is None:
         vectorizer = make_text_vectorizer(
-            train.sentences,
+            list(train.sentences) + list(vocabulary_text or ()),
             max_tokens=max_tokens,
             output_sequence_length=max_length,
         )
