@@ -46,7 +46,7 @@ def parse_args(argv=None):
     add = parser.add_argument
     add("--data-root", default=DEFAULT_DATA, help="folder of sst5/, sst2/")
     add("--split-seed", type=int, default=0, help="seed of the split")
-    add("--seeds", type=int, nargs="+", default=[0, 1, 2], help="weights")
+    add("--seeds", type=int, nargs="+", default=[0], help="weights")
     add(
         "--penalties",
         type=float,
@@ -60,17 +60,17 @@ def parse_args(argv=None):
         default=True,
         help="train on the SST-2 phrases outside the held-out sentences",
     )
-    add("--epochs", type=int, default=15, help="most epochs")
-    add("--patience", type=int, default=2, help="early-stopping patience")
-    add("--batch-size", type=int, default=32, help="batch size")
-    add("--learning-rate", type=float, default=2e-3, help="Adam")
+    add("--epochs", type=int, default=2, help="most epochs")
+    add("--patience", type=int, default=1, help="early-stopping patience")
+    add("--batch-size", type=int, default=64, help="batch size")
+    add("--learning-rate", type=float, default=1e-3, help="Adam")
     add("--embedding-dim", type=int, default=128, help="embedding size")
     add("--lstm-units", type=int, default=64, help="BiLSTM units/direction")
     add("--attention-units", type=int, default=64, help="attention d_a")
     add("--num-hops", type=int, default=4, help="attention hops")
     add("--mlp-units", type=int, default=64, help="classifier MLP units")
     add("--dropout", type=float, default=0.5, help="dropout rate")
-    add("--recurrent-dropout", type=float, default=0.0, help="LSTM state")
+    add("--recurrent-dropout", type=float, default=0.5, help="LSTM state")
     add("--max-tokens", type=int, default=20000, help="vocabulary size")
     add(
         "--output",
