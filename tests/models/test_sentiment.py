@@ -263,8 +263,36 @@ def test_label_names_set_the_classes_and_survive_saving(tmp_path):
     assert probabilities.shape == (4, 3)
     labels = sentiment.predict_labels(loaded, SENTENCES)
     assert labels == [names[i] for i in probabilities.argmax(-1)]
-    # A model without names (as the committed ones) names classes by index.
-    assert sentiment.class_names(_model(num_classes=4)) == ("0", "1", "2", "3")
+    # A model without names (as the committed ones) names classes by index;
+    # this one starts from `model` (as SST-5 from SST-2), with a copy of its
+    # vocabulary and the weights of every layer but the 3-class output.
+    vectorizer = sentiment.copy_vectorizer(sentiment.vectorizer_of(model))
+    assert vectorizer.get_vocabulary() == (
+        sentiment.vectorizer_of(model).get_vocabulary()
+    )
+    other = sentiment.build_sentiment_classifier(
+        vectorizer,
+        embedding_dim=8,
+        lstm_units=4,
+        attention_units=6,
+        num_hops=3,
+        mlp_units=5,
+        num_classes=4,
+    )
+    assert sentiment.class_names(other) == ("0", "1", "2", "3")
+    copied = sentiment.copy_matching_weights(model, other)
+    assert copied == ["embedding", "bilstm", "attention", "mlp"]
+    for name in copied:
+        for a, b in zip(
+            model.get_layer(name).get_weights(),
+            other.get_layer(name).get_weights(),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(a, b)
+    assert other.get_layer("probabilities").get_weights()[0].shape == (5, 4)
+    # The copy starts a model of its own (a shared layer would not).
+    view = sentiment.token_id_model(other, probabilities_only=True)
+    assert view.output.shape[-1] == 4
 
 
 def test_balanced_indices_take_the_classes_in_turn():
@@ -294,35 +322,3 @@ def test_attention_report_names_the_classes_and_balances_them(tmp_path):
         assert page.count(f"true: {name}, predicted: ") == 2
     assert "averaged over the model&#x27;s 3 attention hops" in page
     assert os.path.getsize(os.path.join(tmp_path, "attention.png")) > 0
-
-
-def test_copy_matching_weights_skips_other_shapes_and_the_vectorizer():
-    source = _model(label_names=("bad", "good"))
-    vectorizer = sentiment.copy_vectorizer(sentiment.vectorizer_of(source))
-    assert vectorizer.get_vocabulary() == (
-        sentiment.vectorizer_of(source).get_vocabulary()
-    )
-    target = sentiment.build_sentiment_classifier(
-        vectorizer,
-        embedding_dim=8,
-        lstm_units=4,
-        attention_units=6,
-        num_hops=3,
-        mlp_units=5,
-        num_classes=5,
-    )
-    copied = sentiment.copy_matching_weights(source, target)
-    assert copied == ["embedding", "bilstm", "attention", "mlp"]
-    for name in copied:
-        for a, b in zip(
-            source.get_layer(name).get_weights(),
-            target.get_layer(name).get_weights(),
-            strict=True,
-        ):
-            np.testing.assert_array_equal(a, b)
-    # The copy starts a model of its own (a shared layer would not).
-    assert (
-        sentiment.token_id_model(target).output["probabilities"].shape[-1] == 5
-    )
-    # Five classes against two: the output layer keeps its own weights.
-    assert target.get_layer("probabilities").get_weights()[0].shape == (5, 5)
