@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import _validation
+from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
 
@@ -41,13 +42,18 @@ class AttentionDecoderCell(keras.layers.Layer):
       machine-translation decoder);
     - the step emits `a_t` (`output_attention=True`) or `h_t`.
 
-    The states are the list `[*cell_states, attention, alignments, memory,
-    memory_mask]`: the wrapped cell's states, `a_t` `(batch_size,
-    attention_depth)`, `α_t` `(batch_size, source_time)`, and the memory
-    `(batch_size, source_time, depth)` with its mask `(batch_size,
-    source_time)` (stored as `0.0`/`1.0` in the compute dtype because
-    `keras.layers.RNN` casts every state to it), which every step passes on
-    unchanged. `get_initial_state(memory=...)` makes the list; pass it as
+    The states are the list `[*cell_states, attention, *alignments,
+    memory, memory_mask]`: the wrapped cell's states, `a_t` `(batch_size,
+    attention_depth)`, each mechanism's `α_t` `(batch_size, source_time)`,
+    and the memory `(batch_size, source_time, depth)` with its mask
+    `(batch_size, source_time)` (stored as `0.0`/`1.0` in the compute
+    dtype because `keras.layers.RNN` casts every state to it), which every
+    step passes on unchanged. A cell with a monotonic mechanism with
+    `sigmoid_noise > 0` has one more state before the memory, at
+    `noise_seed_index`: `(batch_size, 3)`, the seed of the noise (drawn
+    by `get_initial_state`, outside the loop) and a step count, so the
+    noise is drawn statelessly in any loop on every backend.
+    `get_initial_state(memory=...)` makes the list; pass it as
     `initial_state` to `keras.layers.RNN(cell, return_sequences=True)` to
     run teacher-forced over a target sequence (the memory must be known,
     and the cell built, before `RNN` is constructed, so call
@@ -234,6 +240,16 @@ class AttentionDecoderCell(keras.layers.Layer):
         return list(range(first, first + len(self.mechanisms)))
 
     @property
+    def noise_seed_index(self):
+        """Index of the sigmoid-noise seed in the state list, or `None`.
+
+        Only a cell with a noisy monotonic mechanism has this state.
+        """
+        if not self.noisy:
+            return None
+        return self.alignments_index + len(self.mechanisms)
+
+    @property
     def num_constant_states(self):
         """The memory and its mask: the last two states, never changed."""
         return 2
@@ -266,7 +282,8 @@ class AttentionDecoderCell(keras.layers.Layer):
         # state is passed in.
         alignments = [None] * len(self.mechanisms)
         depths = [*self._cell_state_sizes, self.attention_depth, *alignments]
-        return depths + [None, None]
+        seed = [3] if self.noisy else []
+        return depths + seed + [None, None]
 
     @property
     def output_size(self):
@@ -354,7 +371,8 @@ class AttentionDecoderCell(keras.layers.Layer):
             The list `[*cell_states, attention, *alignments, memory,
             memory_mask]`: zero attention vector and each mechanism's
             initial alignments (zeros; one-hot on the first position for
-            the monotonic mechanisms).
+            the monotonic mechanisms), with a fresh noise seed before the
+            memory when some mechanism adds sigmoid noise.
         """
         if memory is None:
             raise ValueError(
@@ -382,7 +400,23 @@ class AttentionDecoderCell(keras.layers.Layer):
             m.initial_alignments(batch, source_length, self.compute_dtype)
             for m in self.mechanisms
         ]
-        return [*cell_state, attention, *alignments, memory, mask]
+        seed = [self._initial_noise_seed(batch)] if self.noisy else []
+        return [*cell_state, attention, *alignments, *seed, memory, mask]
+
+    def _initial_noise_seed(self, batch):
+        """`[s_0, s_1, step]` per row: a fresh seed of this sequence's noise.
+
+        Drawn here, outside the loop that runs the cell, from the first
+        noisy mechanism's seed generator; each step derives its noise
+        from it statelessly and counts itself in `step`, so the noise
+        works in any loop (`keras.layers.RNN`, `AttentionDecoder`,
+        `ScheduledSamplingDecoder`) on every backend.
+        """
+        noisy = self.mechanisms[self.noisy_mechanisms.index(True)]
+        seed = noisy.draw_seed(self.compute_dtype)
+        row = ops.concatenate([seed, ops.zeros((1,), "int32")], axis=0)
+        row = ops.cast(row, self.compute_dtype)
+        return ops.broadcast_to(row[None, :], (batch, 3))
 
     def _initial_cell_state(self, batch, cell_state):
         if cell_state is None:
@@ -403,19 +437,14 @@ class AttentionDecoderCell(keras.layers.Layer):
             )
         return [ops.cast(s, dtype=self.compute_dtype) for s in cell_state]
 
-    def call(self, inputs, states, training=None, noise=None):
-        """One step; `noise` is an optional list, one entry per mechanism.
-
-        An entry is the sigmoid noise `(batch_size, source_time)` of a
-        monotonic mechanism with `sigmoid_noise > 0` (drawn outside the
-        loop by `AttentionDecoder`, so JAX's `scan` never updates a seed),
-        or `None`.
-        """
+    def call(self, inputs, states, training=None):
         states = list(states)
         n = self.num_cell_states
         cell_states = states[:n]
         previous_attention = states[n]
-        previous_alignments = states[n + 1 : -2]
+        count = len(self.mechanisms)
+        previous_alignments = states[n + 1 : n + 1 + count]
+        seed_state = states[n + 1 + count] if self.noisy else None
         memory, memory_mask = states[-2], states[-1]
         previous = ops.cast(previous_attention, inputs.dtype)
         if self.cell_input_fn is None:
@@ -425,10 +454,11 @@ class AttentionDecoderCell(keras.layers.Layer):
         cell_output, new_cell_states = self.cell(
             cell_inputs, cell_states, training=training
         )
+        noise = self._step_noise(seed_state, memory, training)
         attentions, alignments = [], []
         for i, mechanism in enumerate(self.mechanisms):
             extra = {}
-            if noise is not None and noise[i] is not None:
+            if noise[i] is not None:
                 extra["noise"] = noise[i]
             context, weights = mechanism(
                 cell_output,
@@ -467,10 +497,47 @@ class AttentionDecoderCell(keras.layers.Layer):
             ),
             ops.cast(attention, previous_attention.dtype),
             *(ops.cast(a, previous_attention.dtype) for a in alignments),
+            *([] if seed_state is None else [self._next_seed(seed_state)]),
             memory,
             memory_mask,
         ]
         return output, new_states
+
+    def _step_noise(self, seed_state, memory, training):
+        """Each mechanism's sigmoid noise `(batch_size, source_time)`.
+
+        `None` for a mechanism without noise, and outside training. The
+        seed of mechanism `i` at step `t` is `(s_0 R + s_1, t M + i)` (`R`
+        the seed range, `M` the number of mechanisms), a stateless draw.
+        """
+        count = len(self.mechanisms)
+        if not (training and self.noisy):
+            return [None] * count
+        # The largest row: a padded row of `AttentionDecoder` keeps its
+        # old state, but every row holds the same seed.
+        seed = ops.cast(ops.max(seed_state, axis=0), "int32")
+        size = monotonic.seed_range(seed_state.dtype)
+        shape = ops.shape(memory)[:2]
+        noise = []
+        for i, (mechanism, noisy) in enumerate(
+            zip(self.mechanisms, self.noisy_mechanisms, strict=True)
+        ):
+            step_seed = ops.stack(
+                [seed[0] * size + seed[1], seed[2] * count + i]
+            )
+            noise.append(
+                mechanism.draw_noise(shape, memory.dtype, seed=step_seed)
+                if noisy
+                else None
+            )
+        return noise
+
+    @staticmethod
+    def _next_seed(seed_state):
+        """The step count advanced, modulo the seed range."""
+        size = monotonic.seed_range(seed_state.dtype)
+        step = ops.mod(seed_state[:, 2:] + 1.0, float(size))
+        return ops.concatenate([seed_state[:, :2], step], axis=-1)
 
     def compute_mask(self, inputs, previous_mask=None):
         return None
@@ -560,8 +627,7 @@ class _AlignmentOutputCell(keras.layers.Layer):
 
     @property
     def state_size(self):
-        # The cell's, then the sigmoid noise of every step and a step count.
-        return [*self.cell.state_size, None, 1]
+        return self.cell.state_size
 
     @property
     def output_size(self):
@@ -575,17 +641,9 @@ class _AlignmentOutputCell(keras.layers.Layer):
 
     def call(self, inputs, states, training=None):
         keep = ops.greater(inputs[:, -1:], 0.5)
-        *states, all_noise, step = states
-        noise = None
-        if training and self.cell.noisy:
-            index = ops.cast(step[0, 0], "int32")
-            step_noise = ops.take(all_noise, index, axis=1)
-            noise = [
-                step_noise[:, i] if noisy else None
-                for i, noisy in enumerate(self.cell.noisy_mechanisms)
-            ]
+        states = list(states)
         output, new_states = self.cell(
-            inputs[:, :-1], states, training=training, noise=noise
+            inputs[:, :-1], states, training=training
         )
         alignments = new_states[self.cell.alignments_index]
         packed = ops.concatenate(
@@ -602,7 +660,7 @@ class _AlignmentOutputCell(keras.layers.Layer):
             kept_states.append(
                 ops.where(step_keep, ops.cast(new, old.dtype), old)
             )
-        return packed, [*kept_states, all_noise, step + 1]
+        return packed, kept_states
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -724,10 +782,7 @@ class AttentionDecoder(keras.layers.Layer):
             )
         packed = self._rnn(
             ops.concatenate([inputs, keep], axis=-1),
-            initial_state=[
-                *states,
-                *self._noise_states(inputs, memory, training),
-            ],
+            initial_state=states,
             training=training,
         )
         depth = self.cell.output_size
@@ -735,29 +790,6 @@ class AttentionDecoder(keras.layers.Layer):
         if not self.return_alignments:
             return outputs
         return outputs, packed[..., depth:]
-
-    def _noise_states(self, inputs, memory, training):
-        """The sigmoid noise of every step, drawn before the loop, and 0.
-
-        `(batch_size, target_time, mechanisms, source_time)` in training
-        with a noisy monotonic mechanism, a placeholder otherwise.
-        """
-        batch = ops.shape(memory)[0]
-        source_length = ops.shape(memory)[1]
-        count = len(self.cell.mechanisms)
-        dtype = self.cell.compute_dtype
-        step = ops.zeros((batch, 1), dtype=dtype)
-        if not (training and self.cell.noisy):
-            zeros = ops.zeros((batch, 1, count, source_length), dtype=dtype)
-            return [zeros, step]
-        shape = (batch, ops.shape(inputs)[1], source_length)
-        noise = [
-            m.draw_noise(shape, dtype) if noisy else ops.zeros(shape, dtype)
-            for m, noisy in zip(
-                self.cell.mechanisms, self.cell.noisy_mechanisms, strict=True
-            )
-        ]
-        return [ops.stack(noise, axis=2), step]
 
     def compute_mask(self, inputs, previous_mask=None):
         if self.return_alignments:

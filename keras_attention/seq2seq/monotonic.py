@@ -34,6 +34,17 @@ from keras_attention.seq2seq.attention import LuongAttention
 
 _PACKAGE = "keras_attention"
 MODES = ("parallel", "recursive", "hard")
+# Seeds of the sigmoid noise travel in the decoder cell's state, which
+# `keras.layers.RNN` casts to the compute dtype: integers below 2048 are
+# exact in float16 (below 256 in bfloat16, see `seed_range`).
+SEED_RANGE = 2048
+
+
+def seed_range(dtype) -> int:
+    """The integers a float state of `dtype` holds exactly, `[0, range)`."""
+    if keras.backend.standardize_dtype(dtype) == "bfloat16":
+        return 256
+    return SEED_RANGE
 
 
 def _exclusive_cumprod(x):
@@ -127,15 +138,37 @@ class _Monotonic:
         row = ops.cast(first, dtype)[None, :]
         return ops.broadcast_to(row, (batch_size, source_length))
 
-    def draw_noise(self, shape, dtype):
-        """Standard normal noise from the mechanism's seed generator.
+    def draw_seed(self, dtype):
+        """Two random integers below `seed_range(dtype)`, `int32` `(2,)`.
 
-        `AttentionDecoder` draws the noise of all steps with it before its
-        loop; a seed generator must not advance inside JAX's `scan`.
+        Drawn from the mechanism's seed generator, which must advance
+        outside any loop (a seed generator updated inside JAX's `scan`
+        leaks a tracer): `AttentionDecoderCell.get_initial_state` draws
+        it, and the cell carries it in its state.
         """
-        return keras.random.normal(
-            shape, dtype=dtype, seed=self._seed_generator
+        return keras.random.randint(
+            (2,), 0, seed_range(dtype), seed=self._seed_generator, dtype="int32"
         )
+
+    def draw_noise(self, shape, dtype, seed=None):
+        """Standard normal noise, `shape`, in `dtype`.
+
+        With `seed=None`, from the mechanism's seed generator (outside a
+        loop only). With `seed`, an integer tensor `(2,)`: stateless, the
+        same seed giving the same noise, so it can run inside any loop.
+        """
+        if seed is None:
+            return keras.random.normal(
+                shape, dtype=dtype, seed=self._seed_generator
+            )
+        state = self._seed_generator.state
+        # The generator reads `seed` as its state and its update is
+        # dropped with the scope: nothing is assigned inside the loop.
+        mapping = [(state, ops.cast(seed, state.dtype))]
+        with keras.StatelessScope(state_mapping=mapping):
+            return keras.random.normal(
+                shape, dtype=dtype, seed=self._seed_generator
+            )
 
     def _energies(self, query, memory):
         """`e + r`, `(batch_size, source_time)` in the logits dtype."""

@@ -137,31 +137,52 @@ def test_sigmoid_noise_only_in_training_and_seeded():
     assert_allclose(run(False, 3), clean, atol=1e-6)
     assert not np.allclose(run(True, 3), clean, atol=1e-3)
     assert_allclose(run(True, 3), run(True, 3), atol=1e-6)
+    config = seq2seq.BahdanauMonotonicAttention(
+        sigmoid_noise=1.0, score_bias_init=-1.0, mode="recursive"
+    ).get_config()
+    loaded = seq2seq.BahdanauMonotonicAttention.from_config(config)
+    assert (loaded.sigmoid_noise, loaded.score_bias_init) == (1.0, -1.0)
+    assert loaded.mode == "recursive" and "probability_fn" not in config
 
 
-def test_a_noisy_decoder_runs_in_training_and_round_trips(tmp_path):
-    keras.utils.set_random_seed(0)
+def test_sigmoid_noise_works_in_any_loop():
+    """In a user's own RNN and under scheduled sampling, on JAX too.
+
+    The seed comes from `get_initial_state`, outside the loop, and each
+    step draws statelessly from it and its step count: fresh noise per
+    sequence and per step, and no seed generator updated inside `scan`.
+    """
     cell = seq2seq.AttentionDecoderCell(
         keras.layers.GRUCell(4),
         seq2seq.BahdanauMonotonicAttention(
             4, sigmoid_noise=1.0, sigmoid_noise_seed=2, score_bias_init=-1.0
         ),
-        attention_layer_units=3,
     )
-    targets, memory = keras.Input((3, 2)), keras.Input((5, 4))
-    outputs = seq2seq.AttentionDecoder(cell)(targets, memory)
-    model = keras.Model([targets, memory], outputs)
-    x = [np.ones((2, 3, 2), "float32"), MEMORY[:, :5]]
-    # The noise of every step is drawn before the loop (JAX's scan).
-    noisy = to_numpy(model(x, training=True))
-    clean = to_numpy(model(x))
-    assert np.all(np.isfinite(noisy)) and not np.allclose(noisy, clean)
-    path = str(tmp_path / "monotonic.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    assert_allclose(loaded(x), clean, atol=1e-6)
-    config = loaded.layers[2].cell.attention.get_config()
-    assert config["sigmoid_noise"] == 1.0 and config["score_bias_init"] == -1.0
+    memory, x = MEMORY[:, :5], np.ones((2, 3, 2), "float32")
+    rnn = keras.layers.RNN(cell, return_sequences=True)
+
+    def run(training):
+        states = cell.get_initial_state(memory=memory)
+        return to_numpy(rnn(x, initial_state=states, training=training))
+
+    # Each sequence gets fresh noise; on JAX a seed generator advanced
+    # inside `scan` gave the same noise twice (or leaked a tracer).
+    first, second = run(True), run(True)
+    assert np.all(np.isfinite(first)) and not np.allclose(first, second)
+    states = cell.get_initial_state(memory=memory)
+    index = cell.noise_seed_index
+    after = cell(x[:, 0], states, training=True)[1][index]
+    assert_array_equal(to_numpy(after)[:, 2], [1.0, 1.0])
+    moved = [*states[:index], after, *states[index + 1 :]]
+
+    def weights(states):
+        step = cell(x[:, 0], states, training=True)[1]
+        return to_numpy(step[cell.alignments_index])
+
+    # Stateless: the same seed and step, the same noise; the next step
+    # other noise.
+    assert_allclose(weights(states), weights(states))
+    assert not np.allclose(weights(states), weights(moved))
 
 
 @pytest.mark.parametrize(
