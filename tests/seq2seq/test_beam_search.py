@@ -1,11 +1,14 @@
-"""Beam search's n best against an exhaustive search on a tiny vocabulary.
+"""Beam search's n best against NumPy searches on a tiny vocabulary.
 
-With a beam wider than the number of hypotheses alive at any step, beam
-search is exhaustive, so its n best must be the n best of all complete
-hypotheses scored in NumPy from the teacher-forced log-probabilities and
-alignments: `log p / ((5 + |y|) / 6) ** α + β Σ_s log(min(Σ_t α_ts, 1))`
-(the coverage term on complete hypotheses, a position never attended
-counting 0).
+The model's next-token log-probabilities and alignments after every prefix
+come from one teacher-forced pass over all sequences. With a beam wider
+than the number of hypotheses alive at any step, beam search is
+exhaustive, so its n best must be the n best of all complete hypotheses
+scored in NumPy: `log p / ((5 + |y|) / 6) ** α + β Σ_s log(min(Σ_t α_ts,
+1))` (GNMT's penalties as tfa defined them: the coverage term on complete
+hypotheses only, a position never attended counting 0). With a narrow
+beam it must match a beam search written in NumPy from those formulas,
+where pruning makes every detail of the ranking count.
 """
 
 import itertools
@@ -46,7 +49,12 @@ def model():
 
 
 def _all_hypotheses(cell, embedding, output_layer):
-    """Log-probs and alignments of every sequence, teacher-forced."""
+    """Log-probs and alignments of every sequence, teacher-forced.
+
+    Per example: `{hypothesis: (log_prob, coverage)}` for every complete
+    hypothesis, and `{prefix: (next_log_probs, alignments)}` for every
+    prefix without the end token.
+    """
     sequences = np.array(
         list(itertools.product(range(VOCAB), repeat=MAX_LENGTH)), "int32"
     )
@@ -62,24 +70,30 @@ def _all_hypotheses(cell, embedding, output_layer):
         )
         log_probs = to_numpy(ops.log_softmax(output_layer(outputs), axis=-1))
         picked = np.take_along_axis(log_probs, sequences[..., None], -1)
-        hypotheses = {}
-        for seq, steps, weights in zip(
-            sequences, picked[..., 0], to_numpy(alignments), strict=True
+        hypotheses, prefixes = {}, {}
+        for seq, steps, weights, scores in zip(
+            sequences,
+            picked[..., 0],
+            to_numpy(alignments),
+            log_probs,
+            strict=True,
         ):
+            for t in range(MAX_LENGTH):
+                prefixes[tuple(seq[:t])] = (scores[t], weights[t])
             ends = np.flatnonzero(seq == END)
             length = ends[0] + 1 if len(ends) else MAX_LENGTH
             hypotheses[tuple(seq[:length])] = (
                 steps[:length].sum(),
                 weights[:length].sum(0),
             )
-        table.append(hypotheses)
+        table.append((hypotheses, prefixes))
     return table
 
 
 def _brute_force(table, alpha, beta, n):
     """The `n` best `(tokens, score, log_prob)` of each example."""
     best = []
-    for hypotheses in table:
+    for hypotheses, _ in table:
         ranked = []
         for tokens, (log_prob, coverage) in hypotheses.items():
             coverage = np.where(coverage == 0, 1.0, coverage)
@@ -91,8 +105,66 @@ def _brute_force(table, alpha, beta, n):
     return best
 
 
-@pytest.mark.parametrize("alpha, beta", [(0.0, 0.0), (1.5, 0.0), (0.6, 2.0)])
-def test_n_best_equals_exhaustive_search(model, alpha, beta):
+def _gnmt_score(log_prob, length, coverage, alpha, beta, complete):
+    """Wu et al. (2016) as tfa: coverage penalty on complete ones only."""
+    score = log_prob / ((5.0 + length) / 6.0) ** alpha
+    if complete and beta:
+        coverage = np.where(coverage == 0, 1.0, coverage)
+        score += beta * np.log(np.minimum(coverage, 1.0)).sum()
+    return score
+
+
+def _reference_beam_search(prefixes, width, alpha, beta):
+    """Beam search in NumPy: `[(score, log_prob, tokens)]`, best first.
+
+    A hypothesis is `(tokens, log_prob, coverage, finished)`. Each step
+    extends every live hypothesis by every token, a finished one stays as
+    it is (and competes), and the `width` best by GNMT score are kept;
+    a hypothesis is complete once it has the end token or at the last
+    step.
+    """
+    depth = len(prefixes[()][1])
+    beams = [((), 0.0, np.zeros(depth), False)]
+    for t in range(MAX_LENGTH):
+        candidates = []
+        for tokens, log_prob, coverage, finished in beams:
+            if finished:
+                candidates.append((tokens, log_prob, coverage, True))
+                continue
+            log_probs, alignments = prefixes[tokens]
+            for token in range(VOCAB):
+                candidates.append(
+                    (
+                        tokens + (token,),
+                        log_prob + log_probs[token],
+                        coverage + alignments,
+                        token == END,
+                    )
+                )
+        scored = [
+            (
+                _gnmt_score(
+                    log_prob,
+                    len(tokens),
+                    coverage,
+                    alpha,
+                    beta,
+                    finished or t == MAX_LENGTH - 1,
+                ),
+                (tokens, log_prob, coverage, finished),
+            )
+            for tokens, log_prob, coverage, finished in candidates
+        ]
+        scored.sort(key=lambda c: -c[0])
+        ranked = scored[:width]
+        beams = [hypothesis for _, hypothesis in ranked]
+    return [(score, h[1], h[0]) for score, h in ranked]
+
+
+def test_n_best_equals_exhaustive_search(model):
+    # Both penalties on: without them the same code runs with 0 weights
+    # (`beam_width=1` is greedy, and the best alone is checked below).
+    alpha, beta = 0.6, 2.0
     cell, embedding, output_layer, table = model
     result = seq2seq.beam_search_decode(
         cell,
@@ -123,9 +195,41 @@ def test_n_best_equals_exhaustive_search(model, alpha, beta):
             assert np.all(alignments[i, j, length:] == 0)
             assert_allclose(scores[i, j], score, rtol=1e-4, atol=1e-5)
             assert_allclose(log_probs[i, j], log_prob, rtol=1e-4, atol=1e-5)
-            coverage = table[i][hypothesis][1]
+            coverage = table[i][0][hypothesis][1]
             assert_allclose(alignments[i, j].sum(0), coverage, atol=1e-5)
     assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_a_narrow_beam_follows_the_numpy_beam_search(model):
+    cell, embedding, output_layer, table = model
+    alpha, beta, width = 0.6, 2.0, 2
+    result = seq2seq.beam_search_decode(
+        cell,
+        MEMORY,
+        embedding,
+        output_layer,
+        START,
+        END,
+        MAX_LENGTH,
+        beam_width=width,
+        length_penalty=alpha,
+        coverage_penalty=beta,
+        memory_mask=MEMORY_MASK,
+        num_hypotheses=width,
+    )
+    tokens, scores, _, lengths, log_probs = (to_numpy(x) for x in result)
+    pruned = False
+    for i, (hypotheses, prefixes) in enumerate(table):
+        expected = _reference_beam_search(prefixes, width, alpha, beta)
+        for j, (score, log_prob, hypothesis) in enumerate(expected):
+            assert lengths[i, j] == len(hypothesis)
+            assert_array_equal(tokens[i, j, : len(hypothesis)], hypothesis)
+            assert_allclose(scores[i, j], score, rtol=1e-4, atol=1e-5)
+            assert_allclose(log_probs[i, j], log_prob, rtol=1e-4, atol=1e-5)
+        exhaustive = _brute_force([(hypotheses, None)], alpha, beta, width)
+        pruned |= [h for *_, h in exhaustive[0]] != [h for *_, h in expected]
+    # The beam is narrow enough to lose a best hypothesis somewhere.
+    assert pruned
 
 
 def test_without_num_hypotheses_the_best_comes_as_before(model):
