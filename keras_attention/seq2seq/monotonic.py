@@ -88,6 +88,25 @@ def monotonic_alignments(p_choose, previous_alignments, mode):
     return p_choose * q
 
 
+# Arguments of the soft mechanisms that mean nothing here: the weights
+# come from the monotonic process (no `probability_fn`), and the
+# "location" score, the only user of `max_length`, is refused.
+_REFUSED = {
+    "probability_fn": "the weights come from the monotonic process",
+    "max_length": "only the 'location' score uses it, and monotonic "
+    "attention needs a score of the memory's contents",
+}
+
+
+def _refuse(name, kwargs):
+    for argument, reason in _REFUSED.items():
+        if argument in kwargs:
+            raise ValueError(
+                f"{name} takes no `{argument}` ({reason}). Received: "
+                f"{argument}={kwargs[argument]!r}"
+            )
+
+
 class _Monotonic:
     """The monotonic step shared by the Bahdanau and Luong mechanisms."""
 
@@ -291,7 +310,7 @@ class BahdanauMonotonicAttention(_Monotonic, BahdanauAttention):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        kwargs.pop("probability_fn", None)
+        _refuse("BahdanauMonotonicAttention", kwargs)
         super().__init__(
             units=units,
             normalize=normalize,
@@ -380,14 +399,13 @@ class LuongMonotonicAttention(_Monotonic, LuongAttention):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        kwargs.pop("probability_fn", None)
+        _refuse("LuongMonotonicAttention", kwargs)
         if score == "location":
             raise ValueError(
                 "LuongMonotonicAttention needs a score of the memory's "
                 "contents: one of ['dot', 'general', 'concat']. "
                 f"Received: score={score!r}"
             )
-        kwargs.pop("max_length", None)
         super().__init__(
             score=score,
             units=units,

@@ -205,6 +205,16 @@ def test_sigmoid_noise_works_in_any_loop():
         ),
         (lambda: seq2seq.LuongMonotonicAttention(scale=1), "scale=1"),
         (
+            lambda: seq2seq.LuongMonotonicAttention(max_length=7),
+            "takes no `max_length`.*Received: max_length=7",
+        ),
+        (
+            lambda: seq2seq.BahdanauMonotonicAttention(
+                probability_fn="hardmax"
+            ),
+            "Received: probability_fn='hardmax'",
+        ),
+        (
             lambda: seq2seq.LuongMonotonicAttention("dot")(QUERIES, MEMORY),
             "one decoder step at a time",
         ),
