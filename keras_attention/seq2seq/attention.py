@@ -24,6 +24,33 @@ def _shapes(query_shape, memory_shape):
     )
 
 
+def check_memory_mask(layer_name, memory_mask, memory_shape):
+    """A `ValueError` naming both shapes unless the mask fits the memory.
+
+    `memory_mask` must be `(batch_size, source_time)` for a memory
+    `(batch_size, source_time, depth)`; an unknown size fits any. A mask
+    that merely broadcasts (`(batch_size, 1)`) is refused: it would mask
+    nothing, or everything, without a word.
+    """
+    if memory_mask is None:
+        return
+    if not hasattr(memory_mask, "shape"):
+        memory_mask = ops.convert_to_tensor(memory_mask)
+    shape = tuple(memory_mask.shape)
+    expected = tuple(memory_shape)[:2]
+    if len(shape) == 2 and all(
+        a is None or b is None or a == b
+        for a, b in zip(shape, expected, strict=True)
+    ):
+        return
+    raise ValueError(
+        f"{layer_name} expects `memory_mask` of shape {expected} (batch "
+        f"size, source time) from memory.shape={tuple(memory_shape)}. "
+        f"Received: memory_mask.shape={shape}, "
+        f"memory.shape={tuple(memory_shape)}"
+    )
+
+
 class AttentionMechanism(keras.layers.Layer):
     """Base class: attention of a decoder query over an encoder memory.
 
@@ -67,6 +94,7 @@ class AttentionMechanism(keras.layers.Layer):
         # `previous_alignments` (the decoder cell passes them) is used by
         # the monotonic mechanisms only.
         self._check_shapes(query.shape, memory.shape)
+        check_memory_mask(type(self).__name__, memory_mask, memory.shape)
         single = len(query.shape) == 2
         if single:
             query = ops.expand_dims(query, 1)

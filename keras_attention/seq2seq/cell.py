@@ -17,6 +17,7 @@ from keras_attention import _validation
 from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
+from keras_attention.seq2seq.attention import check_memory_mask
 
 _PACKAGE = "keras_attention"
 
@@ -386,6 +387,7 @@ class AttentionDecoderCell(keras.layers.Layer):
         self._build_for_memory(tuple(memory.shape))
         batch = ops.shape(memory)[0]
         source_length = ops.shape(memory)[1]
+        check_memory_mask(type(self).__name__, memory_mask, memory.shape)
         if memory_mask is None:
             mask = ops.ones((batch, source_length), dtype=self.compute_dtype)
         else:

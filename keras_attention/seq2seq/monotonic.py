@@ -31,6 +31,7 @@ from keras import ops
 
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
+from keras_attention.seq2seq.attention import check_memory_mask
 
 _PACKAGE = "keras_attention"
 MODES = ("parallel", "recursive", "hard")
@@ -211,6 +212,7 @@ class _Monotonic:
                 "expects `query` of shape `(batch_size, query_depth)`. "
                 f"Received: query.shape={tuple(query.shape)}"
             )
+        check_memory_mask(type(self).__name__, memory_mask, memory.shape)
         energies = self._energies(query, memory)
         dtype = energies.dtype
         batch, source_length = ops.shape(memory)[0], ops.shape(memory)[1]

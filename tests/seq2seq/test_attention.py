@@ -1,5 +1,7 @@
 """Bahdanau and Luong attention over an encoder memory."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -208,3 +210,21 @@ def test_memory_of_wrong_rank_raises_naming_both_shapes():
 def test_query_of_wrong_rank_raises_naming_both_shapes():
     with pytest.raises(ValueError, match=r"query.shape=\(2, 1, 1, 4\)"):
         seq2seq.BahdanauAttention(4)(QUERY[:, None, None], MEMORY)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda mask: seq2seq.BahdanauAttention(4)(QUERY, MEMORY, mask),
+        lambda mask: seq2seq.LuongMonotonicAttention()(QUERY, MEMORY, mask),
+        lambda mask: seq2seq.AttentionDecoderCell(
+            keras.layers.GRUCell(4), seq2seq.LuongAttention()
+        ).get_initial_state(memory=MEMORY, memory_mask=mask),
+    ],
+)
+def test_memory_mask_of_wrong_shape_raises_naming_both_shapes(call):
+    # (2, 1) would broadcast: it must be refused, not mask every position.
+    for mask in (MASK[:, :1], MASK[:, :4], MASK[:, :, None]):
+        received = re.escape(f"Received: memory_mask.shape={mask.shape}")
+        with pytest.raises(ValueError, match=rf"shape \(2, 5\).*{received}"):
+            call(mask)
