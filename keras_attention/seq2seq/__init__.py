@@ -24,6 +24,7 @@ from keras_attention.seq2seq.cell import AttentionDecoder as AttentionDecoder
 from keras_attention.seq2seq.cell import (
     AttentionDecoderCell as AttentionDecoderCell,
 )
+from keras_attention.seq2seq.cell import compute_attention as compute_attention
 from keras_attention.seq2seq.decoding import BeamHypotheses as BeamHypotheses
 from keras_attention.seq2seq.decoding import DecodeResult as DecodeResult
 from keras_attention.seq2seq.decoding import (

@@ -26,6 +26,53 @@ def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
+def compute_attention(
+    mechanism,
+    cell_output,
+    memory,
+    memory_mask,
+    previous_alignments,
+    attention_layer,
+    **kwargs,
+):
+    """One mechanism's attention vector: the default `attention_fn`.
+
+    tfa's `_compute_attention`: `c_t, α_t = mechanism(h_t, memory)`, then
+    `a_t = attention_layer([c_t; h_t])` (or `a_t = c_t` without a layer).
+    A custom `attention_fn` of `AttentionDecoderCell` has this signature
+    and usually calls this function.
+
+    Args:
+        mechanism: The attention mechanism.
+        cell_output: `h_t`, `(batch_size, cell_output_size)`.
+        memory: `(batch_size, source_time, depth)`.
+        memory_mask: Boolean `(batch_size, source_time)`.
+        previous_alignments: The mechanism's `α_{t-1}` `(batch_size,
+            source_time)` (used by the monotonic mechanisms).
+        attention_layer: The mechanism's attentional layer, or `None`.
+        **kwargs: Passed to the mechanism (`training`, and `noise` for a
+            monotonic mechanism with sigmoid noise).
+
+    Returns:
+        `(attention, alignments)`: `a_t` `(batch_size, attention_depth)`
+        and `α_t` `(batch_size, source_time)`.
+    """
+    context, alignments = mechanism(
+        cell_output,
+        memory,
+        memory_mask=memory_mask,
+        previous_alignments=previous_alignments,
+        **kwargs,
+    )
+    if attention_layer is not None:
+        context = attention_layer(
+            ops.concatenate(
+                [context, ops.cast(cell_output, context.dtype)], axis=-1
+            )
+        )
+    return context, alignments
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class AttentionDecoderCell(keras.layers.Layer):
     """Decoder RNN cell with input feeding and attention over a memory.
@@ -75,6 +122,20 @@ class AttentionDecoderCell(keras.layers.Layer):
             the attention vector is the context.
         output_attention: Whether a step emits the attention vector `a_t`
             (`True`) or the wrapped cell's output `h_t`. Defaults to `True`.
+        attention_layer: Instead of `attention_layer_units`, a Keras layer
+            (or a list, one per mechanism) applied to `[c_t; h_t]`.
+            Defaults to `None`.
+        cell_input_fn: A callable `(inputs, attention) -> cell_inputs`
+            replacing input feeding `[y_{t-1}; a_{t-1}]`. Defaults to
+            `None`.
+        attention_fn: A callable with the signature of
+            `keras_attention.seq2seq.compute_attention` (the default):
+            `(mechanism, cell_output, memory, memory_mask,
+            previous_alignments, attention_layer, **kwargs) ->
+            (attention, alignments)`, called once per mechanism; the
+            attention vectors are concatenated. Defaults to `None`. A
+            callable (here and for `cell_input_fn`) must be registered
+            with `keras.saving.register_keras_serializable` to be saved.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -113,6 +174,7 @@ class AttentionDecoderCell(keras.layers.Layer):
         output_attention=True,
         attention_layer=None,
         cell_input_fn=None,
+        attention_fn=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -146,7 +208,17 @@ class AttentionDecoderCell(keras.layers.Layer):
         self.attention_layers = self._attention_layers(
             attention_layer_units, attention_layer
         )
-        self.cell_input_fn = _check_cell_input_fn(cell_input_fn)
+        self.cell_input_fn = _check_callable(
+            "cell_input_fn",
+            cell_input_fn,
+            "`(inputs, attention) -> cell_inputs`",
+        )
+        self.attention_fn = _check_callable(
+            "attention_fn",
+            attention_fn,
+            "with the signature of `keras_attention.seq2seq.compute_attention`",
+        )
+        self._attention_fn_depth = None
         self._memory_depth = None
         self._cell_input_depth = None
         # Step inputs often come from `Embedding(mask_zero=True)`; a step
@@ -259,9 +331,32 @@ class AttentionDecoderCell(keras.layers.Layer):
         shape = (None, self._memory_depth + self._cell_output_size)
         return layer.compute_output_shape(shape)[-1]
 
+    def _probe_attention_fn(self):
+        """The depth of a custom `attention_fn`'s output, from a call on
+        zeros (one example, one source position)."""
+        if self._attention_fn_depth is None:
+            dtype = self.compute_dtype
+            depth = 0
+            for i, mechanism in enumerate(self.mechanisms):
+                attention, _ = self.attention_fn(
+                    mechanism,
+                    ops.zeros((1, self._cell_output_size), dtype),
+                    ops.zeros((1, 1, self._memory_depth), dtype),
+                    ops.ones((1, 1), "bool"),
+                    mechanism.initial_alignments(1, 1, dtype),
+                    self.attention_layers[i] if self.attention_layers else None,
+                )
+                depth += int(attention.shape[-1])
+            self._attention_fn_depth = depth
+        return self._attention_fn_depth
+
     @property
     def attention_depth(self):
         """Depth of `a_t`; `None` until the memory depth is known."""
+        if self.attention_fn is not None:
+            if self._memory_depth is None:
+                return None
+            return self._probe_attention_fn()
         if self._memory_depth is None and self.attention_layers is None:
             return None
         if self.attention_layers is None:
@@ -457,26 +552,22 @@ class AttentionDecoderCell(keras.layers.Layer):
             cell_inputs, cell_states, training=training
         )
         noise = self._step_noise(seed_state, memory, training)
+        attention_fn = self.attention_fn or compute_attention
         attentions, alignments = [], []
         for i, mechanism in enumerate(self.mechanisms):
             extra = {}
             if noise[i] is not None:
                 extra["noise"] = noise[i]
-            context, weights = mechanism(
+            context, weights = attention_fn(
+                mechanism,
                 cell_output,
                 memory,
-                memory_mask=ops.cast(memory_mask, "bool"),
-                previous_alignments=previous_alignments[i],
+                ops.cast(memory_mask, "bool"),
+                previous_alignments[i],
+                self.attention_layers[i] if self.attention_layers else None,
                 training=training,
                 **extra,
             )
-            if self.attention_layers is not None:
-                context = self.attention_layers[i](
-                    ops.concatenate(
-                        [context, ops.cast(cell_output, context.dtype)],
-                        axis=-1,
-                    )
-                )
             attentions.append(context)
             alignments.append(weights)
         if len(attentions) == 1:
@@ -568,10 +659,10 @@ class AttentionDecoderCell(keras.layers.Layer):
                 keras.saving.serialize_keras_object(layer)
                 for layer in self.attention_layers
             ]
-        if self.cell_input_fn is not None:
-            config["cell_input_fn"] = probability.serialize_callable(
-                "cell_input_fn", self.cell_input_fn
-            )
+        for name in ("cell_input_fn", "attention_fn"):
+            function = getattr(self, name)
+            if function is not None:
+                config[name] = probability.serialize_callable(name, function)
         return config
 
     @classmethod
@@ -592,21 +683,19 @@ class AttentionDecoderCell(keras.layers.Layer):
                 keras.saving.deserialize_keras_object(layer)
                 for layer in config["attention_layer"]
             ]
-        if config.get("cell_input_fn") is not None:
-            config["cell_input_fn"] = probability.deserialize(
-                config["cell_input_fn"]
-            )
+        for name in ("cell_input_fn", "attention_fn"):
+            if config.get(name) is not None:
+                config[name] = probability.deserialize(config[name])
         return cls(**config)
 
 
-def _check_cell_input_fn(cell_input_fn):
-    if cell_input_fn is not None and not callable(cell_input_fn):
+def _check_callable(name, function, expected):
+    if function is not None and not callable(function):
         raise ValueError(
-            "Received an invalid value for argument `cell_input_fn`, "
-            "expected a callable `(inputs, attention) -> cell_inputs` or "
-            f"None. Received: cell_input_fn={cell_input_fn!r}"
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"callable {expected} or None. Received: {name}={function!r}"
         )
-    return cell_input_fn
+    return function
 
 
 class _AlignmentOutputCell(keras.layers.Layer):

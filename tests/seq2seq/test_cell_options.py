@@ -19,6 +19,16 @@ def inputs_only(inputs, attention):
     return inputs
 
 
+@keras.saving.register_keras_serializable(package="tests")
+def state_then_context(
+    mechanism, cell_output, memory, memory_mask, previous, layer, **kwargs
+):
+    context, alignments = mechanism(
+        cell_output, memory, memory_mask, previous, **kwargs
+    )
+    return ops.concatenate([cell_output, context], -1), alignments
+
+
 def _step(cell):
     states = cell.get_initial_state(memory=MEMORY, memory_mask=MASK)
     states[cell.attention_index] = ops.ones_like(states[cell.attention_index])
@@ -88,6 +98,25 @@ def test_cell_input_fn_replaces_input_feeding(tmp_path):
     assert restored.cell_input_fn is inputs_only
 
 
+def test_attention_fn_computes_each_attention_vector():
+    cell = seq2seq.AttentionDecoderCell(
+        keras.layers.GRUCell(4),
+        [seq2seq.LuongAttention("dot"), seq2seq.BahdanauAttention(3)],
+        attention_fn=state_then_context,
+    )
+    # Its output depth, 2 * (4 + 4), is found by calling it.
+    output, states = _step(cell)
+    assert cell.attention_depth == 16 and tuple(output.shape) == (2, 16)
+    hidden = states[0]
+    expected = [
+        ops.concatenate([hidden, m(hidden, MEMORY, MASK)[0]], -1)
+        for m in cell.mechanisms
+    ]
+    assert_allclose(output, ops.concatenate(expected, -1), atol=1e-6)
+    restored = seq2seq.AttentionDecoderCell.from_config(cell.get_config())
+    assert restored.attention_fn is state_then_context
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
@@ -102,6 +131,7 @@ def test_cell_input_fn_replaces_input_feeding(tmp_path):
         ({"attention_layer_units": [3, 3]}, "one size per mechanism \\(1\\)"),
         ({"attention_layer": ["dense"]}, "expected 1 Keras layer"),
         ({"cell_input_fn": "concat"}, "cell_input_fn='concat'"),
+        ({"attention_fn": "luong"}, "attention_fn='luong'"),
     ],
 )
 def test_invalid_cell_options_raise(kwargs, match):
