@@ -25,6 +25,7 @@ from tests.seq2seq._arrays import assert_array_equal
 from tests.seq2seq._arrays import to_numpy
 
 VOCAB, START, END, MAX_LENGTH = 4, 1, 2, 3
+WIDTH = 3  # of the beam: prunes on this model (4 ** 3 sequences)
 (MEMORY,) = normal_arrays(5, (2, 3, 4))
 MEMORY_MASK = np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)
 
@@ -161,11 +162,24 @@ def _reference_beam_search(prefixes, width, alpha, beta):
     return [(score, h[1], h[0]) for score, h in ranked]
 
 
-def test_n_best_equals_exhaustive_search(model):
-    # Both penalties on: without them the same code runs with 0 weights
-    # (`beam_width=1` is greedy, and the best alone is checked below).
-    alpha, beta = 0.6, 2.0
+def test_the_numpy_beam_search_at_full_width_is_exhaustive(model):
+    table = model[3]
+    for alpha, beta in ((0.0, 0.0), (1.5, 0.0), (0.6, 2.0)):
+        for hypotheses, prefixes in table:
+            [expected] = _brute_force([(hypotheses, None)], alpha, beta, 5)
+            found = _reference_beam_search(
+                prefixes, VOCAB**MAX_LENGTH, alpha, beta
+            )[:5]
+            assert [h for *_, h in found] == [h for *_, h in expected]
+            assert_allclose([f[0] for f in found], [e[0] for e in expected])
+
+
+def test_n_best_of_a_narrow_beam_follow_the_numpy_beam_search(model):
+    # A beam narrow enough to prune (so the ranking of unfinished
+    # hypotheses matters), both penalties on; the same width below, so
+    # JAX compiles one set of shapes.
     cell, embedding, output_layer, table = model
+    alpha, beta = 0.6, 2.0
     result = seq2seq.beam_search_decode(
         cell,
         MEMORY,
@@ -174,19 +188,21 @@ def test_n_best_equals_exhaustive_search(model):
         START,
         END,
         MAX_LENGTH,
-        beam_width=16,
+        beam_width=WIDTH,
         length_penalty=alpha,
         coverage_penalty=beta,
         memory_mask=MEMORY_MASK,
-        num_hypotheses=5,
+        num_hypotheses=WIDTH,
     )
     assert isinstance(result, seq2seq.BeamHypotheses)
     tokens, scores, alignments, lengths, log_probs = (
         to_numpy(x) for x in result
     )
-    assert tokens.shape == (2, 5, MAX_LENGTH)
-    assert alignments.shape == (2, 5, MAX_LENGTH, 3)
-    for i, expected in enumerate(_brute_force(table, alpha, beta, 5)):
+    assert tokens.shape == (2, WIDTH, MAX_LENGTH)
+    assert alignments.shape == (2, WIDTH, MAX_LENGTH, 3)
+    pruned = False
+    for i, (hypotheses, prefixes) in enumerate(table):
+        expected = _reference_beam_search(prefixes, WIDTH, alpha, beta)
         for j, (score, log_prob, hypothesis) in enumerate(expected):
             length = len(hypothesis)
             assert lengths[i, j] == length
@@ -195,40 +211,12 @@ def test_n_best_equals_exhaustive_search(model):
             assert np.all(alignments[i, j, length:] == 0)
             assert_allclose(scores[i, j], score, rtol=1e-4, atol=1e-5)
             assert_allclose(log_probs[i, j], log_prob, rtol=1e-4, atol=1e-5)
-            coverage = table[i][0][hypothesis][1]
+            coverage = hypotheses[hypothesis][1]
             assert_allclose(alignments[i, j].sum(0), coverage, atol=1e-5)
+        [best] = _brute_force([(hypotheses, None)], alpha, beta, WIDTH)
+        pruned |= [h for *_, h in best] != [h for *_, h in expected]
     assert np.all(np.diff(scores, axis=1) <= 0)
-
-
-def test_a_narrow_beam_follows_the_numpy_beam_search(model):
-    cell, embedding, output_layer, table = model
-    alpha, beta, width = 0.6, 2.0, 2
-    result = seq2seq.beam_search_decode(
-        cell,
-        MEMORY,
-        embedding,
-        output_layer,
-        START,
-        END,
-        MAX_LENGTH,
-        beam_width=width,
-        length_penalty=alpha,
-        coverage_penalty=beta,
-        memory_mask=MEMORY_MASK,
-        num_hypotheses=width,
-    )
-    tokens, scores, _, lengths, log_probs = (to_numpy(x) for x in result)
-    pruned = False
-    for i, (hypotheses, prefixes) in enumerate(table):
-        expected = _reference_beam_search(prefixes, width, alpha, beta)
-        for j, (score, log_prob, hypothesis) in enumerate(expected):
-            assert lengths[i, j] == len(hypothesis)
-            assert_array_equal(tokens[i, j, : len(hypothesis)], hypothesis)
-            assert_allclose(scores[i, j], score, rtol=1e-4, atol=1e-5)
-            assert_allclose(log_probs[i, j], log_prob, rtol=1e-4, atol=1e-5)
-        exhaustive = _brute_force([(hypotheses, None)], alpha, beta, width)
-        pruned |= [h for *_, h in exhaustive[0]] != [h for *_, h in expected]
-    # The beam is narrow enough to lose a best hypothesis somewhere.
+    # Narrow enough to lose one of the best somewhere.
     assert pruned
 
 
@@ -242,16 +230,17 @@ def test_without_num_hypotheses_the_best_comes_as_before(model):
         START,
         END,
         MAX_LENGTH,
-        beam_width=16,
+        beam_width=WIDTH,
         length_penalty=1.0,
         memory_mask=MEMORY_MASK,
     )
     assert isinstance(single, seq2seq.DecodeResult)
     tokens, scores, _, lengths = (to_numpy(x) for x in single)
     assert tokens.shape == (2, MAX_LENGTH)
-    for i, [(_, log_prob, hypothesis)] in enumerate(
-        _brute_force(table, 1.0, 0.0, 1)
-    ):
+    for i, (_, prefixes) in enumerate(table):
+        [(_, log_prob, hypothesis), *_] = _reference_beam_search(
+            prefixes, WIDTH, 1.0, 0.0
+        )
         assert lengths[i] == len(hypothesis)
         assert_array_equal(tokens[i, : len(hypothesis)], hypothesis)
         # `scores` stays the plain log-probability.
