@@ -9,6 +9,7 @@ after the previous one whose energy is positive.
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attention import seq2seq
 from tests.layer_basics import normal_arrays
@@ -146,11 +147,12 @@ def test_sigmoid_noise_only_in_training_and_seeded():
 
 
 def test_sigmoid_noise_works_in_any_loop():
-    """In a user's own RNN and under scheduled sampling, on JAX too.
+    """In a user's own `keras.layers.RNN` (on JAX too), as step by step.
 
     The seed comes from `get_initial_state`, outside the loop, and each
     step draws statelessly from it and its step count: fresh noise per
-    sequence and per step, and no seed generator updated inside `scan`.
+    call and per step, and no seed generator updated inside `scan` (on
+    JAX, that gave the same noise at every call, or leaked a tracer).
     """
     cell = seq2seq.AttentionDecoderCell(
         keras.layers.GRUCell(4),
@@ -159,30 +161,28 @@ def test_sigmoid_noise_works_in_any_loop():
         ),
     )
     memory, x = MEMORY[:, :5], np.ones((2, 3, 2), "float32")
-    rnn = keras.layers.RNN(cell, return_sequences=True)
-
-    def run(training):
-        states = cell.get_initial_state(memory=memory)
-        return to_numpy(rnn(x, initial_state=states, training=training))
-
-    # Each sequence gets fresh noise; on JAX a seed generator advanced
-    # inside `scan` gave the same noise twice (or leaked a tracer).
-    first, second = run(True), run(True)
-    assert np.all(np.isfinite(first)) and not np.allclose(first, second)
     states = cell.get_initial_state(memory=memory)
     index = cell.noise_seed_index
-    after = cell(x[:, 0], states, training=True)[1][index]
-    assert_array_equal(to_numpy(after)[:, 2], [1.0, 1.0])
-    moved = [*states[:index], after, *states[index + 1 :]]
-
-    def weights(states):
-        step = cell(x[:, 0], states, training=True)[1]
-        return to_numpy(step[cell.alignments_index])
-
-    # Stateless: the same seed and step, the same noise; the next step
-    # other noise.
-    assert_allclose(weights(states), weights(states))
-    assert not np.allclose(weights(states), weights(moved))
+    fresh = cell.get_initial_state(memory=memory)[index]
+    assert not np.array_equal(to_numpy(fresh), to_numpy(states[index]))
+    rnn = keras.layers.RNN(cell, return_sequences=True)
+    outputs = to_numpy(rnn(x, initial_state=states, training=True))
+    steps, step_states = [], states
+    for t in range(3):
+        output, step_states = cell(x[:, t], step_states, training=True)
+        steps.append(to_numpy(output))
+    assert_allclose(outputs, np.stack(steps, 1), atol=1e-5)
+    assert_array_equal(to_numpy(step_states[index])[:, 2], [3.0, 3.0])
+    # The noise is used, and the next step draws other noise.
+    clean = cell(x[:, 0], states, training=False)[0]
+    moved = list(states)
+    moved[index] = ops.concatenate(
+        [states[index][:, :2], ops.ones_like(states[index][:, 2:])], -1
+    )
+    assert not np.allclose(steps[0], to_numpy(clean))
+    assert not np.allclose(
+        steps[0], to_numpy(cell(x[:, 0], moved, training=True)[0])
+    )
 
 
 @pytest.mark.parametrize(
