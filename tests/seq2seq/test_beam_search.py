@@ -32,15 +32,22 @@ MEMORY_MASK = np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)
 
 @pytest.fixture(scope="module")
 def model():
-    keras.utils.set_random_seed(3)
     cell = seq2seq.AttentionDecoderCell(
         keras.layers.GRUCell(4), seq2seq.BahdanauAttention(4)
     )
     embedding = keras.layers.Embedding(VOCAB, 3)
-    # Large logits: hypotheses far apart, so the ranking has no near-ties.
-    output_layer = keras.layers.Dense(
-        VOCAB, kernel_initializer=keras.initializers.RandomNormal(stddev=2.0)
-    )
+    output_layer = keras.layers.Dense(VOCAB)
+    cell.get_initial_state(memory=MEMORY)
+    cell.build((None, 3))
+    embedding.build((None,))
+    output_layer.build((None, cell.output_size))
+    # The same weights on every backend (so the same beams are pruned),
+    # and large logits: hypotheses far apart, no near-ties in the ranking.
+    rng = np.random.default_rng(3)
+    for layer, scale in ((cell, 0.7), (embedding, 1.0), (output_layer, 2.0)):
+        layer.set_weights(
+            [scale * rng.normal(size=w.shape) for w in layer.get_weights()]
+        )
     return (
         cell,
         embedding,
