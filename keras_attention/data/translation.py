@@ -186,6 +186,63 @@ def make_synthetic_translation(
     return ParallelCorpus(sources, targets, alignments)
 
 
+def hold_out(
+    corpus: ParallelCorpus, count: int = 1000, seed: int = 0
+) -> tuple[ParallelCorpus, ParallelCorpus]:
+    """Splits `count` pairs off `corpus`, drawn at random with `seed`.
+
+    The held-out pairs make a test set carved from training data (for
+    Multi30k: 1,000 of the 29,000 `train` pairs, while `val` stays for
+    every choice). The draw is `numpy.random.default_rng(seed)
+    .permutation(len(corpus))[:count]`, so a seed fixes it; both parts
+    keep the corpus order, and no pair is in both.
+
+    Args:
+        corpus: A `ParallelCorpus` (its `alignments` follow their pairs).
+        count: Pairs to hold out, `1 <= count < len(corpus)`. Defaults to
+            `1000`.
+        seed: Seed of the draw. Defaults to `0`.
+
+    Returns:
+        `(rest, held_out)`: two `ParallelCorpus`.
+
+    Raises:
+        ValueError: If `count` is not an integer in `[1, len(corpus))`.
+
+    Example:
+
+    >>> from keras_attention.data.translation import ParallelCorpus, hold_out
+    >>> corpus = ParallelCorpus(list("abcde"), list("ABCDE"))
+    >>> rest, held = hold_out(corpus, count=2, seed=0)
+    >>> len(rest), len(held), sorted(rest.sources + held.sources)
+    (3, 2, ['a', 'b', 'c', 'd', 'e'])
+    """
+    if (
+        isinstance(count, bool)
+        or not isinstance(count, int)
+        or not 1 <= count < len(corpus)
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `count`, expected an "
+            f"integer in [1, {len(corpus)}) (the corpus has {len(corpus)} "
+            f"pairs). Received: count={count!r}"
+        )
+    chosen = np.zeros(len(corpus), dtype=bool)
+    chosen[np.random.default_rng(seed).permutation(len(corpus))[:count]] = True
+
+    def take(keep):
+        indices = np.flatnonzero(keep).tolist()
+        return ParallelCorpus(
+            [corpus.sources[i] for i in indices],
+            [corpus.targets[i] for i in indices],
+            None
+            if corpus.alignments is None
+            else [corpus.alignments[i] for i in indices],
+        )
+
+    return take(~chosen), take(chosen)
+
+
 def _read_lines(path):
     with open(path, encoding="utf-8") as f:
         lines = [line.rstrip("\r\n") for line in f]

@@ -7,6 +7,8 @@ checkpoints, scores it with sacrebleu and measures where it attends.
 TensorFlow is imported inside the training helpers only.
 """
 
+import re
+
 import keras
 import numpy as np
 from keras import ops
@@ -57,61 +59,279 @@ def build_vocabularies(
     return tuple(vocabularies)
 
 
-def decode_corpus(model, source_ids, beam_width=None, batch_size=64):
+@keras.saving.register_keras_serializable(package="keras_attention")
+class SmoothedSequenceLoss(keras.losses.Loss):
+    """Cross-entropy over token ids with label smoothing, padding ignored.
+
+    Per target token `t` with gold id `y_t > 0`: `(1 - ε) (-log p(y_t)) +
+    ε mean_v(-log p(v))` (Szegedy et al., 2016: the smoothed target puts
+    `ε` uniformly over the vocabulary); the batch loss is the mean over
+    the non-padding tokens (id 0 is padding). With `ε = 0` it is
+    `SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)`.
+
+    Args:
+        label_smoothing: `ε` in `[0, 1)`. Defaults to `0.1`.
+        name: Defaults to `"smoothed_sequence_loss"`.
+        **kwargs: `keras.losses.Loss` arguments.
+    """
+
+    def __init__(
+        self, label_smoothing=0.1, name="smoothed_sequence_loss", **kwargs
+    ):
+        super().__init__(name=name, **kwargs)
+        if isinstance(label_smoothing, bool) or not (
+            isinstance(label_smoothing, (int, float))
+            and 0.0 <= label_smoothing < 1.0
+        ):
+            raise ValueError(
+                "Received an invalid value for argument `label_smoothing`, "
+                "expected a number in [0, 1). "
+                f"Received: label_smoothing={label_smoothing!r}"
+            )
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        gold = ops.take_along_axis(
+            log_probs, ops.expand_dims(y_true, -1), axis=-1
+        )[..., 0]
+        eps = self.label_smoothing
+        loss = -(1.0 - eps) * gold - eps * ops.mean(log_probs, axis=-1)
+        mask = ops.cast(ops.not_equal(y_true, 0), "float32")
+        # The reduction averages over every position: rescale so that it
+        # averages over the non-padding ones.
+        return loss * mask / ops.maximum(ops.mean(mask), 1e-9)
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops training after the batch that crosses `minutes` of training.
+
+    The time counts from the start of `fit` (validation included).
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = 60.0 * float(minutes)
+        self.start = None
+        self.stopped = False
+
+    def on_train_begin(self, logs=None):
+        import time
+
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        import time
+
+        if time.perf_counter() - self.start > self.seconds:
+            self.stopped = True
+            self.model.stop_training = True
+
+
+def learning_rate_schedule(learning_rate, schedule, total_steps):
+    """Adam's learning rate: constant, or cosine decay over `total_steps`.
+
+    Args:
+        learning_rate: The peak (first) rate.
+        schedule: `"constant"` or `"cosine"` (down to 1/20 of the peak at
+            `total_steps`, Loshchilov & Hutter, 2017, without restarts).
+        total_steps: Training steps the decay spans.
+
+    Returns:
+        A float or a `keras.optimizers.schedules.LearningRateSchedule`.
+    """
+    if schedule == "constant":
+        return learning_rate
+    if schedule == "cosine":
+        return keras.optimizers.schedules.CosineDecay(
+            learning_rate, decay_steps=max(int(total_steps), 1), alpha=0.05
+        )
+    raise ValueError(
+        "Received an invalid value for argument `schedule`, expected "
+        f"'constant' or 'cosine'. Received: schedule={schedule!r}"
+    )
+
+
+def decode_corpus(
+    model,
+    source_ids,
+    beam_width=None,
+    batch_size=64,
+    decoding=None,
+    length_penalty=None,
+):
     """Decodes many sentences with `model.predict` (compiled, batched).
+
+    The choices are those of `Translator.translate`: greedy, or beam
+    search with a width and a GNMT length penalty.
 
     Args:
         model: A `Translator`.
         source_ids: `(num_sentences, source_time)` ids.
         beam_width: Defaults to the model's `beam_width`.
         batch_size: Sentences per batch. Defaults to `64`.
+        decoding: `"greedy"` or `"beam"`. Defaults to `"beam"` when the
+            beam is wider than 1, else `"greedy"` (as `Translator.decode`).
+        length_penalty: Beam search's length penalty alpha. Defaults to
+            the model's `length_penalty`.
 
     Returns:
         `(tokens, scores, alignments)` as NumPy arrays.
     """
-    previous = model.beam_width
+    if decoding not in (None, "greedy", "beam"):
+        raise ValueError(
+            "Received an invalid value for argument `decoding`, expected "
+            f"'greedy' or 'beam' (sampling: `Translator.translate`). "
+            f"Received: decoding={decoding!r}"
+        )
     if beam_width is not None:
         _check_positive_int("beam_width", beam_width)
+    saved = (model.beam_width, model.length_penalty)
+    if decoding == "greedy":
+        beam_width = 1
+    if beam_width is not None:
         model.beam_width = beam_width
+    if length_penalty is not None:
+        model.length_penalty = float(length_penalty)
     try:
         model.make_predict_function(force=True)
         outputs = model.predict(source_ids, batch_size=batch_size, verbose=0)
     finally:
-        model.beam_width = previous
+        model.beam_width, model.length_penalty = saved
         model.make_predict_function(force=True)
     return tuple(np.asarray(o) for o in outputs)
 
 
-def translate_corpus(model, sources, beam_width=None, batch_size=64):
+_CASED_PUNCTUATION = re.compile(r"([^\w\s'])")
+
+
+def cased_tokens(text):
+    """`tokenize(text).split()` without lower-casing."""
+    return _CASED_PUNCTUATION.sub(r" \1 ", text).split()
+
+
+def build_truecaser(texts):
+    """The most frequent written form of each lower-cased word of `texts`.
+
+    Words that open a sentence are counted only where nothing else is
+    known of them, since their capital letter says nothing about the
+    word. `truecase` restores case with the result, a recaser in the
+    manner of Moses' `train-truecaser.perl` (Koehn et al., 2007).
+
+    Args:
+        texts: Training targets (raw, cased text).
+
+    Returns:
+        A dict from lower-cased word to written form.
+    """
+    inside, opening = {}, {}
+    for text in texts:
+        for position, word in enumerate(cased_tokens(text)):
+            counts = (opening if position == 0 else inside).setdefault(
+                word.lower(), {}
+            )
+            counts[word] = counts.get(word, 0) + 1
+    table = {}
+    for counts_by_word in (opening, inside):
+        for key, counts in counts_by_word.items():
+            table[key] = max(sorted(counts), key=counts.get)
+    return table
+
+
+def truecase(words, table):
+    """`words` in their usual case (`table` from `build_truecaser`).
+
+    Each word takes its most frequent written form; the first word starts
+    with a capital letter.
+    """
+    words = [table.get(word.lower(), word) for word in words]
+    if words:
+        words[0] = words[0][:1].upper() + words[0][1:]
+    return words
+
+
+def postprocess(words, source, weights, truecaser=None):
+    """Decoded words → text: `[UNK]` replaced, recased, detokenized.
+
+    Each `[UNK]` becomes the source word its decoder step attends to most
+    (Luong et al., 2015, "unk replacement", with the attention weights
+    as the alignment), in its written case; `truecaser` (a table from
+    `build_truecaser`) restores case; hyphens split off by `tokenize` are
+    joined again (`"t - shirt"` → `"t-shirt"`).
+
+    Args:
+        words: Decoded target words (lower-cased).
+        source: The source sentence (raw text).
+        weights: `(len(words), source_words)` attention weights.
+        truecaser: Optional recasing table; `None` keeps the words as
+            decoded.
+
+    Returns:
+        The translation as a string.
+    """
+    source_words = cased_tokens(source)
+    words = list(words)
+    for j, word in enumerate(words):
+        if word == "[UNK]" and source_words and j < len(weights):
+            row = np.asarray(weights[j])[: len(source_words)]
+            if row.size:
+                words[j] = source_words[int(np.argmax(row))]
+    if truecaser is not None:
+        words = truecase(words, truecaser)
+    return re.sub(r"(\w) - (?=\w)", r"\1-", detokenize(words))
+
+
+def translate_corpus(
+    model,
+    sources,
+    beam_width=None,
+    batch_size=64,
+    decoding=None,
+    length_penalty=None,
+    truecaser=None,
+):
     """Translates raw sentences; returns `(translations, tokens, alignments)`.
 
-    `translations` are detokenized strings, `tokens[i]` the target words of
-    sentence `i` and `alignments[i]` its `(target_words, source_words)`
-    weights.
+    `translations` are strings from `postprocess` (`[UNK]` replaced,
+    recased with `truecaser` when given), `tokens[i]` the decoded target
+    words of sentence `i` and `alignments[i]` its `(target_words,
+    source_words)` weights. `decoding`, `beam_width` and `length_penalty`
+    as in `decode_corpus`.
     """
     ids = model.vectorize_sources(sources)
-    tokens, _, weights = decode_corpus(model, ids, beam_width, batch_size)
+    tokens, _, weights = decode_corpus(
+        model, ids, beam_width, batch_size, decoding, length_penalty
+    )
     translations, words_list, alignments = [], [], []
     for i, text in enumerate(sources):
         words = model.tokens_to_words(tokens[i])
         source_length = len(tokenize(text).split())
-        translations.append(detokenize(words))
+        weight = weights[i, : len(words), :source_length]
+        translations.append(postprocess(words, text, weight, truecaser))
         words_list.append(words)
-        alignments.append(weights[i, : len(words), :source_length])
+        alignments.append(weight)
     return translations, words_list, alignments
 
 
-def corpus_bleu(hypotheses, references) -> float:
-    """Corpus BLEU (sacrebleu, 13a tokenization, case-insensitive).
+def corpus_bleu(hypotheses, references, lowercase=True) -> float:
+    """Corpus BLEU with sacrebleu (13a tokenization, detokenized text).
 
-    Case is ignored because the model's tokenizer lower-cases its input;
-    `hypotheses` and `references` are detokenized strings.
+    Args:
+        hypotheses: Detokenized translations.
+        references: Detokenized references, one per hypothesis.
+        lowercase: Whether case is ignored. Defaults to `True`, the
+            figure for a lower-casing model; `False` is the published,
+            case-sensitive BLEU.
     """
     import sacrebleu
 
     return float(
         sacrebleu.corpus_bleu(
-            list(hypotheses), [list(references)], lowercase=True
+            list(hypotheses), [list(references)], lowercase=lowercase
         ).score
     )
 
@@ -216,6 +436,8 @@ def train_translator(
     max_source_tokens=None,
     max_target_tokens=None,
     callbacks=None,
+    label_smoothing=0.0,
+    schedule="constant",
     **model_kwargs,
 ):
     """Builds a `Translator` on `train`'s vocabularies and fits it.
@@ -242,6 +464,11 @@ def train_translator(
         max_target_tokens: Optional target vocabulary size.
         callbacks: Optional extra Keras callbacks, run after the built-in
             ones.
+        label_smoothing: `ε` of `SmoothedSequenceLoss`. Defaults to `0.0`
+            (plain cross-entropy).
+        schedule: Learning-rate schedule, `"constant"` or `"cosine"`
+            (decayed over `epochs` epochs; see `learning_rate_schedule`).
+            Defaults to `"constant"`.
         **model_kwargs: `Translator` arguments (`embedding_dim`, `units`,
             `attention`, `max_output_length`, `beam_width`, `dropout`, ...).
 
@@ -257,16 +484,22 @@ def train_translator(
         model_kwargs["max_output_length"] = 2 * longest + 2
     with distribute.scope(strategy):
         model = Translator(source_vocabulary, target_vocabulary, **model_kwargs)
+    steps = -(-len(train) // batch_size) * epochs
+    rate = learning_rate_schedule(learning_rate, schedule, steps)
+    if label_smoothing:
+        loss = SmoothedSequenceLoss(label_smoothing)
+    else:
+        loss = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, ignore_class=0
+        )
     return fitting.fit(
         model,
         make_dataset(model, train, batch_size, shuffle=True, seed=seed),
         make_dataset(model, validation, batch_size),
         output_dir,
         compile_args=lambda: {
-            "optimizer": keras.optimizers.Adam(learning_rate, clipnorm=5.0),
-            "loss": keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, ignore_class=0
-            ),
+            "optimizer": keras.optimizers.Adam(rate, clipnorm=5.0),
+            "loss": loss,
             # XLA is kept off on TensorFlow; on JAX, whose un-jitted steps
             # run op by op, "auto" compiles the step with jax.jit.
             "jit_compile": (
@@ -282,20 +515,40 @@ def train_translator(
     )
 
 
-def evaluate_translator(model, corpus, beam_width=None, batch_size=64):
+def evaluate_translator(
+    model,
+    corpus,
+    beam_width=None,
+    batch_size=64,
+    decoding=None,
+    length_penalty=None,
+    truecaser=None,
+):
     """BLEU (and alignment accuracy when `corpus` has gold alignments).
 
+    Translations come from `translate_corpus` (the decoding choices of
+    `decode_corpus`; recased with `truecaser` when given) and are scored
+    against the raw references.
+
     Returns:
-        A dict with `bleu`, `examples`, and `alignment_accuracy` on data
-        with alignments, plus the `translations`, `words` and `alignments`
-        (decoded) lists for reports.
+        A dict with `bleu` (case-sensitive, as published), `bleu_uncased`
+        (case-insensitive), `examples`, and `alignment_accuracy` on data
+        with alignments, plus the `translations`, `words` and
+        `alignments` (decoded) lists for reports.
     """
     translations, words, alignments = translate_corpus(
-        model, corpus.sources, beam_width=beam_width, batch_size=batch_size
+        model,
+        corpus.sources,
+        beam_width=beam_width,
+        batch_size=batch_size,
+        decoding=decoding,
+        length_penalty=length_penalty,
+        truecaser=truecaser,
     )
-    references = [detokenize(tokenize(t)) for t in corpus.targets]
+    references = list(corpus.targets)
     result = {
-        "bleu": corpus_bleu(translations, references),
+        "bleu": corpus_bleu(translations, references, lowercase=False),
+        "bleu_uncased": corpus_bleu(translations, references),
         "examples": len(corpus),
         "translations": translations,
         "words": words,
