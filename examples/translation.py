@@ -48,6 +48,13 @@ def _add_data_arguments(group):
     )
     group.add_argument("--validation", help="PREFIX of the validation files")
     group.add_argument("--test", help="PREFIX of the test files")
+    group.add_argument(
+        "--hold-out",
+        type=_cli.positive_int,
+        metavar="N",
+        help="instead of --test: test on N pairs of --train drawn with "
+        "--seed, and train on the rest",
+    )
     group.add_argument("--source", default="de", help="source file suffix")
     group.add_argument("--target", default="en", help="target file suffix")
     group.add_argument(
@@ -103,6 +110,12 @@ def _add_model_arguments(group):
         help="dropout rate on the embeddings and the decoder output",
     )
     group.add_argument(
+        "--label-smoothing",
+        type=_cli.fraction,
+        default=0.0,
+        help="label smoothing of the cross-entropy (0: none)",
+    )
+    group.add_argument(
         "--beam-width",
         type=_cli.positive_int,
         default=1,
@@ -116,8 +129,71 @@ def _add_model_arguments(group):
     )
 
 
+#: Where `--preset multi30k` reads Multi30k task 1 (`train.de`, `train.en`,
+#: `val.de`, `val.en`).
+MULTI30K = os.path.normpath(
+    os.path.join(
+        os.path.dirname(os.path.abspath(__file__)),
+        "..",
+        "..",
+        "shared",
+        "data",
+        "multi30k",
+    )
+)
+MULTI30K_SOURCE = (
+    "https://github.com/multi30k/dataset (data/task1/raw: train and val, "
+    "de and en, gunzipped)"
+)
+
+#: `--preset NAME` → the defaults it sets (explicit flags override them).
+#: multi30k: German → English on Multi30k task 1, tested on 1,000 pairs
+#: held out of `train` (`val` chooses the checkpoint); BENCHMARKS.md
+#: "Seq2seq translation" shows what each setting brings.
+PRESETS = {
+    "multi30k": {
+        "train": os.path.join(MULTI30K, "train"),
+        "validation": os.path.join(MULTI30K, "val"),
+        "hold_out": 1000,
+        "max_source_tokens": 8000,
+        "max_target_tokens": 6000,
+        "embedding_dim": 128,
+        "units": 128,
+        "dropout": 0.2,
+        "label_smoothing": 0.1,
+        "schedule": "cosine_time",
+        "epochs": 30,
+        "patience": 3,
+        "batch_size": 128,
+        "learning_rate": 3e-3,
+        "max_minutes": 30.0,
+        "beam_width": 5,
+        "length_penalty": 0.6,
+        "output": os.path.join("runs", "multi30k"),
+    },
+}
+
+
+def _check_preset_files(args):
+    """`--preset multi30k` without the files: one line naming both places."""
+    if args.preset != "multi30k" or args.translate:
+        return
+    for prefix in (args.train, args.validation):
+        for suffix in (args.source, args.target):
+            path = f"{prefix}.{suffix}"
+            if not os.path.isfile(path):
+                _cli.fail(
+                    f"--preset multi30k needs {path}, which is missing: get "
+                    f"Multi30k task 1 from {MULTI30K_SOURCE} and put "
+                    f"train.{suffix} and val.{suffix} in "
+                    f"{os.path.dirname(path)}, or point --train and "
+                    "--validation at them"
+                )
+
+
 def parse_args(argv=None):
     parser = _cli.Parser(description=__doc__.split("\n\n")[0])
+    _cli.add_preset_argument(parser, PRESETS)
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     group = parser.add_argument_group("training")
@@ -127,6 +203,18 @@ def parse_args(argv=None):
         batch_size=64,
         learning_rate=5e-3,
         seed="seed of the synthetic data and of the weights",
+    )
+    group.add_argument(
+        "--schedule",
+        choices=["constant", "cosine", "cosine_time"],
+        default="constant",
+        help="learning rate: constant, cosine decay over --epochs, or "
+        "cosine decay over --max-minutes",
+    )
+    group.add_argument(
+        "--max-minutes",
+        type=_cli.positive_float,
+        help="stop training after the batch that crosses this many minutes",
     )
     _cli.add_run_arguments(group)
     parser.add_argument(
@@ -140,10 +228,22 @@ def parse_args(argv=None):
         metavar="SENTENCE",
         help="translate SENTENCE with OUTPUT/model.keras instead of training",
     )
-    args = parser.parse_args(argv)
-    files = [args.train, args.validation, args.test]
+    args = _cli.parse_with_preset(parser, PRESETS, argv)
+    if args.test and args.hold_out:
+        given = sys.argv[1:] if argv is None else argv
+        if any(a.split("=")[0] == "--hold-out" for a in given):
+            parser.error("--test and --hold-out exclude each other")
+        args.hold_out = None  # an explicit --test replaces the preset's
+    files = [args.train, args.validation, args.test or args.hold_out]
     if any(files) and not all(files):
-        parser.error("--train, --validation and --test go together")
+        parser.error(
+            "--train, --validation and --test (or --hold-out) go together"
+        )
+    if args.schedule == "cosine_time" and not args.max_minutes:
+        parser.error(
+            "--schedule cosine_time decays over --max-minutes: give it"
+        )
+    _check_preset_files(args)
     return args
 
 
@@ -153,19 +253,23 @@ def load_splits(args):
 
     if args.train:
         with _cli.user_errors():
-            return {
-                name: data.read_parallel(prefix, args.source, args.target)
-                for name, prefix in (
-                    ("train", args.train),
-                    ("validation", args.validation),
-                    ("test", args.test),
-                )
-            }
+            train = data.read_parallel(args.train, args.source, args.target)
+            validation = data.read_parallel(
+                args.validation, args.source, args.target
+            )
+            if args.hold_out:
+                train, test = data.hold_out(train, args.hold_out, args.seed)
+            else:
+                test = data.read_parallel(args.test, args.source, args.target)
+        return {"train": train, "validation": validation, "test": test}
     return {
         "train": data.make_synthetic_translation(args.num_examples, args.seed),
         "validation": data.make_synthetic_translation(500, args.seed + 1),
         "test": data.make_synthetic_translation(500, args.seed + 2),
     }
+
+
+TRUECASER = "truecaser.json"
 
 
 def translate(args):
@@ -177,7 +281,22 @@ def translate(args):
     if not hasattr(model, "translate"):
         _cli.fail(f"{path} is not a translator (it has no translate method)")
     beam_width = args.beam_width if args.beam_width > 1 else None
-    translation = model.translate(args.translate, beam_width=beam_width)
+    options = {"length_penalty": args.length_penalty} if beam_width else {}
+    translation, (words, _, weights) = model.translate(
+        args.translate,
+        beam_width=beam_width,
+        return_alignments=True,
+        **options,
+    )
+    table = os.path.join(args.output, TRUECASER)
+    if os.path.isfile(table):
+        import json
+
+        from keras_attention.models.translation import postprocess
+
+        with open(table, encoding="utf-8") as f:
+            truecaser = json.load(f)
+        translation = postprocess(words, args.translate, weights, truecaser)
     print(translation)
     return translation
 
@@ -198,6 +317,9 @@ def _train(args, splits, strategy):
         verbose=2 if args.quiet else 1,
         max_source_tokens=args.max_source_tokens,
         max_target_tokens=args.max_target_tokens,
+        label_smoothing=args.label_smoothing,
+        schedule=args.schedule,
+        max_minutes=args.max_minutes,
         embedding_dim=args.embedding_dim,
         units=args.units,
         attention=args.attention,
@@ -205,6 +327,37 @@ def _train(args, splits, strategy):
         length_penalty=args.length_penalty,
         dropout=args.dropout,
     )
+
+
+def _evaluate(args, model, splits):
+    """Test metrics, and BLEU on validation for real data."""
+    from keras_attention.models import translation
+
+    truecaser = None
+    if args.train:
+        # Real text: restore the case the model's tokenizer drops.
+        truecaser = translation.build_truecaser(splits["train"].targets)
+    decoding = {
+        "decoding": "beam" if args.beam_width > 1 else "greedy",
+        "beam_width": args.beam_width,
+        "length_penalty": args.length_penalty,
+        "truecaser": truecaser,
+    }
+    test = translation.evaluate_translator(model, splits["test"], **decoding)
+    metrics = {
+        "bleu": test["bleu"],
+        "bleu_uncased": test["bleu_uncased"],
+        "test_examples": test["examples"],
+    }
+    if args.train:
+        validation = translation.evaluate_translator(
+            model, splits["validation"], **decoding
+        )
+        metrics["validation_bleu"] = validation["bleu"]
+        metrics["validation_bleu_uncased"] = validation["bleu_uncased"]
+    if "alignment_accuracy" in test:
+        metrics["alignment_accuracy"] = test["alignment_accuracy"]
+    return test, metrics, truecaser
 
 
 def main(argv=None):
@@ -218,18 +371,19 @@ def main(argv=None):
     splits = load_splits(args)
     print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))
     result = _train(args, splits, strategy)
-    test = translation.evaluate_translator(result.model, splits["test"])
-    metrics = {
-        "bleu": test["bleu"],
-        "test_examples": test["examples"],
-        "beam_width": args.beam_width,
-        "epochs_trained": result.epochs_trained,
-        "train_seconds": round(result.train_seconds, 1),
-        "best_val_loss": min(result.history.get("val_loss", [float("nan")])),
-        "args": vars(args),
-    }
-    if "alignment_accuracy" in test:
-        metrics["alignment_accuracy"] = test["alignment_accuracy"]
+    test, metrics, truecaser = _evaluate(args, result.model, splits)
+    metrics.update(
+        {
+            "beam_width": args.beam_width,
+            "length_penalty": args.length_penalty,
+            "epochs_trained": result.epochs_trained,
+            "train_seconds": round(result.train_seconds, 1),
+            "best_val_loss": min(
+                result.history.get("val_loss", [float("nan")])
+            ),
+            "args": vars(args),
+        }
+    )
     if fitting.write_run(args.output, result.model, metrics, strategy):
         translation.save_alignment_plot(
             splits["test"].sources,
@@ -237,10 +391,22 @@ def main(argv=None):
             test["alignments"],
             os.path.join(args.output, "alignment.png"),
         )
+        if truecaser is not None:
+            import json
+
+            with open(os.path.join(args.output, TRUECASER), "w") as f:
+                json.dump(truecaser, f, ensure_ascii=False)
         print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
     for i in range(3):
         print(f"  {splits['test'].sources[i]}  ->  {test['translations'][i]}")
-    keys = ("bleu", "alignment_accuracy", "epochs_trained", "train_seconds")
+    keys = (
+        "bleu",
+        "bleu_uncased",
+        "validation_bleu",
+        "alignment_accuracy",
+        "epochs_trained",
+        "train_seconds",
+    )
     fitting.print_metrics(metrics, keys)
     return metrics
 

@@ -110,26 +110,43 @@ class SmoothedSequenceLoss(keras.losses.Loss):
 class TimeLimit(keras.callbacks.Callback):
     """Stops training after the batch that crosses `minutes` of training.
 
-    The time counts from the start of `fit` (validation included).
+    The time counts from the start of `fit` (validation included). With
+    `anneal=True` the optimizer's learning rate also follows a cosine
+    from its first value down to 1/20 of it over those minutes, so that
+    the decay ends with the time budget however loaded the machine is.
     """
 
-    def __init__(self, minutes):
+    def __init__(self, minutes, anneal=False):
         super().__init__()
         self.seconds = 60.0 * float(minutes)
+        self.anneal = anneal
         self.start = None
+        self.peak = None
         self.stopped = False
 
     def on_train_begin(self, logs=None):
         import time
 
         self.start = time.perf_counter()
+        if self.anneal:
+            self.peak = float(
+                ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            )
 
     def on_train_batch_end(self, batch, logs=None):
+        import math
         import time
 
-        if time.perf_counter() - self.start > self.seconds:
+        elapsed = time.perf_counter() - self.start
+        if elapsed > self.seconds:
             self.stopped = True
             self.model.stop_training = True
+        if self.anneal:
+            fraction = min(elapsed / self.seconds, 1.0)
+            cosine = 0.5 * (1.0 + math.cos(math.pi * fraction))
+            self.model.optimizer.learning_rate = self.peak * (
+                0.05 + 0.95 * cosine
+            )
 
 
 def learning_rate_schedule(learning_rate, schedule, total_steps):
@@ -137,14 +154,16 @@ def learning_rate_schedule(learning_rate, schedule, total_steps):
 
     Args:
         learning_rate: The peak (first) rate.
-        schedule: `"constant"` or `"cosine"` (down to 1/20 of the peak at
-            `total_steps`, Loshchilov & Hutter, 2017, without restarts).
+        schedule: `"constant"`, `"cosine"` (down to 1/20 of the peak at
+            `total_steps`, Loshchilov & Hutter, 2017, without restarts) or
+            `"cosine_time"` (the same over a time budget: a constant here,
+            annealed by `TimeLimit(minutes, anneal=True)`).
         total_steps: Training steps the decay spans.
 
     Returns:
         A float or a `keras.optimizers.schedules.LearningRateSchedule`.
     """
-    if schedule == "constant":
+    if schedule in ("constant", "cosine_time"):
         return learning_rate
     if schedule == "cosine":
         return keras.optimizers.schedules.CosineDecay(
@@ -152,7 +171,8 @@ def learning_rate_schedule(learning_rate, schedule, total_steps):
         )
     raise ValueError(
         "Received an invalid value for argument `schedule`, expected "
-        f"'constant' or 'cosine'. Received: schedule={schedule!r}"
+        "'constant', 'cosine' or 'cosine_time'. "
+        f"Received: schedule={schedule!r}"
     )
 
 
@@ -438,6 +458,7 @@ def train_translator(
     callbacks=None,
     label_smoothing=0.0,
     schedule="constant",
+    max_minutes=None,
     **model_kwargs,
 ):
     """Builds a `Translator` on `train`'s vocabularies and fits it.
@@ -466,9 +487,11 @@ def train_translator(
             ones.
         label_smoothing: `ε` of `SmoothedSequenceLoss`. Defaults to `0.0`
             (plain cross-entropy).
-        schedule: Learning-rate schedule, `"constant"` or `"cosine"`
-            (decayed over `epochs` epochs; see `learning_rate_schedule`).
-            Defaults to `"constant"`.
+        schedule: Learning-rate schedule, `"constant"`, `"cosine"`
+            (decayed over `epochs` epochs) or `"cosine_time"` (decayed over
+            `max_minutes`); see `learning_rate_schedule`. Defaults to
+            `"constant"`.
+        max_minutes: Optional training time budget (`TimeLimit`).
         **model_kwargs: `Translator` arguments (`embedding_dim`, `units`,
             `attention`, `max_output_length`, `beam_width`, `dropout`, ...).
 
@@ -486,13 +509,21 @@ def train_translator(
         model = Translator(source_vocabulary, target_vocabulary, **model_kwargs)
     steps = -(-len(train) // batch_size) * epochs
     rate = learning_rate_schedule(learning_rate, schedule, steps)
+    if schedule == "cosine_time" and not max_minutes:
+        raise ValueError(
+            "schedule='cosine_time' decays over the time budget: give "
+            f"`max_minutes`. Received: max_minutes={max_minutes!r}"
+        )
+    if max_minutes:
+        limit = TimeLimit(max_minutes, anneal=schedule == "cosine_time")
+        callbacks = [*(callbacks or []), limit]
     if label_smoothing:
         loss = SmoothedSequenceLoss(label_smoothing)
     else:
         loss = keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, ignore_class=0
         )
-    return fitting.fit(
+    result = fitting.fit(
         model,
         make_dataset(model, train, batch_size, shuffle=True, seed=seed),
         make_dataset(model, validation, batch_size),
@@ -513,6 +544,16 @@ def train_translator(
         verbose=verbose,
         callbacks=callbacks,
     )
+    if label_smoothing and getattr(result.model, "compiled", False):
+        # The saved model names only built-in Keras classes, so that it
+        # loads after `import keras_attention` alone.
+        result.model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, ignore_class=0
+            ),
+        )
+    return result
 
 
 def evaluate_translator(
