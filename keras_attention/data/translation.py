@@ -195,7 +195,9 @@ def hold_out(
     Multi30k: 1,000 of the 29,000 `train` pairs, while `val` stays for
     every choice). The draw is `numpy.random.default_rng(seed)
     .permutation(len(corpus))[:count]`, so a seed fixes it; both parts
-    keep the corpus order, and no pair is in both.
+    keep the corpus order. No held-out sentence is left to train on: a
+    pair of the rest whose source or target repeats one of a held-out
+    pair is dropped too (in Multi30k's `train`, with seed 0, one pair).
 
     Args:
         corpus: A `ParallelCorpus` (its `alignments` follow their pairs).
@@ -204,7 +206,8 @@ def hold_out(
         seed: Seed of the draw. Defaults to `0`.
 
     Returns:
-        `(rest, held_out)`: two `ParallelCorpus`.
+        `(rest, held_out)`: two `ParallelCorpus`; `rest` has
+        `len(corpus) - count` pairs, fewer when sentences repeat.
 
     Raises:
         ValueError: If `count` is not an integer in `[1, len(corpus))`.
@@ -229,6 +232,14 @@ def hold_out(
         )
     chosen = np.zeros(len(corpus), dtype=bool)
     chosen[np.random.default_rng(seed).permutation(len(corpus))[:count]] = True
+    held = [
+        {text for text, keep in zip(texts, chosen, strict=True) if keep}
+        for texts in (corpus.sources, corpus.targets)
+    ]
+    pairs = zip(corpus.sources, corpus.targets, strict=True)
+    repeats = np.array(
+        [source in held[0] or target in held[1] for source, target in pairs]
+    )
 
     def take(keep):
         indices = np.flatnonzero(keep).tolist()
@@ -240,7 +251,7 @@ def hold_out(
             else [corpus.alignments[i] for i in indices],
         )
 
-    return take(~chosen), take(chosen)
+    return take(~chosen & ~repeats), take(chosen)
 
 
 def _read_lines(path):

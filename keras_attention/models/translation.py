@@ -498,6 +498,11 @@ def train_translator(
     Returns:
         A `keras_attention.models.fitting.FitResult`.
     """
+    if schedule == "cosine_time" and not max_minutes:
+        raise ValueError(
+            "schedule='cosine_time' decays over the time budget: give "
+            f"`max_minutes`. Received: max_minutes={max_minutes!r}"
+        )
     keras.utils.set_random_seed(seed)
     source_vocabulary, target_vocabulary = build_vocabularies(
         train.sources, train.targets, max_source_tokens, max_target_tokens
@@ -509,11 +514,6 @@ def train_translator(
         model = Translator(source_vocabulary, target_vocabulary, **model_kwargs)
     steps = -(-len(train) // batch_size) * epochs
     rate = learning_rate_schedule(learning_rate, schedule, steps)
-    if schedule == "cosine_time" and not max_minutes:
-        raise ValueError(
-            "schedule='cosine_time' decays over the time budget: give "
-            f"`max_minutes`. Received: max_minutes={max_minutes!r}"
-        )
     if max_minutes:
         limit = TimeLimit(max_minutes, anneal=schedule == "cosine_time")
         callbacks = [*(callbacks or []), limit]

@@ -158,3 +158,32 @@ def test_parallel_corpus_length():
     data = translation.ParallelCorpus(["a"], ["b"])
     assert len(data) == 1
     assert np.ndim(data.sources) == 1
+
+
+def test_hold_out_is_seeded_disjoint_and_keeps_order():
+    corpus = translation.make_synthetic_translation(30, seed=1)
+    rest, held = translation.hold_out(corpus, count=7, seed=3)
+    assert (len(rest), len(held)) == (23, 7)
+    pairs = list(zip(corpus.sources, corpus.targets, strict=True))
+    rest_pairs = list(zip(rest.sources, rest.targets, strict=True))
+    held_pairs = list(zip(held.sources, held.targets, strict=True))
+    # Disjoint and complete, in corpus order, alignments with their pairs.
+    indices = sorted(pairs.index(p) for p in held_pairs)
+    assert [pairs.index(p) for p in held_pairs] == indices
+    assert sorted(rest_pairs + held_pairs) == sorted(pairs)
+    assert not set(rest_pairs) & set(held_pairs)
+    assert held.alignments == [corpus.alignments[i] for i in indices]
+    assert translation.hold_out(corpus, 7, seed=3) == (rest, held)
+    assert translation.hold_out(corpus, 7, seed=4)[1] != held
+    # A sentence of a held-out pair is not trained on, even repeated.
+    repeated = translation.ParallelCorpus(
+        ["a", "b", "a", "c", "d"], ["1", "2", "3", "2", "4"]
+    )
+    for seed in range(4):
+        rest, again = translation.hold_out(repeated, count=1, seed=seed)
+        assert not set(rest.sources) & set(again.sources)
+        assert not set(rest.targets) & set(again.targets)
+        # Every pair but d's shares a sentence with one other pair.
+        assert len(rest) == (4 if again.sources == ["d"] else 3)
+    with pytest.raises(ValueError, match=r"in \[1, 30\).*Received: count=30"):
+        translation.hold_out(corpus, count=30)

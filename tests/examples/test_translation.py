@@ -49,8 +49,15 @@ def test_help_lists_the_options(capsys):
         "--beam-width",
         "--distribute",
         "--translate",
+        "--preset",
+        "--hold-out",
+        "--label-smoothing",
+        "--max-minutes",
     ):
         assert option in text
+    # --help says what the preset sets.
+    assert "multi30k: --train" in " ".join(text.split())
+    assert "--hold-out 1000" in " ".join(text.split())
 
 
 def test_synthetic_run_translates_and_attends_to_the_right_words(
@@ -123,3 +130,88 @@ def test_train_without_test_files_is_a_usage_error(capsys):
         _example().main(["--train", "x"])
     assert exit_info.value.code == 2
     assert "go together" in capsys.readouterr().err
+
+
+def _write_pairs(folder, name, count):
+    for suffix, word in (("de", "hund"), ("en", "dog")):
+        lines = [f"{word} {i}" for i in range(count)]
+        with open(os.path.join(folder, f"{name}.{suffix}"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return os.path.join(folder, name)
+
+
+@pytest.mark.backend_independent
+def test_multi30k_preset_sets_defaults_and_holds_out_training_pairs(tmp_path):
+    example = _example()
+    train = _write_pairs(tmp_path, "train", 12)
+    val = _write_pairs(tmp_path, "val", 3)
+    files = ["--train", train, "--validation", val]
+    args = example.parse_args(["--preset", "multi30k", *files, "--units", "7"])
+    preset = example.PRESETS["multi30k"]
+    assert args.units == 7  # explicit flags override the preset
+    assert args.train == train and args.test is None
+    for name in ("hold_out", "label_smoothing", "schedule", "beam_width"):
+        assert getattr(args, name) == preset[name]
+    assert example.parse_args([]).hold_out is None  # no preset, no hold-out
+    args.hold_out = 4
+    splits = example.load_splits(args)
+    sizes = [len(splits[n]) for n in ("train", "validation", "test")]
+    assert sizes == [8, 3, 4]
+    assert not set(splits["train"].sources) & set(splits["test"].sources)
+    # An explicit --test replaces the preset's held-out pairs.
+    args = example.parse_args(["--preset", "multi30k", *files, "--test", val])
+    assert args.hold_out is None and args.test == val
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--preset", "multi30k", "--validation", "VAL"],
+            "absent.de, which is missing: get Multi30k task 1 from https:",
+        ),
+        (
+            ["--preset", "multi30k", "--test", "VAL", "--hold-out", "2"],
+            "--test and --hold-out exclude each other",
+        ),
+        (
+            ["--validation", "VAL", "--test", "VAL"]
+            + ["--schedule", "cosine_time"],
+            "--schedule cosine_time decays over --max-minutes",
+        ),
+    ],
+)
+def test_translation_flag_errors_are_one_line(tmp_path, capsys, argv, message):
+    val = _write_pairs(tmp_path, "val", 3)
+    argv = [val if a == "VAL" else a for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        _example().parse_args(["--train", str(tmp_path / "absent"), *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert message in err
+
+
+@pytest.mark.slow
+def test_multi30k_preset_brief_run(tmp_path):
+    example = _example()
+    if not os.path.isdir(example.MULTI30K):
+        pytest.skip(f"{example.MULTI30K} is absent")
+    args = example.parse_args(["--preset", "multi30k"])
+    splits = example.load_splits(args)
+    sizes = [len(splits[n]) for n in ("train", "validation", "test")]
+    assert sizes == [27999, 1014, 1000]  # one repeat dropped (hold_out)
+    # No test sentence is trained on (Multi30k has no repeated sources).
+    assert not set(splits["train"].sources) & set(splits["test"].sources)
+    output = str(tmp_path / "multi30k")
+    brief = ["--max-minutes", "1", "--beam-width", "1", "--quiet"]
+    metrics = example.main(["--preset", "multi30k", *brief, "--output", output])
+    # A minute of training: far from the benchmark, but translating.
+    assert metrics["test_examples"] == 1000
+    assert metrics["epochs_trained"] == 1
+    assert metrics["bleu_uncased"] >= metrics["bleu"] > 0.0
+    translated = example.main(
+        ["--output", output, "--translate", "Ein Hund läuft im Park."]
+    )
+    assert translated[:1].isupper()
