@@ -11,10 +11,18 @@ translates.
     python examples/translation.py --train data/train --validation data/val \\
         --test data/test --source de --target en --epochs 10
     python examples/translation.py --translate "ein hund läuft ."
+    python examples/translation.py --preset multi30k
+
+`--preset multi30k` trains German → English on Multi30k task 1 from
+`../shared/data/multi30k` (`train`, `val`): 1,000 `train` pairs are held
+out as the test set, `val` chooses the checkpoint, and training stops
+after 30 minutes (`--help` lists every setting it makes; flags given
+explicitly override them). BENCHMARKS.md has its figures.
 
 Writes to `--output`: `model.keras` (a `Translator`: token ids in,
 `(tokens, scores, alignments)` out; `translate()` takes raw text),
-`metrics.json` (`bleu` from sacrebleu on the test set, and on synthetic
+`metrics.json` (`bleu` from sacrebleu on the test set, case-sensitive,
+and `bleu_uncased`; on real data `validation_bleu`; on synthetic
 data `alignment_accuracy`: the share of target words whose strongest
 attention weight, with the gold target fed to the decoder, falls on the
 source word they translate) and `alignment.png` (target × source weights

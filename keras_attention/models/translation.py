@@ -213,10 +213,15 @@ def decode_corpus(
     saved = (model.beam_width, model.length_penalty)
     if decoding == "greedy":
         beam_width = 1
-    if beam_width is not None:
-        model.beam_width = beam_width
-    if length_penalty is not None:
-        model.length_penalty = float(length_penalty)
+    wanted = (
+        saved[0] if beam_width is None else beam_width,
+        saved[1] if length_penalty is None else float(length_penalty),
+    )
+    if wanted == saved:
+        # The model's own settings: its compiled predict function serves.
+        outputs = model.predict(source_ids, batch_size=batch_size, verbose=0)
+        return tuple(np.asarray(o) for o in outputs)
+    model.beam_width, model.length_penalty = wanted
     try:
         model.make_predict_function(force=True)
         outputs = model.predict(source_ids, batch_size=batch_size, verbose=0)
@@ -553,6 +558,8 @@ def train_translator(
                 from_logits=True, ignore_class=0
             ),
         )
+        # Built, so that loading finds the variables it expects.
+        result.model.optimizer.build(result.model.trainable_variables)
     return result
 
 

@@ -112,6 +112,8 @@ def test_parallel_files_run(tmp_path):
             "8",
             "--beam-width",
             "2",
+            "--label-smoothing",
+            "0.1",
             "--distribute",
             "mirrored",
             "--quiet",
@@ -122,7 +124,12 @@ def test_parallel_files_run(tmp_path):
     assert 0.0 <= metrics["bleu"] <= 100.0
     assert "alignment_accuracy" not in metrics
     assert metrics["beam_width"] == 2
-    assert os.path.exists(os.path.join(output, "model.keras"))
+    assert 0.0 <= metrics["validation_bleu"] <= 100.0
+    assert metrics["bleu"] <= metrics["bleu_uncased"]
+    # The saved model loads alone; --translate recases with the table.
+    assert os.path.exists(os.path.join(output, "truecaser.json"))
+    translated = _example().main(["--output", output, "--translate", "ka"])
+    assert translated == translated[:1].upper() + translated[1:]
 
 
 def test_train_without_test_files_is_a_usage_error(capsys):
