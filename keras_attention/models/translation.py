@@ -128,6 +128,7 @@ class TimeLimit(keras.callbacks.Callback):
         import time
 
         self.start = time.perf_counter()
+        self.annealed = 0.0
         if self.anneal:
             self.peak = float(
                 ops.convert_to_numpy(self.model.optimizer.learning_rate)
@@ -141,8 +142,13 @@ class TimeLimit(keras.callbacks.Callback):
         if elapsed > self.seconds:
             self.stopped = True
             self.model.stop_training = True
-        if self.anneal:
-            fraction = min(elapsed / self.seconds, 1.0)
+        fraction = min(elapsed / self.seconds, 1.0)
+        # Every 1/200 of the budget: on JAX each change writes the
+        # training state back to the variables first (`jax_state_sync`).
+        if self.anneal and (fraction - self.annealed >= 0.005 or self.stopped):
+            self.annealed = fraction
+            if hasattr(self.model, "jax_state_sync"):
+                self.model.jax_state_sync()
             cosine = 0.5 * (1.0 + math.cos(math.pi * fraction))
             self.model.optimizer.learning_rate = self.peak * (
                 0.05 + 0.95 * cosine

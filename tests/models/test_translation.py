@@ -154,6 +154,10 @@ def test_learning_rate_schedules_and_time_limit_anneal():
     class Stub:
         optimizer = keras.optimizers.Adam(1e-2)
         stop_training = False
+        synced = 0
+
+        def jax_state_sync(self):
+            self.synced += 1
 
     stub = Stub()
     limit = translation.TimeLimit(minutes=1e-9, anneal=True)
@@ -163,6 +167,8 @@ def test_learning_rate_schedules_and_time_limit_anneal():
     # Past the budget: stopped, at 1/20 of the first rate.
     assert stub.stop_training and limit.stopped
     assert float(stub.optimizer.learning_rate) == pytest.approx(5e-4)
+    # On JAX the training state is written back before the rate changes.
+    assert stub.synced == 1
 
 
 def test_postprocess_replaces_unknowns_recases_and_joins_hyphens():
