@@ -37,12 +37,21 @@ def test_vocabularies_start_with_padding_and_hold_start_end_tokens():
 def test_decode_corpus_beam_width_one_equals_greedy_predict():
     model = _model(beam_width=3)
     ids = model.vectorize_sources(DATA.sources[:5])
+    seen, predict = [], model.predict
+
+    def spy(*args, **kwargs):
+        seen.append((model.beam_width, model.length_penalty))
+        return predict(*args, **kwargs)
+
+    model.predict = spy
     greedy = translation.decode_corpus(model, ids, decoding="greedy")
     direct = model.decode(ids, beam_width=1)
     np.testing.assert_array_equal(
         greedy[0], keras.ops.convert_to_numpy(direct.tokens)
     )
     beam = translation.decode_corpus(model, ids, length_penalty=2.0)
+    # The settings reach the compiled decoder, and are restored after.
+    assert seen == [(1, 0.0), (3, 2.0)]
     assert (model.beam_width, model.length_penalty) == (3, 0.0)
     # The compiled, batched path and the eager one find the same beams.
     eager = model.decode(ids, beam_width=3, length_penalty=2.0)
