@@ -176,8 +176,9 @@ def test_learning_rate_schedules_and_time_limit_anneal():
     # Past the budget: stopped, at 1/20 of the first rate.
     assert stub.stop_training and limit.stopped
     assert float(stub.optimizer.learning_rate) == pytest.approx(5e-4)
-    # On JAX the training state is written back before the rate changes.
-    assert stub.synced == 1
+    # The training state is written back before the rate changes (on JAX
+    # Keras's `Callback.model` also does it, at each access).
+    assert stub.synced >= 1
 
 
 def test_postprocess_replaces_unknowns_recases_and_joins_hyphens():
