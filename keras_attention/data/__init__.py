@@ -14,7 +14,9 @@ from keras_attention.data.sentiment import (
     read_sentiment_tsv as read_sentiment_tsv,
 )
 from keras_attention.data.sentiment import tokens_for as tokens_for
+from keras_attention.data.sst import load_sst_splits as load_sst_splits
 from keras_attention.data.translation import ParallelCorpus as ParallelCorpus
+from keras_attention.data.translation import hold_out as hold_out
 from keras_attention.data.translation import (
     load_tfds_translation as load_tfds_translation,
 )
