@@ -188,11 +188,19 @@ def speed(args):
 
     from keras_attention.layers import _chunking
 
-    block = args.block or _chunking.AUTO_CHUNK_SIZE
+    if args.block:
+        chunked, sizes = args.block, f"{args.block} x {args.block}"
+    else:
+        # The automatic choice's blocks: the layer with chunk_size=None,
+        # its threshold lowered so that it always takes the chunked path.
+        _chunking.AUTO_CHUNK_MIN_BYTES = 0
+        chunked = "ours_auto"
+        sizes = f"{_chunking.AUTO_CHUNK_SIZE} x {_chunking.AUTO_KEY_CHUNK_SIZE}"
     print(
         f"B={args.batch} D={args.dim} heads={args.heads} causal={args.causal}"
-        f", tf.function forward+backward, blocks of {block}, median of "
-        f"{args.repeats} alternating steps"
+        f", tf.function forward+backward, blocks of {sizes} (queries x "
+        f"keys), median of {args.repeats} alternating steps; load average "
+        f"{os.getloadavg()[0]:.1f} at the start"
     )
     print("| N | dense wall (s) | chunked wall (s) | wall ratio | CPU ratio |")
     print("|---|---|---|---|---|")
@@ -200,7 +208,7 @@ def speed(args):
         data = np.random.default_rng(0).normal(size=(args.batch, n, args.dim))
         x = tf.constant(data, "float32")
         steps = []
-        for impl in (0, block):
+        for impl in (0, chunked):
             call, layer = _layer(impl, args.heads, args.dim, args.causal)
             call(x[:, :8])
             steps.append(_tf_step(call, layer, "tf_function"))
@@ -310,7 +318,13 @@ def main(argv=None):
         default=0,
         help="timed steps after the first (memory) or per path (speed)",
     )
-    parser.add_argument("--block", type=int, default=0, help="speed: block")
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=0,
+        help="speed: chunk_size (queries and keys per block); 0: the "
+        "automatic choice's blocks",
+    )
     parser.add_argument("--causal", action="store_true")
     parser.add_argument(
         "--plot", default=os.path.join("benchmarks", "long_sequences.png")

@@ -16,7 +16,11 @@ from keras_attention import ops as ka_ops
 # (batch × heads × Tq × Tk floats, batch 1 when it is not static; times
 # `units` for an additive score) would exceed this many bytes.
 AUTO_CHUNK_MIN_BYTES = 2**31
+# Queries and keys per block of the automatic choice: blocks of 512 × 256
+# pairs measured fastest in TensorFlow at N = 4096 (8 heads; BENCHMARKS.md),
+# about 15% faster than 512 × 512, whose blocks leave the CPU's cache.
 AUTO_CHUNK_SIZE = 512
+AUTO_KEY_CHUNK_SIZE = 256
 
 
 def block_size(
@@ -27,7 +31,7 @@ def block_size(
     training,
     dense_only=False,
 ):
-    """The block size of the chunked path for `layer`, or 0 for dense.
+    """`(queries, keys)` per block of the chunked path, `(0, 0)` for dense.
 
     `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`.
     `dense_only` says that the layer must attend through its
@@ -55,26 +59,27 @@ def block_size(
                     f"chunk_size=0 or None to use `{name}`. Received: "
                     f"chunk_size={layer.chunk_size}"
                 )
-        return layer.chunk_size
+        return layer.chunk_size, layer.chunk_size
+    dense = (0, 0)
     if layer.chunk_size == 0 or any(unsupported.values()):
-        return 0
+        return dense
     if dense_only:
-        return 0
+        return dense
     if not layer.score.can_chunk:
-        return 0
+        return dense
     if layer.dropout > 0 and training is not False:
-        return 0
+        return dense
     batch_size, query_length, key_length = shapes
     if not all(isinstance(n, int) for n in (query_length, key_length)):
-        return 0
+        return dense
     batch = batch_size if isinstance(batch_size, int) else 1
     dense_bytes = 4 * batch * layer.num_heads * query_length * key_length
     if not layer.score.is_dot_product:
         # An additive score's dense path holds `units` values per pair.
         dense_bytes *= int(layer.score.v.shape[0])
     if dense_bytes < AUTO_CHUNK_MIN_BYTES:
-        return 0
-    return AUTO_CHUNK_SIZE
+        return dense
+    return AUTO_CHUNK_SIZE, AUTO_KEY_CHUNK_SIZE
 
 
 def window_band(window):
@@ -91,7 +96,8 @@ def chunked_heads_attention(
 ):
     """Chunked attention on `(B, T, heads, depth)` heads with `score`.
 
-    `band` is `chunked_attention`'s `(left, right)` window, or `None`.
+    `block` is `(queries, keys)` per block (from `block_size`); `band` is
+    `chunked_attention`'s `(left, right)` window, or `None`.
     """
     key_mask = None
     for mask in key_masks:
@@ -115,8 +121,8 @@ def chunked_heads_attention(
         query_mask=query_mask,
         key_mask=key_mask,
         causal=causal,
-        query_chunk_size=block,
-        key_chunk_size=block,
+        query_chunk_size=block[0],
+        key_chunk_size=block[1],
         band=band,
         additive_v=additive_v,
     )

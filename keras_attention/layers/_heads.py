@@ -280,7 +280,7 @@ class MultiHeadBase(keras.layers.Layer):
             or self._hooks_overridden()
             or bool(dense_features),
         )
-        if block:
+        if block[0]:
             context = _chunking.chunked_heads_attention(
                 self.score,
                 q,

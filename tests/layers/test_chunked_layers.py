@@ -273,7 +273,7 @@ def test_sliding_window_band_equals_dense_window(window, rand):
         None,
         (key_mask,),
         False,
-        2,
+        (2, 3),
         band=_chunking.window_band(window),
     )
     mask = ka_ops.combine_masks(
