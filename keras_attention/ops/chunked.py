@@ -69,12 +69,17 @@ def _sequential_loop(lower, upper, body, init):
     return tf.while_loop(cond, step, (lower, init), parallel_iterations=1)[1]
 
 
-def _sequential_map(fn, indices):
-    """`ops.map` over block indices, one block at a time (see above)."""
+def _sequential_map(fn, indices, shapes, dtype):
+    """`ops.map` over block indices, one block at a time (see above).
+
+    `shapes` are the static shapes of `fn`'s outputs, so that TensorFlow
+    needs no extra call of `fn` to learn them (in eager mode that call
+    would run a whole block).
+    """
     if keras.backend.backend() != "tensorflow":
         return ops.map(fn, indices)
     tf = _tf()
-    spec = tf.nest.map_structure(tf.TensorSpec.from_tensor, fn(indices[0]))
+    spec = tuple(tf.TensorSpec(shape, dtype) for shape in shapes)
     return tf.map_fn(
         fn, indices, fn_output_signature=spec, parallel_iterations=1
     )
@@ -304,7 +309,13 @@ def _forward(blocks):
             out = ops.where(lse > _NEG / 2, out, ops.zeros_like(out))
         return out, lse
 
-    out_blocks, lse = _sequential_map(forward_block, ops.arange(blocks.nq))
+    rows = tuple(blocks.q.shape[1:-1])
+    out_blocks, lse = _sequential_map(
+        forward_block,
+        ops.arange(blocks.nq),
+        (rows + (blocks.v.shape[-1],), rows + (1,)),
+        dtype,
+    )
     return _from_blocks(out_blocks, blocks.q_len), lse
 
 
