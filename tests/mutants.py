@@ -60,8 +60,8 @@ MUTANTS = (
         "chunked_row_term",
         "the chunked backward pass drops the row term of the softmax gradient",
         "keras_attention/ops/chunked.py",
-        "ds = p * (dp - ops.take(delta_blocks, i, axis=0))",
-        "ds = p * dp",
+        "[do_blocks, -_to_blocks(delta, blocks.qc, blocks.nq)]",
+        "[do_blocks, 0 * _to_blocks(delta, blocks.qc, blocks.nq)]",
     ),
     Mutant(
         "attention_config_score",
@@ -72,10 +72,10 @@ MUTANTS = (
     ),
     Mutant(
         "beam_lowest",
-        "beam search returns its lowest-scoring hypothesis",
+        "beam search keeps its lowest-ranked candidates at every step",
         "keras_attention/seq2seq/decoding.py",
-        'best = ops.cast(ops.argmax(ranking, axis=1), "int32")',
-        'best = ops.cast(ops.argmin(ranking, axis=1), "int32")',
+        "ops.top_k(ops.reshape(ranking, (batch, k * vocab)), k)",
+        "ops.top_k(-ops.reshape(ranking, (batch, k * vocab)), k)",
     ),
     Mutant(
         "tsv_last_line",

@@ -22,3 +22,17 @@ def test_the_torch_lane_holds_the_library_tests():
     library = {"ops", "scores", "layers", "seq2seq", "saving", "errors"}
     named = " ".join(conftest.TORCH_LANE)
     assert all(part in named for part in library), named
+
+
+def test_every_mutant_still_finds_its_code():
+    # A refactor that moves a mutant's text would otherwise leave
+    # `python -m tests.mutants` planting nothing for it (it exits on it,
+    # but nothing runs it in CI).
+    from tests import mutants
+
+    stale = [
+        m.name
+        for m in mutants.MUTANTS
+        if (ROOT / m.path).read_text(encoding="utf-8").count(m.old) != 1
+    ]
+    assert not stale, stale
