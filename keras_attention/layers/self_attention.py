@@ -49,7 +49,7 @@ class SelfAttention(MultiHeadBase):
             keys with an online softmax and a recomputing backward pass, so
             memory grows linearly with the length). `None` (default) uses it
             by itself when the dense weights (batch × heads × Tq × Tk
-            floats, with batch 1 when it is not static) would take 512 MiB
+            floats, with batch 1 when it is not static) would take 2 GiB
             or more (times `units` for an additive score), the lengths are
             static, the score can be chunked (every score but
             `"location"`), no attention scores are requested, no dropout
