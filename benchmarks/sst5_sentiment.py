@@ -31,9 +31,10 @@ sentences as our held-out share): CNN-rand 45.0% (Kim, 2014), tree-LSTM
 """
 
 import argparse
-import json
 import os
 import sys
+
+import _penalty_grid
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -78,24 +79,11 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def _model_kwargs(args, penalty):
-    return {
-        "embedding_dim": args.embedding_dim,
-        "lstm_units": args.lstm_units,
-        "attention_units": args.attention_units,
-        "num_hops": args.num_hops,
-        "penalty_coefficient": penalty,
-        "mlp_units": args.mlp_units,
-        "dropout": args.dropout,
-        "recurrent_dropout": args.recurrent_dropout,
-    }
-
-
 def _train(args, splits, phrases, run_dir, penalty, seed):
     from keras_attention.models import sentiment
 
     initial = None
-    kwargs = _model_kwargs(args, penalty)
+    kwargs = _penalty_grid.model_kwargs(args, penalty)
     seconds = 0.0
     if args.pretrain_epochs:
         pretrained = sentiment.train_sentiment_classifier(
@@ -128,23 +116,6 @@ def _train(args, splits, phrases, run_dir, penalty, seed):
     return result, seconds + result.train_seconds
 
 
-def _summary(runs):
-    import numpy as np
-
-    rows = []
-    for penalty in sorted({r["penalty"] for r in runs}):
-        chosen = [r for r in runs if r["penalty"] == penalty]
-        row = {"penalty": penalty, "runs": len(chosen)}
-        for key in ("test_accuracy", "attention_redundancy"):
-            values = np.array([r[key] for r in chosen])
-            row[key] = float(values.mean())
-            row[key + "_std"] = (
-                float(values.std(ddof=1)) if len(chosen) > 1 else 0.0
-            )
-        rows.append(row)
-    return rows
-
-
 def main(argv=None):
     args = parse_args(argv)
     from keras_attention.data import sst
@@ -155,8 +126,6 @@ def main(argv=None):
             f"SST data not found: {', '.join(missing)}; nothing to benchmark."
         )
         return None
-    from keras_attention.models import sentiment
-
     splits = sst.load_sst_splits("sst5", args.data_root, seed=args.split_seed)
     phrases = None
     if args.pretrain_epochs:
@@ -164,64 +133,13 @@ def main(argv=None):
             "sst2", args.data_root, seed=args.split_seed
         )
     print(", ".join(f"{k} {len(v)}" for k, v in splits.items()), "sentences")
-    runs = []
-    for penalty in args.penalties:
-        for seed in args.seeds:
-            run_dir = os.path.join(
-                args.output, f"penalty_{penalty:g}_seed_{seed}"
-            )
-            result, seconds = _train(
-                args, splits, phrases, run_dir, penalty, seed
-            )
-            validation, _, _ = sentiment.evaluate_sentiment_classifier(
-                result.model, splits["validation"], 256
-            )
-            test, _, _ = sentiment.evaluate_sentiment_classifier(
-                result.model, splits["test"], 256
-            )
-            runs.append(
-                {
-                    "penalty": penalty,
-                    "seed": seed,
-                    "validation_accuracy": validation["accuracy"],
-                    "test_accuracy": test["accuracy"],
-                    "attention_redundancy": test["attention_redundancy"],
-                    "epochs_trained": result.epochs_trained,
-                    "train_seconds": round(seconds, 1),
-                    "load_average": os.getloadavg()[0],
-                }
-            )
-            print(json.dumps(runs[-1]), flush=True)
-    summary = _summary(runs)
-    print(
-        "| penalty | seed | validation | test | mean off-diag. AAᵀ | epochs "
-        "| time |"
+    return _penalty_grid.run_grid(
+        args,
+        splits,
+        lambda run_dir, penalty, seed: _train(
+            args, splits, phrases, run_dir, penalty, seed
+        ),
     )
-    print("|---|---|---|---|---|---|---|")
-    for r in runs:
-        print(
-            f"| {r['penalty']:g} | {r['seed']} | "
-            f"{r['validation_accuracy']:.3f} | "
-            f"{r['test_accuracy']:.3f} | {r['attention_redundancy']:.3f} | "
-            f"{r['epochs_trained']} | {r['train_seconds'] / 60:.1f} min |"
-        )
-    print(
-        "| penalty | runs | test accuracy (mean ± sd) | "
-        "off-diag. AAᵀ (mean ± sd) |"
-    )
-    print("|---|---|---|---|")
-    for r in summary:
-        print(
-            f"| {r['penalty']:g} | {r['runs']} | {r['test_accuracy']:.3f} ± "
-            f"{r['test_accuracy_std']:.3f} | {r['attention_redundancy']:.3f} ± "
-            f"{r['attention_redundancy_std']:.3f} |"
-        )
-    os.makedirs(args.output, exist_ok=True)
-    with open(os.path.join(args.output, "metrics.json"), "w") as f:
-        json.dump(
-            {"args": vars(args), "runs": runs, "summary": summary}, f, indent=2
-        )
-    return {"runs": runs, "summary": summary}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""The penalty × seed grid that the SST-2 and SST-5 benchmarks share.
+
+Each benchmark builds its splits and its training function; this module
+runs one training per penalty coefficient and seed, scores validation and
+test, prints the runs and the mean ± standard deviation over the seeds as
+Markdown, and writes `--output/metrics.json`.
+"""
+
+import json
+import os
+
+
+def model_kwargs(args, penalty):
+    """The classifier's size arguments from `args`, with `penalty`."""
+    return {
+        "embedding_dim": args.embedding_dim,
+        "lstm_units": args.lstm_units,
+        "attention_units": args.attention_units,
+        "num_hops": args.num_hops,
+        "penalty_coefficient": penalty,
+        "mlp_units": args.mlp_units,
+        "dropout": args.dropout,
+        "recurrent_dropout": args.recurrent_dropout,
+    }
+
+
+def summary(runs):
+    """Mean and standard deviation over the seeds, one row per penalty."""
+    import numpy as np
+
+    rows = []
+    for penalty in sorted({r["penalty"] for r in runs}):
+        chosen = [r for r in runs if r["penalty"] == penalty]
+        row = {"penalty": penalty, "runs": len(chosen)}
+        for key in ("test_accuracy", "attention_redundancy"):
+            values = np.array([r[key] for r in chosen])
+            row[key] = float(values.mean())
+            row[key + "_std"] = (
+                float(values.std(ddof=1)) if len(chosen) > 1 else 0.0
+            )
+        rows.append(row)
+    return rows
+
+
+def _run(train, splits, run_dir, penalty, seed):
+    from keras_attention.models import sentiment
+
+    result, seconds = train(run_dir, penalty, seed)
+    validation, _, _ = sentiment.evaluate_sentiment_classifier(
+        result.model, splits["validation"], 256
+    )
+    test, _, _ = sentiment.evaluate_sentiment_classifier(
+        result.model, splits["test"], 256
+    )
+    return {
+        "penalty": penalty,
+        "seed": seed,
+        "validation_accuracy": validation["accuracy"],
+        "test_accuracy": test["accuracy"],
+        "attention_redundancy": test["attention_redundancy"],
+        "epochs_trained": result.epochs_trained,
+        "train_seconds": round(seconds, 1),
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def _print_tables(runs, rows):
+    print(
+        "| penalty | seed | validation | test | mean off-diag. AAᵀ | epochs "
+        "| time |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in runs:
+        print(
+            f"| {r['penalty']:g} | {r['seed']} | "
+            f"{r['validation_accuracy']:.3f} | "
+            f"{r['test_accuracy']:.3f} | {r['attention_redundancy']:.3f} | "
+            f"{r['epochs_trained']} | {r['train_seconds'] / 60:.1f} min |"
+        )
+    print(
+        "| penalty | runs | test accuracy (mean ± sd) | "
+        "off-diag. AAᵀ (mean ± sd) |"
+    )
+    print("|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['penalty']:g} | {r['runs']} | {r['test_accuracy']:.3f} ± "
+            f"{r['test_accuracy_std']:.3f} | {r['attention_redundancy']:.3f} ± "
+            f"{r['attention_redundancy_std']:.3f} |"
+        )
+
+
+def run_grid(args, splits, train):
+    """Trains with each of `args.penalties` × `args.seeds`; reports them.
+
+    Args:
+        args: The benchmark's parsed flags (`penalties`, `seeds`, `output`).
+        splits: `{"train", "validation", "test"}` `SentimentSplit`s.
+        train: `train(run_dir, penalty, seed) -> (FitResult, seconds)`.
+
+    Returns:
+        `{"runs": [...], "summary": [...]}`, also in `metrics.json`.
+    """
+    runs = []
+    for penalty in args.penalties:
+        for seed in args.seeds:
+            run_dir = os.path.join(
+                args.output, f"penalty_{penalty:g}_seed_{seed}"
+            )
+            runs.append(_run(train, splits, run_dir, penalty, seed))
+            print(json.dumps(runs[-1]), flush=True)
+    rows = summary(runs)
+    _print_tables(runs, rows)
+    os.makedirs(args.output, exist_ok=True)
+    with open(os.path.join(args.output, "metrics.json"), "w") as f:
+        json.dump(
+            {"args": vars(args), "runs": runs, "summary": rows}, f, indent=2
+        )
+    return {"runs": runs, "summary": rows}
