@@ -293,18 +293,18 @@ def check_sst_files(args):
             )
 
 
-def load_sst(args):
-    """The sentence-level SST splits of `args`."""
+def load_sst(args, task=None, phrases=None):
+    """The sentence-level SST splits of `args` (or of `task`, `phrases`)."""
     from keras_attention.data import sst
 
     with _cli.user_errors():
         return sst.load_sst_splits(
-            args.data.split("-")[0],
+            task or args.data.split("-")[0],
             args.data_root,
             validation_fraction=args.validation_fraction,
             test_fraction=args.test_fraction,
             seed=args.seed,
-            phrases=args.phrases,
+            phrases=args.phrases if phrases is None else phrases,
         )
 
 
@@ -348,30 +348,13 @@ def _model_kwargs(args):
     }
 
 
-def _pretrain(args, strategy):
-    """The model trained on the SST-2 phrases (`--pretrain-epochs`)."""
-    from keras_attention.data import sst
+def _fit(args, splits, output, strategy, **kwargs):
+    """`train_sentiment_classifier` with the flags both trainings share."""
     from keras_attention.models import sentiment
 
-    phrases = sst.load_sst_splits(
-        "sst2",
-        args.data_root,
-        validation_fraction=args.validation_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-    )
-    print(f"pretraining on {len(phrases['train'])} SST-2 phrases")
-    sentences = sst.load_sst_splits(
-        "sst5",
-        args.data_root,
-        validation_fraction=args.validation_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-    )
     return sentiment.train_sentiment_classifier(
-        phrases,
-        os.path.join(args.output, "pretrain"),
-        epochs=args.pretrain_epochs,
+        splits,
+        output,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         patience=args.patience,
@@ -380,30 +363,40 @@ def _pretrain(args, strategy):
         max_tokens=args.max_tokens,
         max_length=args.max_length,
         verbose=2 if args.quiet else 1,
-        # The vocabulary of the SST-5 training that follows.
-        vocabulary_text=sentences["train"].sentences,
         **_model_kwargs(args),
+        **kwargs,
+    )
+
+
+def _pretrain(args, sentences, strategy):
+    """The model trained on the SST-2 phrases (`--pretrain-epochs`).
+
+    `sentences` are the SST-5 splits trained on next: their training
+    sentences give the vocabulary.
+    """
+    phrases = load_sst(args, task="sst2", phrases=True)
+    print(f"pretraining on {len(phrases['train'])} SST-2 phrases")
+    return _fit(
+        args,
+        phrases,
+        os.path.join(args.output, "pretrain"),
+        strategy,
+        epochs=args.pretrain_epochs,
+        vocabulary_text=sentences["train"].sentences,
     )
 
 
 def _train(args, splits, strategy):
-    from keras_attention.models import sentiment
-
-    initial = _pretrain(args, strategy) if args.pretrain_epochs else None
-    result = sentiment.train_sentiment_classifier(
+    initial = None
+    if args.pretrain_epochs:
+        initial = _pretrain(args, splits, strategy)
+    result = _fit(
+        args,
         splits,
         args.output,
+        strategy,
         epochs=args.epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        patience=args.patience,
-        strategy=strategy,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        max_length=args.max_length,
-        verbose=2 if args.quiet else 1,
         initial_model=None if initial is None else initial.model,
-        **_model_kwargs(args),
     )
     if initial is not None:
         result.train_seconds += initial.train_seconds
