@@ -13,7 +13,9 @@ is its own; the import-and-build RSS is reported too.
 
 `speed`: the chunked path against the dense path of the same layer in one
 process (TensorFlow, `tf.function`), alternating the two steps, with the
-median wall and CPU (`time.process_time`) time of each.
+median wall and CPU (`time.process_time`) time of each; repeated in
+`--processes` fresh processes, since the ratio varies more between
+processes than between the steps of one.
 
     python benchmarks/long_sequences.py                 # memory table
     python benchmarks/long_sequences.py --table speed   # speed table
@@ -181,52 +183,91 @@ def run_one(args, mode, impl, n):
     return json.loads(lines[-1])
 
 
-def speed(args):
-    """Chunked against dense, alternating in one process (`tf.function`)."""
+def _speed_pair(args, n):
+    """One process: the chunked and dense steps alternating, medians."""
     import numpy as np
     import tensorflow as tf
 
     from keras_attention.layers import _chunking
 
-    if args.block:
-        chunked, sizes = args.block, f"{args.block} x {args.block}"
-    else:
+    chunked = args.block or "ours_auto"
+    if not args.block:
         # The automatic choice's blocks: the layer with chunk_size=None,
         # its threshold lowered so that it always takes the chunked path.
         _chunking.AUTO_CHUNK_MIN_BYTES = 0
-        chunked = "ours_auto"
+    data = np.random.default_rng(0).normal(size=(args.batch, n, args.dim))
+    x = tf.constant(data, "float32")
+    steps = []
+    for impl in (0, chunked):
+        call, layer = _layer(impl, args.heads, args.dim, args.causal)
+        call(x[:, :8])
+        steps.append(_tf_step(call, layer, "tf_function"))
+        steps[-1](x)
+    wall, cpu = [[], []], [[], []]
+    for _ in range(args.repeats):
+        for k, step in enumerate(steps):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            step(x)
+            wall[k].append(time.perf_counter() - start)
+            cpu[k].append(time.process_time() - start_cpu)
+    wall = [float(np.median(w)) for w in wall]
+    cpu = [float(np.median(c)) for c in cpu]
+    return {
+        "dense": wall[0],
+        "chunked": wall[1],
+        "ratio": wall[1] / wall[0],
+        "cpu_ratio": cpu[1] / cpu[0],
+    }
+
+
+def speed(args):
+    """Chunked against dense, alternating in one process (`tf.function`),
+    repeated in `--processes` fresh processes."""
+    import numpy as np
+
+    from keras_attention.layers import _chunking
+
+    if args.block:
+        sizes = f"{args.block} x {args.block}"
+    else:
         sizes = f"{_chunking.AUTO_CHUNK_SIZE} x {_chunking.AUTO_KEY_CHUNK_SIZE}"
     print(
         f"B={args.batch} D={args.dim} heads={args.heads} causal={args.causal}"
         f", tf.function forward+backward, blocks of {sizes} (queries x "
-        f"keys), median of {args.repeats} alternating steps; load average "
+        f"keys), median of {args.repeats} alternating steps in each of "
+        f"{args.processes} processes; load average "
         f"{os.getloadavg()[0]:.1f} at the start"
     )
-    print("| N | dense wall (s) | chunked wall (s) | wall ratio | CPU ratio |")
-    print("|---|---|---|---|---|")
+    print(
+        "| N | dense wall (s) | chunked wall (s) | wall ratio | ratio range "
+        "| CPU ratio |"
+    )
+    print("|---|---|---|---|---|---|")
     for n in args.sizes:
-        data = np.random.default_rng(0).normal(size=(args.batch, n, args.dim))
-        x = tf.constant(data, "float32")
-        steps = []
-        for impl in (0, chunked):
-            call, layer = _layer(impl, args.heads, args.dim, args.causal)
-            call(x[:, :8])
-            steps.append(_tf_step(call, layer, "tf_function"))
-            steps[-1](x)
-        wall, cpu = [[], []], [[], []]
-        for _ in range(args.repeats):
-            for k, step in enumerate(steps):
-                start, start_cpu = time.perf_counter(), time.process_time()
-                step(x)
-                wall[k].append(time.perf_counter() - start)
-                cpu[k].append(time.process_time() - start_cpu)
-        wall = [float(np.median(w)) for w in wall]
-        cpu = [float(np.median(c)) for c in cpu]
+        runs = [_speed_process(args, n) for _ in range(args.processes)]
+        med = {key: float(np.median([r[key] for r in runs])) for key in runs[0]}
+        ratios = [r["ratio"] for r in runs]
         print(
-            f"| {n} | {wall[0]:.3f} | {wall[1]:.3f} | {wall[1] / wall[0]:.2f}"
-            f" | {cpu[1] / cpu[0]:.2f} |",
+            f"| {n} | {med['dense']:.3f} | {med['chunked']:.3f} | "
+            f"{med['ratio']:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | "
+            f"{med['cpu_ratio']:.2f} |",
             flush=True,
         )
+
+
+def _speed_process(args, n):
+    """`_speed_pair` in a fresh process: timings differ between processes
+    (measured at N=4096: a ratio of 1.2 in some, 1.6 in others) more than
+    between the steps of one."""
+    if args.processes == 1:
+        return _speed_pair(args, n)
+    cmd = [sys.executable, __file__, "--table", "speed", "--speed-n", str(n)]
+    cmd += ["--batch", str(args.batch), "--dim", str(args.dim)]
+    cmd += ["--heads", str(args.heads), "--repeats", str(args.repeats)]
+    cmd += ["--block", str(args.block)] + (["--causal"] if args.causal else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    return json.loads(lines[-1])
 
 
 def plot(results, path):
@@ -325,6 +366,13 @@ def main(argv=None):
         help="speed: chunk_size (queries and keys per block); 0: the "
         "automatic choice's blocks",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=5,
+        help="speed: fresh processes per N (the table gives the median "
+        "and range of their ratios)",
+    )
     parser.add_argument("--causal", action="store_true")
     parser.add_argument(
         "--plot", default=os.path.join("benchmarks", "long_sequences.png")
@@ -333,6 +381,7 @@ def main(argv=None):
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--speed-n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         if args.worker not in IMPLS:
@@ -343,6 +392,9 @@ def main(argv=None):
         args.sizes, args.dim, args.heads, args.plot = [256, 512], 32, 2, ""
     if args.table == "speed":
         args.repeats = args.repeats or 5
+        if args.speed_n:
+            print(json.dumps(_speed_pair(args, args.speed_n)))
+            return
         speed(args)
     else:
         memory(args)

@@ -191,15 +191,20 @@ class _Blocks:
             or self.k_len % self.kc != 0
         )
 
-    def logits(self, i, j):
-        """Logits of query block i against key block j, their mask, and the
-        hidden `tanh` of an additive score (else `None`)."""
-        q_i = ops.take(self.q, i, axis=0)
+    def key_block(self, j):
+        """What the logits need of key block j: the block (additive) or its
+        transpose (dot product), taken once per block by the loops."""
+        keys = self.k if self.additive_v is not None else self.k_t
+        return ops.take(keys, j, axis=0)
+
+    def logits(self, q_i, k_j, i, j):
+        """Logits of query block `q_i` (index i) against `key_block(j)`,
+        their mask, and the hidden `tanh` of an additive score (else
+        `None`)."""
         hidden = None
         if self.additive_v is None:
-            s = ops.matmul(q_i, ops.take(self.k_t, j, axis=0))
+            s = ops.matmul(q_i, k_j)
         else:
-            k_j = ops.take(self.k, j, axis=0)
             hidden = ops.tanh(
                 ops.expand_dims(q_i, -2) + ops.expand_dims(k_j, -3)
             )
@@ -225,13 +230,14 @@ class _Blocks:
         )
         return valid
 
-    def logit_grads(self, i, j, ds, hidden):
+    def logit_grads(self, i, k_j, ds, hidden):
         """Gradients of a block's logits: `(d q_i, d k_j, d additive_v)`.
 
-        `d k_j` is transposed, `(..., D, kc)`, for a dot product.
+        `k_j` is key block j itself (not `key_block(j)`); `d k_j` is
+        transposed, `(..., D, kc)`, for a dot product.
         """
         if self.additive_v is None:
-            dq = ops.matmul(ds, ops.take(self.k, j, axis=0))
+            dq = ops.matmul(ds, k_j)
             dk_t = ops.matmul(ops.take(self.q_t, i, axis=0), ds)
             return dq, dk_t, None
         ds = ops.expand_dims(ds, -1) * self.scale
@@ -287,10 +293,11 @@ def _forward(blocks):
         shape = ops.shape(blocks.q)[1:-1] + (1,)
         lse = ops.full(shape, _NEG, dtype=dtype)
         out = ops.zeros(shape[:-1] + (ops.shape(blocks.v)[-1],), dtype=dtype)
+        q_i = ops.take(blocks.q, i, axis=0)
 
         def body(j, carry):
             lse, out = carry
-            s, valid, _ = blocks.logits(i, j)
+            s, valid, _ = blocks.logits(q_i, blocks.key_block(j), i, j)
             if valid is not None:
                 s = ops.where(valid, s, _NEG)
             weights, block_lse = _block_softmax(s)
@@ -325,9 +332,9 @@ def _backward(blocks, out, lse, upstream):
     Each key block walks the query blocks that see it, recomputing their
     weights (one extra product of the logits, as in FlashAttention 2): its
     key and value gradients are summed in the loop, the query gradients
-    are added into their blocks. A block's weights are
-    `softmax(s) · exp(block lse - lse)`; the per-query factor is applied to
-    the upstream gradient's rows instead of the block.
+    are added into their blocks. A block's weights are `exp(s - lse)`
+    with the forward's log-sum-exp of each query, so no block is
+    normalised again.
     """
     dtype = blocks.dtype
     d_out = ops.cast(upstream, dtype)
@@ -342,31 +349,39 @@ def _backward(blocks, out, lse, upstream):
     v_t_aug = ops.concatenate(
         [blocks.v_t, ops.ones_like(blocks.v_t[..., :1, :])], axis=-2
     )
+    do_t = ops.swapaxes(do_blocks, -1, -2)
 
     dk_like = blocks.k if additive else blocks.k_t
+    if blocks.masked:  # no unmasked key: weights exp(s - inf) = 0
+        lse = ops.where(lse > _NEG / 2, lse, ops.full_like(lse, -_NEG))
+    queries = blocks.q
+    if not additive:
+        # The weights are `exp(s - lse)`: for a dot product `s - lse` is
+        # one product, with `-lse` as an extra column of q and ones as an
+        # extra row of kᵀ.
+        queries = ops.concatenate([queries, -lse], axis=-1)
 
     def key_block(j, carry):
         dq, dk, dv_t, dw = carry
         v_t = ops.take(v_t_aug, j, axis=0)
+        k_j = blocks.key_block(j)
+        k_j_grad = k_j
+        if not additive:
+            k_j_grad = ops.take(blocks.k, j, axis=0)
+            k_j = ops.concatenate([k_j, ops.ones_like(k_j[..., :1, :])], -2)
 
         def body(i, inner):
             dq, dk_j, dv_j, dw = inner  # dv_j transposed
-            s, valid, hidden = blocks.logits(i, j)
+            q_i = ops.take(queries, i, axis=0)
+            s, valid, hidden = blocks.logits(q_i, k_j, i, j)
+            if additive:
+                s = s - ops.take(lse, i, axis=0)
             if valid is not None:
                 s = ops.where(valid, s, _NEG)
-            weights, block_lse = _block_softmax(s)
-            lse_i = ops.take(lse, i, axis=0)
-            factor = ops.exp(block_lse - lse_i)
-            if blocks.masked:  # no unmasked key: no gradient
-                factor = ops.where(
-                    lse_i > _NEG / 2, factor, ops.zeros_like(factor)
-                )
-            do_i = ops.take(do_aug, i, axis=0) * factor
-            ds = weights * ops.matmul(do_i, v_t)
-            dv_j = dv_j + ops.matmul(
-                ops.swapaxes(do_i[..., :-1], -1, -2), weights
-            )
-            dq_i, dk_part, dw_part = blocks.logit_grads(i, j, ds, hidden)
+            weights = ops.exp(s)
+            ds = weights * ops.matmul(ops.take(do_aug, i, axis=0), v_t)
+            dv_j = dv_j + ops.matmul(ops.take(do_t, i, axis=0), weights)
+            dq_i, dk_part, dw_part = blocks.logit_grads(i, k_j_grad, ds, hidden)
             if additive:
                 dw = dw + dw_part
             return _add_at(dq, i, dq_i), dk_j + dk_part, dv_j, dw
