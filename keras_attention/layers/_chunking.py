@@ -16,13 +16,14 @@ from keras_attention import ops as ka_ops
 # (batch × heads × Tq × Tk floats, batch 1 when it is not static; times
 # `units` for an additive score) would exceed this many bytes: 2 GiB,
 # N = 8192 for one example with 8 heads. On an idle CPU the chunked
-# training step measured 1.23-1.25x the dense one at N = 2048-8192
+# training step measured 1.15-1.20x the dense one at N = 2048-8192
 # (TensorFlow, BENCHMARKS.md), so below this the dense path is faster and
 # its memory still modest.
 AUTO_CHUNK_MIN_BYTES = 2**31
 # Queries and keys per block of the automatic choice: 512 × 512 measured
-# fastest on an idle CPU at N = 4096 (1.23x dense, against 1.32x for
-# 512 × 256 and 1.59x for 1024 × 1024; BENCHMARKS.md).
+# fastest on an idle CPU at N = 4096 (1.22x dense, against 1.32x for
+# 512 × 256 and 1.59x for 1024 × 1024, with the kernel before e6d7b14;
+# BENCHMARKS.md).
 AUTO_CHUNK_SIZE = 512
 AUTO_KEY_CHUNK_SIZE = 512
 
