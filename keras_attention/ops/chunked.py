@@ -352,8 +352,6 @@ def _backward(blocks, out, lse, upstream):
     do_t = ops.swapaxes(do_blocks, -1, -2)
 
     dk_like = blocks.k if additive else blocks.k_t
-    if blocks.masked:  # no unmasked key: weights exp(s - inf) = 0
-        lse = ops.where(lse > _NEG / 2, lse, ops.full_like(lse, -_NEG))
     queries = blocks.q
     if not additive:
         # The weights are `exp(s - lse)`: for a dot product `s - lse` is
@@ -377,6 +375,8 @@ def _backward(blocks, out, lse, upstream):
             if additive:
                 s = s - ops.take(lse, i, axis=0)
             if valid is not None:
+                # Masked pairs get weight 0, also in a row with no unmasked
+                # key (whose log-sum-exp is `_NEG`).
                 s = ops.where(valid, s, _NEG)
             weights = ops.exp(s)
             ds = weights * ops.matmul(ops.take(do_aug, i, axis=0), v_t)
