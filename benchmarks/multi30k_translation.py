@@ -83,6 +83,7 @@ def _missing(args):
 def _score(model, corpus, setting, truecaser, batch_size):
     """BLEU of one decoding setting, with and without post-processing."""
     from keras_attention.models import translation
+    from keras_attention.models import truecasing
 
     width, alpha = setting
     start = time.perf_counter()
@@ -98,9 +99,9 @@ def _score(model, corpus, setting, truecaser, batch_size):
     seconds = time.perf_counter() - start
     references = list(corpus.targets)
     pairs = zip(words, corpus.sources, alignments, strict=True)
-    plain = [translation.postprocess(w, s, a, None) for w, s, a in pairs]
+    plain = [truecasing.postprocess(w, s, a, None) for w, s, a in pairs]
     # An empty source leaves `[UNK]` as it is.
-    no_unk = [translation.postprocess(w, "", [], truecaser) for w in words]
+    no_unk = [truecasing.postprocess(w, "", [], truecaser) for w in words]
     bleu = translation.corpus_bleu
     return {
         "beam_width": width,
@@ -131,7 +132,7 @@ def main(argv=None):
     import keras_attention
     from keras_attention.data.translation import hold_out
     from keras_attention.data.translation import read_parallel
-    from keras_attention.models import translation
+    from keras_attention.models import truecasing
 
     train, test = hold_out(
         read_parallel(os.path.join(args.data_dir, "train")),
@@ -139,7 +140,7 @@ def main(argv=None):
         args.seed,
     )
     val = read_parallel(os.path.join(args.data_dir, "val"))
-    truecaser = translation.build_truecaser(train.targets)
+    truecaser = truecasing.build_truecaser(train.targets)
     model = keras_attention.load_model(os.path.join(args.run, "model.keras"))
     settings = [(1, 0.0)] + [
         (k, a) for k in args.beam_widths for a in args.length_penalties

@@ -300,7 +300,7 @@ def translate(args):
     if os.path.isfile(table):
         import json
 
-        from keras_attention.models.translation import postprocess
+        from keras_attention.models.truecasing import postprocess
 
         with open(table, encoding="utf-8") as f:
             truecaser = json.load(f)
@@ -340,11 +340,12 @@ def _train(args, splits, strategy):
 def _evaluate(args, model, splits):
     """Test metrics, and BLEU on validation for real data."""
     from keras_attention.models import translation
+    from keras_attention.models import truecasing
 
     truecaser = None
     if args.train:
         # Real text: restore the case the model's tokenizer drops.
-        truecaser = translation.build_truecaser(splits["train"].targets)
+        truecaser = truecasing.build_truecaser(splits["train"].targets)
     decoding = {
         "decoding": "beam" if args.beam_width > 1 else "greedy",
         "beam_width": args.beam_width,

@@ -7,8 +7,6 @@ checkpoints, scores it with sacrebleu and measures where it attends.
 TensorFlow is imported inside the training helpers only.
 """
 
-import re
-
 import keras
 import numpy as np
 from keras import ops
@@ -17,11 +15,14 @@ from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.models import distribute
 from keras_attention.models import fitting
 from keras_attention.models.fitting import FitResult
+from keras_attention.models.losses import SmoothedSequenceLoss
+from keras_attention.models.schedules import TimeLimit
+from keras_attention.models.schedules import learning_rate_schedule
+from keras_attention.models.truecasing import postprocess
 from keras_attention.seq2seq.translator import END_TOKEN as END_TOKEN
 from keras_attention.seq2seq.translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.translator import Translator as Translator
 from keras_attention.seq2seq.translator import target_text as target_text
-from keras_attention.text import detokenize
 from keras_attention.text import tokenize
 
 #: The former result type of `train_translator`, now the one
@@ -57,129 +58,6 @@ def build_vocabularies(
         layer.adapt(texts)
         vocabularies.append([str(w) for w in layer.get_vocabulary()])
     return tuple(vocabularies)
-
-
-@keras.saving.register_keras_serializable(package="keras_attention")
-class SmoothedSequenceLoss(keras.losses.Loss):
-    """Cross-entropy over token ids with label smoothing, padding ignored.
-
-    Per target token `t` with gold id `y_t > 0`: `(1 - ε) (-log p(y_t)) +
-    ε mean_v(-log p(v))` (Szegedy et al., 2016: the smoothed target puts
-    `ε` uniformly over the vocabulary); the batch loss is the mean over
-    the non-padding tokens (id 0 is padding). With `ε = 0` it is
-    `SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)`.
-
-    Args:
-        label_smoothing: `ε` in `[0, 1)`. Defaults to `0.1`.
-        name: Defaults to `"smoothed_sequence_loss"`.
-        **kwargs: `keras.losses.Loss` arguments.
-    """
-
-    def __init__(
-        self, label_smoothing=0.1, name="smoothed_sequence_loss", **kwargs
-    ):
-        super().__init__(name=name, **kwargs)
-        if isinstance(label_smoothing, bool) or not (
-            isinstance(label_smoothing, (int, float))
-            and 0.0 <= label_smoothing < 1.0
-        ):
-            raise ValueError(
-                "Received an invalid value for argument `label_smoothing`, "
-                "expected a number in [0, 1). "
-                f"Received: label_smoothing={label_smoothing!r}"
-            )
-        self.label_smoothing = float(label_smoothing)
-
-    def call(self, y_true, y_pred):
-        y_true = ops.cast(y_true, "int32")
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        gold = ops.take_along_axis(
-            log_probs, ops.expand_dims(y_true, -1), axis=-1
-        )[..., 0]
-        eps = self.label_smoothing
-        loss = -(1.0 - eps) * gold - eps * ops.mean(log_probs, axis=-1)
-        mask = ops.cast(ops.not_equal(y_true, 0), "float32")
-        # The reduction averages over every position: rescale so that it
-        # averages over the non-padding ones.
-        return loss * mask / ops.maximum(ops.mean(mask), 1e-9)
-
-    def get_config(self):
-        return {**super().get_config(), "label_smoothing": self.label_smoothing}
-
-
-class TimeLimit(keras.callbacks.Callback):
-    """Stops training after the batch that crosses `minutes` of training.
-
-    The time counts from the start of `fit` (validation included). With
-    `anneal=True` the optimizer's learning rate also follows a cosine
-    from its first value down to 1/20 of it over those minutes, so that
-    the decay ends with the time budget however loaded the machine is.
-    """
-
-    def __init__(self, minutes, anneal=False):
-        super().__init__()
-        self.seconds = 60.0 * float(minutes)
-        self.anneal = anneal
-        self.start = None
-        self.peak = None
-        self.stopped = False
-
-    def on_train_begin(self, logs=None):
-        import time
-
-        self.start = time.perf_counter()
-        self.annealed = 0.0
-        if self.anneal:
-            self.peak = float(
-                ops.convert_to_numpy(self.model.optimizer.learning_rate)
-            )
-
-    def on_train_batch_end(self, batch, logs=None):
-        import math
-        import time
-
-        elapsed = time.perf_counter() - self.start
-        if elapsed > self.seconds:
-            self.stopped = True
-            self.model.stop_training = True
-        fraction = min(elapsed / self.seconds, 1.0)
-        # Every 1/200 of the budget: on JAX each change writes the
-        # training state back to the variables first (`jax_state_sync`).
-        if self.anneal and (fraction - self.annealed >= 0.005 or self.stopped):
-            self.annealed = fraction
-            if hasattr(self.model, "jax_state_sync"):
-                self.model.jax_state_sync()
-            cosine = 0.5 * (1.0 + math.cos(math.pi * fraction))
-            self.model.optimizer.learning_rate = self.peak * (
-                0.05 + 0.95 * cosine
-            )
-
-
-def learning_rate_schedule(learning_rate, schedule, total_steps):
-    """Adam's learning rate: constant, or cosine decay over `total_steps`.
-
-    Args:
-        learning_rate: The peak (first) rate.
-        schedule: `"constant"`, `"cosine"` (down to 1/20 of the peak at
-            `total_steps`, Loshchilov & Hutter, 2017, without restarts) or
-            `"cosine_time"` (the same over a time budget: a constant here,
-            annealed by `TimeLimit(minutes, anneal=True)`).
-        total_steps: Training steps the decay spans.
-
-    Returns:
-        A float or a `keras.optimizers.schedules.LearningRateSchedule`.
-    """
-    if schedule in ("constant", "cosine_time"):
-        return learning_rate
-    if schedule == "cosine":
-        return keras.optimizers.schedules.CosineDecay(
-            learning_rate, decay_steps=max(int(total_steps), 1), alpha=0.05
-        )
-    raise ValueError(
-        "Received an invalid value for argument `schedule`, expected "
-        "'constant', 'cosine' or 'cosine_time'. "
-        f"Received: schedule={schedule!r}"
-    )
 
 
 def decode_corpus(
@@ -235,85 +113,6 @@ def decode_corpus(
         model.beam_width, model.length_penalty = saved
         model.make_predict_function(force=True)
     return tuple(np.asarray(o) for o in outputs)
-
-
-_CASED_PUNCTUATION = re.compile(r"([^\w\s'])")
-
-
-def cased_tokens(text):
-    """`tokenize(text).split()` without lower-casing."""
-    return _CASED_PUNCTUATION.sub(r" \1 ", text).split()
-
-
-def build_truecaser(texts):
-    """The most frequent written form of each lower-cased word of `texts`.
-
-    Words that open a sentence are counted only where nothing else is
-    known of them, since their capital letter says nothing about the
-    word. `truecase` restores case with the result, a recaser in the
-    manner of Moses' `train-truecaser.perl` (Koehn et al., 2007).
-
-    Args:
-        texts: Training targets (raw, cased text).
-
-    Returns:
-        A dict from lower-cased word to written form.
-    """
-    inside, opening = {}, {}
-    for text in texts:
-        for position, word in enumerate(cased_tokens(text)):
-            counts = (opening if position == 0 else inside).setdefault(
-                word.lower(), {}
-            )
-            counts[word] = counts.get(word, 0) + 1
-    table = {}
-    for counts_by_word in (opening, inside):
-        for key, counts in counts_by_word.items():
-            table[key] = max(sorted(counts), key=counts.get)
-    return table
-
-
-def truecase(words, table):
-    """`words` in their usual case (`table` from `build_truecaser`).
-
-    Each word takes its most frequent written form; the first word starts
-    with a capital letter.
-    """
-    words = [table.get(word.lower(), word) for word in words]
-    if words:
-        words[0] = words[0][:1].upper() + words[0][1:]
-    return words
-
-
-def postprocess(words, source, weights, truecaser=None):
-    """Decoded words → text: `[UNK]` replaced, recased, detokenized.
-
-    Each `[UNK]` becomes the source word its decoder step attends to most
-    (Luong et al., 2015, "unk replacement", with the attention weights
-    as the alignment), in its written case; `truecaser` (a table from
-    `build_truecaser`) restores case; hyphens split off by `tokenize` are
-    joined again (`"t - shirt"` → `"t-shirt"`).
-
-    Args:
-        words: Decoded target words (lower-cased).
-        source: The source sentence (raw text).
-        weights: `(len(words), source_words)` attention weights.
-        truecaser: Optional recasing table; `None` keeps the words as
-            decoded.
-
-    Returns:
-        The translation as a string.
-    """
-    source_words = cased_tokens(source)
-    words = list(words)
-    for j, word in enumerate(words):
-        if word == "[UNK]" and source_words and j < len(weights):
-            row = np.asarray(weights[j])[: len(source_words)]
-            if row.size:
-                words[j] = source_words[int(np.argmax(row))]
-    if truecaser is not None:
-        words = truecase(words, truecaser)
-    return re.sub(r"(\w) - (?=\w)", r"\1-", detokenize(words))
 
 
 def translate_corpus(
