@@ -24,6 +24,18 @@ def test_masked_softmax_hand_computed():
     np.testing.assert_allclose(got, [[0.25, 0.75, 0.0]], rtol=1e-6)
 
 
+def test_masked_softmax_over_a_middle_axis_with_a_shorter_mask(rng):
+    """A mask that broadcasts from the right, normalised over `axis=1`:
+    keys masked by their last-axis position, a slice of masked keys all
+    zero."""
+    logits = rng.normal(size=(2, 4, 3)).astype("float32")
+    mask = np.array([True, False, True])  # broadcasts as (1, 1, 3)
+    got = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask, axis=1))
+    expected = np_softmax(logits.transpose(0, 2, 1)).transpose(0, 2, 1)
+    expected[..., 1] = 0.0
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
 def test_fully_masked_row_gives_zero_weights_and_finite_gradient():
     logits = np.ones((2, 4), "float32")
     mask = np.array([[False] * 4, [True, False, True, False]])
