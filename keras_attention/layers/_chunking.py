@@ -8,6 +8,7 @@ score but the location score. With `chunk_size=None` it is chosen where
 the dense weights would be large (private module).
 """
 
+import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
@@ -26,6 +27,14 @@ AUTO_CHUNK_MIN_BYTES = 2**31
 # BENCHMARKS.md).
 AUTO_CHUNK_SIZE = 512
 AUTO_KEY_CHUNK_SIZE = 512
+# A causal dot-product attention in a compiled TensorFlow step
+# (`tf.function`, XLA: what `model.fit` runs) takes the chunked path from
+# this many queries and keys on: it skips the key blocks in the future,
+# and measured faster than dense from N = 2048 (0.91x in graph mode, 0.73x
+# under XLA; 1.09x and 0.86x at 1024). Eager steps run the block loops
+# op by op (1.5x dense at N = 4096 in TensorFlow eager), so they keep the
+# rule above.
+AUTO_CAUSAL_MIN_LENGTH = 2048
 
 
 def block_size(
@@ -35,11 +44,13 @@ def block_size(
     return_weights,
     training,
     dense_only=False,
+    causal=False,
 ):
     """`(queries, keys)` per block of the chunked path, `(0, 0)` for dense.
 
-    `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`.
-    `dense_only` says that the layer must attend through its
+    `shapes` is `(batch_size, Tq, Tk)`, each an integer or `None`;
+    `causal` whether the call masks the future. `dense_only` says that
+    the layer must attend through its
     `_compute_attention` (flash attention, or a subclass that overrides
     the attention hooks). Windows (`sliding_window`, `attention_width`) go
     to `chunked_heads_attention` as a `band`.
@@ -82,9 +93,24 @@ def block_size(
     if not layer.score.is_dot_product:
         # An additive score's dense path holds `units` values per pair.
         dense_bytes *= int(layer.score.v.shape[0])
-    if dense_bytes < AUTO_CHUNK_MIN_BYTES:
+    causal_pays = (
+        causal
+        and layer.score.is_dot_product
+        and min(query_length, key_length) >= AUTO_CAUSAL_MIN_LENGTH
+        and _compiled_tensorflow()
+    )
+    if dense_bytes < AUTO_CHUNK_MIN_BYTES and not causal_pays:
         return dense
     return AUTO_CHUNK_SIZE, AUTO_KEY_CHUNK_SIZE
+
+
+def _compiled_tensorflow():
+    """Whether this call is traced into a TensorFlow graph (or XLA)."""
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return not tf.executing_eagerly()
 
 
 def window_band(window):

@@ -279,6 +279,7 @@ class MultiHeadBase(keras.layers.Layer):
             dense_only=self._flash_attention
             or self._hooks_overridden()
             or bool(dense_features),
+            causal=bool(masks["use_causal_mask"]),
         )
         if block[0]:
             context = _chunking.chunked_heads_attention(

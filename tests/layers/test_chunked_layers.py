@@ -198,6 +198,29 @@ def test_automatic_choice(monkeypatch, rand):
     assert len(calls) == 3
 
 
+@pytest.mark.tensorflow_only
+def test_automatic_choice_of_compiled_causal_steps(monkeypatch, rand):
+    """A causal call traced by `tf.function` is chunked from
+    `AUTO_CAUSAL_MIN_LENGTH` on; eager calls and other masks keep the
+    size rule."""
+    import tensorflow as tf
+
+    calls = _count_chunked_calls(monkeypatch)
+    monkeypatch.setattr(_chunking, "AUTO_CAUSAL_MIN_LENGTH", 32)
+    layer = keras_attention.SelfAttention(num_heads=1)
+    compiled = tf.function(lambda x, causal: layer(x, use_causal_mask=causal))
+    x, short = rand(1, 32, 8), rand(1, 16, 8)
+    expected = layer(x, use_causal_mask=True)  # eager: dense
+    compiled(short, True)
+    compiled(x, False)
+    assert calls == []
+    np.testing.assert_allclose(compiled(x, True), expected, atol=1e-5)
+    assert calls == [_chunking.AUTO_CHUNK_SIZE]
+    additive = keras_attention.SelfAttention(num_heads=1, score="additive")
+    tf.function(lambda x: additive(x, use_causal_mask=True))(x)
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
