@@ -50,7 +50,10 @@ class SelfAttention(MultiHeadBase):
             memory grows linearly with the length). `None` (default) uses it
             by itself when the dense weights (batch × heads × Tq × Tk
             floats, with batch 1 when it is not static) would take 2 GiB
-            or more (times `units` for an additive score), the lengths are
+            or more (times `units` for an additive score), or for a causal
+            dot-product call traced by TensorFlow (`tf.function`, XLA) with
+            2048 or more queries and keys, where skipping the future's
+            blocks makes it faster than dense; and when the lengths are
             static, the score can be chunked (every score but
             `"location"`), no attention scores are requested, no dropout
             is active and there is no `attention_mask`; otherwise the
