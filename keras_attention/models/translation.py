@@ -341,8 +341,11 @@ def train_translator(
         compile_args=lambda: {
             "optimizer": keras.optimizers.Adam(rate, clipnorm=5.0),
             "loss": loss,
-            # XLA is kept off on TensorFlow; on JAX, whose un-jitted steps
-            # run op by op, "auto" compiles the step with jax.jit.
+            # XLA is kept off on TensorFlow: it cannot compile the
+            # gradient of the decoder's loop (a Tensordot transpose in it
+            # "must be a compile-time constant"; BENCHMARKS.md). On JAX,
+            # whose un-jitted steps run op by op, "auto" compiles the step
+            # with jax.jit.
             "jit_compile": (
                 False if keras.backend.backend() == "tensorflow" else "auto"
             ),
