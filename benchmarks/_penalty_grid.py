@@ -8,6 +8,37 @@ Markdown, and writes `--output/metrics.json`.
 
 import json
 import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def add_training_arguments(add, preset):
+    """The training and size flags both benchmarks take, their defaults
+    those of the sentiment example's `--preset` (`"sst2"` or `"sst5"`), so
+    that the benchmark measures what the preset trains; `add` is the
+    parser's `add_argument`."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import sentiment_classifier  # parses before importing TensorFlow
+
+    defaults = sentiment_classifier.PRESETS[preset]
+    flags = (
+        ("epochs", int, "most epochs"),
+        ("patience", int, "early-stopping patience"),
+        ("batch_size", int, "batch size"),
+        ("learning_rate", float, "Adam"),
+        ("embedding_dim", int, "embedding size"),
+        ("lstm_units", int, "BiLSTM units/direction"),
+        ("attention_units", int, "attention d_a"),
+        ("num_hops", int, "attention hops"),
+        ("mlp_units", int, "classifier MLP units"),
+        ("dropout", float, "dropout rate"),
+        ("recurrent_dropout", float, "LSTM state"),
+    )
+    for dest, kind, text in flags:
+        flag = "--" + dest.replace("_", "-")
+        add(flag, type=kind, default=defaults[dest], help=text)
+    add("--max-tokens", type=int, default=20000, help="vocabulary size")
 
 
 def model_kwargs(args, penalty):

@@ -61,18 +61,7 @@ def parse_args(argv=None):
         default=True,
         help="train on the SST-2 phrases outside the held-out sentences",
     )
-    add("--epochs", type=int, default=2, help="most epochs")
-    add("--patience", type=int, default=1, help="early-stopping patience")
-    add("--batch-size", type=int, default=64, help="batch size")
-    add("--learning-rate", type=float, default=1e-3, help="Adam")
-    add("--embedding-dim", type=int, default=128, help="embedding size")
-    add("--lstm-units", type=int, default=64, help="BiLSTM units/direction")
-    add("--attention-units", type=int, default=64, help="attention d_a")
-    add("--num-hops", type=int, default=4, help="attention hops")
-    add("--mlp-units", type=int, default=64, help="classifier MLP units")
-    add("--dropout", type=float, default=0.5, help="dropout rate")
-    add("--recurrent-dropout", type=float, default=0.5, help="LSTM state")
-    add("--max-tokens", type=int, default=20000, help="vocabulary size")
+    _penalty_grid.add_training_arguments(add, "sst2")
     add(
         "--output",
         default=os.path.join("runs", "sst2_sentiment"),

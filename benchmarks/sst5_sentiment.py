@@ -59,18 +59,7 @@ def parse_args(argv=None):
         help="redundancy penalty coefficients to compare",
     )
     add("--pretrain-epochs", type=int, default=0, help="on SST-2 phrases")
-    add("--epochs", type=int, default=10, help="most epochs")
-    add("--patience", type=int, default=3, help="early-stopping patience")
-    add("--batch-size", type=int, default=32, help="batch size")
-    add("--learning-rate", type=float, default=3e-3, help="Adam")
-    add("--embedding-dim", type=int, default=64, help="embedding size")
-    add("--lstm-units", type=int, default=16, help="BiLSTM units/direction")
-    add("--attention-units", type=int, default=32, help="attention d_a")
-    add("--num-hops", type=int, default=2, help="attention hops")
-    add("--mlp-units", type=int, default=32, help="classifier MLP units")
-    add("--dropout", type=float, default=0.2, help="dropout rate")
-    add("--recurrent-dropout", type=float, default=0.5, help="LSTM state")
-    add("--max-tokens", type=int, default=20000, help="vocabulary size")
+    _penalty_grid.add_training_arguments(add, "sst5")
     add(
         "--output",
         default=os.path.join("runs", "sst5_sentiment"),
