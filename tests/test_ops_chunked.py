@@ -233,6 +233,35 @@ def test_fully_masked_rows_give_zero_output_and_gradient():
     assert np.all(dk[1] == 0) and np.all(dv[1] == 0)
 
 
+def test_peaked_logits_without_a_mask_equal_dense():
+    # Logits hundreds apart: in some blocks the first key's weight
+    # underflows, and the block's log-sum-exp cannot come from it.
+    rng = np.random.default_rng(7)
+    q = (rng.normal(size=(1, 2, 12, 8)) * 30).astype("float32")
+    k = rng.normal(size=(1, 2, 12, 8)).astype("float32")
+    v = rng.normal(size=(1, 2, 12, 3)).astype("float32")
+    upstream = rng.normal(size=(1, 2, 12, 3)).astype("float32")
+    blocks = (q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)).reshape(1, 2, 12, 3, 4)
+    top = blocks.max(-1)
+    block_lse = top + np.log(np.exp(blocks - top[..., None]).sum(-1))
+    assert np.any(block_lse - blocks[..., 0] > 100)  # the case under test
+    got = outputs_and_grads(
+        lambda a, b, c: ka_ops.chunked_attention(
+            a, b, c, query_chunk_size=4, key_chunk_size=4
+        ),
+        q,
+        k,
+        v,
+        upstream,
+    )
+    want = outputs_and_grads(
+        lambda a, b, c: dense(a, b, c, None, None, False), q, k, v, upstream
+    )
+    for name, a, b in zip(["output", "dq", "dk", "dv"], got, want, strict=True):
+        assert np.all(np.isfinite(a)), name
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-3, err_msg=name)
+
+
 def test_float16_inputs_are_computed_in_float32(rng):
     # Logits of ~1e5 overflow float16 if they were formed in float16.
     q = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")

@@ -269,16 +269,29 @@ class _Blocks:
 def _block_softmax(s):
     """`(softmax(s), logsumexp(s))` over the last axis, one softmax kernel.
 
-    The log-sum-exp comes from the largest weight, `exp(max s - lse)`,
-    which is at least `1 / size`: two reductions and no second `exp` pass
-    over the block (the fused softmax kernel is faster than a separate
-    subtraction and `exp`, by about 40% per block in TensorFlow).
+    The log-sum-exp comes from the first key's weight, `s_0 - log w_0`:
+    no pass over the block beyond the softmax's own. Where some row's
+    `w_0` is below `1e-30` (its logit more than 69 below the row's
+    log-sum-exp, or masked), `log w_0` would lose precision or be
+    infinite, and the block takes it from the largest weight instead,
+    `max s - log(max w)` (at least `1 / size`): two reductions over the
+    block. The first is 3-5% faster per training step at N = 4096
+    (TensorFlow, paired in one process); the fused softmax kernel is
+    faster than a separate subtraction and `exp`, by about 40% per block.
     """
     if s.shape[-1] == 1:
         return ops.ones_like(s), s
     weights = ops.softmax(s, axis=-1)
-    top = ops.max(s, axis=-1, keepdims=True)
-    return weights, top - ops.log(ops.max(weights, axis=-1, keepdims=True))
+    first = weights[..., :1]
+
+    def from_first():
+        return s[..., :1] - ops.log(first)
+
+    def from_largest():
+        top = ops.max(s, axis=-1, keepdims=True)
+        return top - ops.log(ops.max(weights, axis=-1, keepdims=True))
+
+    return weights, ops.cond(ops.all(first > 1e-30), from_first, from_largest)
 
 
 def _forward(blocks):
