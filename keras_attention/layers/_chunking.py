@@ -17,7 +17,7 @@ from keras_attention import ops as ka_ops
 # (batch × heads × Tq × Tk floats, batch 1 when it is not static; times
 # `units` for an additive score) would exceed this many bytes: 2 GiB,
 # N = 8192 for one example with 8 heads. On an idle CPU the chunked
-# training step measured 1.15-1.20x the dense one at N = 2048-8192
+# training step measured 1.14-1.20x the dense one at N = 2048-8192
 # (TensorFlow, BENCHMARKS.md), so below this the dense path is faster and
 # its memory still modest.
 AUTO_CHUNK_MIN_BYTES = 2**31
