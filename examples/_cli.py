@@ -25,13 +25,24 @@ def fail(message):
     sys.exit(2)
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends `(default: ...)` unless the help already says the default.
+
+    A flag whose default depends on others (`--label-names`) explains it
+    in its own words; argparse would add a second, `(default: None)`.
+    """
+
+    def _get_help_string(self, action):
+        if "(default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class Parser(argparse.ArgumentParser):
     """An `ArgumentParser` that shows defaults and errs in one line."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault(
-            "formatter_class", argparse.ArgumentDefaultsHelpFormatter
-        )
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(**kwargs)
 
     def error(self, message):
@@ -87,6 +98,42 @@ def positive_float(text):
             f"expected a positive number, got {text!r}"
         )
     return value
+
+
+def non_negative_float(text):
+    """An `argparse` type: a finite float >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative number, got {text!r}"
+        )
+    return value
+
+
+def vocabulary_size(text):
+    """An `argparse` type: an integer >= 3 (padding, `[UNK]`, a word)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 3:
+        raise argparse.ArgumentTypeError(
+            "expected an integer of at least 3 (padding, [UNK] and one "
+            f"word), got {text!r}"
+        )
+    return value
+
+
+def sentence(text):
+    """An `argparse` type: a string with at least one non-space character."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected a sentence with at least one word, got {text!r}"
+        )
+    return text
 
 
 def fraction(text):

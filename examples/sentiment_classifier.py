@@ -185,7 +185,7 @@ def _add_data_arguments(data):
     )
     data.add_argument(
         "--max-tokens",
-        type=_cli.positive_int,
+        type=_cli.vocabulary_size,
         default=20000,
         help="vocabulary size",
     )
@@ -213,7 +213,7 @@ def _add_model_arguments(model):
         )
     model.add_argument(
         "--penalty",
-        type=float,
+        type=_cli.non_negative_float,
         default=0.0,
         help="coefficient of the redundancy penalty ||AA^T - I||_F^2; 0 by "
         "default because on the synthetic task a sentence may hold a "

@@ -73,13 +73,13 @@ def _add_data_arguments(group):
     )
     group.add_argument(
         "--max-source-tokens",
-        type=_cli.positive_int,
+        type=_cli.vocabulary_size,
         default=None,
         help="source vocabulary size (None: every training word)",
     )
     group.add_argument(
         "--max-target-tokens",
-        type=_cli.positive_int,
+        type=_cli.vocabulary_size,
         default=None,
         help="target vocabulary size (None: every training word)",
     )
@@ -131,7 +131,7 @@ def _add_model_arguments(group):
     )
     group.add_argument(
         "--length-penalty",
-        type=float,
+        type=_cli.non_negative_float,
         default=0.0,
         help="beam search length penalty alpha (0: none)",
     )
@@ -184,7 +184,7 @@ PRESETS = {
 
 def _check_preset_files(args):
     """`--preset multi30k` without the files: one line naming both places."""
-    if args.preset != "multi30k" or args.translate:
+    if args.preset != "multi30k" or args.translate is not None:
         return
     for prefix in (args.train, args.validation):
         for suffix in (args.source, args.target):
@@ -233,6 +233,7 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--translate",
+        type=_cli.sentence,
         metavar="SENTENCE",
         help="translate SENTENCE with OUTPUT/model.keras instead of training",
     )
@@ -371,7 +372,7 @@ def _evaluate(args, model, splits):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.translate:
+    if args.translate is not None:
         return translate(args)
     from keras_attention.models import fitting
     from keras_attention.models import translation

@@ -75,7 +75,7 @@ def test_help_imports_no_tensorflow_and_shows_every_default(script):
         flag = entry.split()[0].rstrip(",")
         if flag in ("-h", "--help", "--quiet"):
             continue
-        assert "(default:" in entry, f"{script} {flag}: {entry!r}"
+        assert entry.count("(default:") == 1, f"{script} {flag}: {entry!r}"
 
 
 def test_the_scripts_flags_agree_with_the_package():
@@ -179,3 +179,39 @@ def test_export_errors(tmp_path):
     broken = _write(folder, "broken.keras", "not a zip")
     line = _error("export_model.py", broken, os.path.join(folder, "out"))
     assert "broken.keras" in line
+
+
+@pytest.mark.parametrize(
+    "script, args, fragment",
+    [
+        (
+            "sentiment_classifier.py",
+            ["--penalty", "-1"],
+            "argument --penalty: expected a non-negative number, got '-1'",
+        ),
+        (
+            "sentiment_classifier.py",
+            ["--max-tokens", "1"],
+            "argument --max-tokens: expected an integer of at least 3",
+        ),
+        (
+            "translation.py",
+            ["--length-penalty", "nan"],
+            "argument --length-penalty: expected a non-negative number",
+        ),
+        (
+            "translation.py",
+            ["--max-source-tokens", "2"],
+            "argument --max-source-tokens: expected an integer of at least 3",
+        ),
+        # An empty sentence used to be falsy: the script trained a new
+        # model over OUTPUT instead of translating.
+        (
+            "translation.py",
+            ["--translate", " ", "--output", "/nonexistent"],
+            "argument --translate: expected a sentence with at least one word",
+        ),
+    ],
+)
+def test_values_that_used_to_pass_parsing(script, args, fragment):
+    assert fragment in _error(script, *args)
