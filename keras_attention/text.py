@@ -231,6 +231,27 @@ class TextModel(keras.Model):
     def predict_on_batch(self, x):
         return super().predict_on_batch(_text_batch(x))
 
+    def predict_step(self, data):
+        """Predicts a batch, with one extra one-word text appended.
+
+        A batch whose texts have no token at all (`""`, or only
+        punctuation) vectorizes to ids of length 0, and an RNN after the
+        vectorizer fails on zero time steps. The extra text makes every
+        batch at least one token long; its row is dropped, and the other
+        rows are what they would be in any padded batch (masked padding
+        changes nothing), so an empty text gets what it gets next to a
+        longer one: all-padding ids.
+        """
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        if keras.backend.standardize_dtype(x.dtype) != "string":
+            return super().predict_step(data)
+        import tensorflow as tf
+
+        extra = tf.fill(tf.concat([[1], tf.shape(x)[1:]], 0), _ONE_WORD)
+        outputs = self(tf.concat([x, extra], 0), training=False)
+        size = tf.shape(x)[0]
+        return keras.tree.map_structure(lambda y: y[:size], outputs)
+
 
 def _names(label_names):
     if label_names is None:
@@ -245,11 +266,34 @@ def _names(label_names):
     return tuple(label_names)
 
 
+#: The text `TextModel.predict_step` appends to each batch.
+_ONE_WORD = "a"
+
+
 def _text_batch(x):
     """Text in any form `as_text_list` takes → a `(n,)` object array."""
+    if x is None:
+        raise ValueError(
+            "`x` must be a string, a list of strings or a NumPy string "
+            "array. Received: x=None"
+        )
     is_text = isinstance(x, (str, bytes, list, tuple)) or (
         isinstance(x, np.ndarray) and x.dtype.kind in "USO"
     )
     if not is_text:
         return x
-    return np.asarray(as_text_list(x), dtype=object)
+    texts = as_text_list(x)
+    if not texts:
+        raise ValueError(
+            f"`x` holds no text: nothing to predict. Received: x={x!r}"
+        )
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "A model with a string input predicts on the TensorFlow "
+            "backend only (string tensors exist there only); this is "
+            f"{keras.backend.backend()!r}. Vectorize the texts first (for "
+            "the sentiment classifier: keras_attention.models.sentiment."
+            "predict_sentiment). Received: x of "
+            f"{len(texts)} text(s)"
+        )
+    return np.asarray(texts, dtype=object)

@@ -295,13 +295,21 @@ def predict_sentiment(model, sentences, batch_size=64):
     # String tensors exist on TensorFlow only; elsewhere the vectorizer
     # runs eagerly and the model from token ids on does the rest.
     on_strings = keras.backend.backend() == "tensorflow"
-    runner = model if on_strings else token_id_model(model)
+    ids_model = None if on_strings else token_id_model(model)
     probabilities = []
     attention = []
     for start in range(0, len(sentences), batch_size):
         batch = np.asarray(sentences[start : start + batch_size], dtype=object)
         ids = keras.ops.convert_to_numpy(vectorizer(batch)).astype("int32")
-        outputs = runner.predict_on_batch(batch if on_strings else ids)
+        if on_strings and ids.shape[-1] > 0:
+            outputs = model.predict_on_batch(batch)
+        else:
+            # A batch of texts without a token: one padding step, as it
+            # would get next to a longer text (an RNN takes no 0 steps).
+            ids_model = ids_model or token_id_model(model)
+            steps = np.zeros((len(ids), max(ids.shape[-1], 1)), "int32")
+            steps[:, : ids.shape[-1]] = ids
+            outputs = ids_model.predict_on_batch(steps)
         lengths = np.sum(ids != 0, axis=-1)
         probabilities.append(np.asarray(outputs["probabilities"]))
         weights = np.asarray(outputs["attention"])

@@ -86,6 +86,29 @@ def _text_model():
 
 
 @pytest.mark.tensorflow_only
+def test_text_model_predicts_texts_without_a_token():
+    vectorizer = keras.layers.TextVectorization()
+    vectorizer.adapt(["a good film", "a bad film"])
+    sentences = keras.Input(shape=(1,), dtype="string")
+    embedded = keras.layers.Embedding(6, 2, mask_zero=True)(
+        vectorizer(sentences)
+    )
+    model = text.TextModel(sentences, keras.layers.LSTM(2)(embedded))
+    # Next to a longer text, "" and "!" are all padding.
+    want = model.predict(["a bad film", "", "!"], verbose=0)[1:]
+    np.testing.assert_allclose(model.predict(["", "!"], verbose=0), want)
+    np.testing.assert_allclose(model.predict_on_batch(["", "!"]), want)
+    np.testing.assert_allclose(
+        model.predict(["a bad film"], verbose=0),
+        model.predict(["a bad film", ""], verbose=0)[:1],
+    )
+    with pytest.raises(ValueError, match="holds no text"):
+        model.predict([], verbose=0)
+    with pytest.raises(ValueError, match="Received: x=None"):
+        model.predict(None, verbose=0)
+
+
+@pytest.mark.tensorflow_only
 def test_text_model_predicts_from_lists_strings_and_numpy_arrays(tmp_path):
     model = _text_model()
     want = model.predict(

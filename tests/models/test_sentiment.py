@@ -169,13 +169,20 @@ def test_no_penalty_loss_without_coefficient():
 def test_predict_sentiment_trims_each_sentence_across_batches():
     model = _model()
     sentences = ["good"] * 3 + ["never dull and never boring at all"] * 3
+    # The last batch has no token at all (an RNN takes no 0 steps).
+    sentences += ["", "!"]
     probabilities, attention = sentiment.predict_sentiment(
         model, sentences, batch_size=2
     )
-    assert probabilities.shape == (6, 2)
-    assert [w.shape for w in attention] == [(3, 1)] * 3 + [(3, 7)] * 3
-    full = _outputs(model, sentences[3:])["attention"]
-    np.testing.assert_allclose(attention[3], full[0], atol=1e-6)
+    assert probabilities.shape == (8, 2)
+    shapes = [(3, 1)] * 3 + [(3, 7)] * 3 + [(3, 0)] * 2
+    assert [w.shape for w in attention] == shapes
+    full = _outputs(model, sentences[3:])
+    np.testing.assert_allclose(attention[3], full["attention"][0], atol=1e-6)
+    # An empty text gets what it gets next to a longer one.
+    np.testing.assert_allclose(
+        probabilities[6:], full["probabilities"][-2:], atol=1e-6
+    )
 
 
 def test_predict_sentiment_rejects_models_without_vectorizer():
