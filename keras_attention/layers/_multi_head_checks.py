@@ -111,6 +111,11 @@ def query_value_key_shapes(query_shape, value_shape, key_shape):
             "MultiHeadAttention needs the last axis of `query`, `value` and "
             f"`key` to be known. Received: {shapes}"
         )
+    if len({s[0] for s in (query_shape, value_shape, key_shape)} - {None}) > 1:
+        raise ValueError(
+            "MultiHeadAttention needs the same batch size for `query`, "
+            f"`value` and `key`. Received: {shapes}"
+        )
 
 
 def free_axes(axes, query_shape, value_shape):

@@ -270,6 +270,11 @@ class MultiHeadAttention(MultiHeadBase):
         training=None,
         use_causal_mask=False,
     ):
+        # Built once, called again: a batch mismatch is ours to name
+        # rather than the backend's matmul error.
+        checks.query_value_key_shapes(
+            query.shape, value.shape, None if key is None else key.shape
+        )
         masks = {
             "query_mask": query_mask,
             "value_mask": value_mask,

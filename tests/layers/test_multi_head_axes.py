@@ -132,6 +132,11 @@ def test_chunked_path_equals_dense_on_nd_inputs(rng):
             ((2, 3, 4, 8), (2, 3, 8)),
             "of the same rank, at least 3",
         ),
+        (
+            {},
+            ((2, 3, 8), (3, 5, 8), (3, 5, 8)),
+            r"the same batch size .* query.shape=\(2, 3, 8\)",
+        ),
     ],
 )
 def test_bad_axes_and_shapes_raise_naming_them(kwargs, shapes, match):
