@@ -1,6 +1,7 @@
 """Hard attention: select one value instead of averaging them."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attention import ops as ka_ops
@@ -256,8 +257,38 @@ def reinforce_loss(log_prob, reward, baseline=0.0):
 
     Returns:
         Scalar loss.
+
+    Raises:
+        ValueError: `reward` or `baseline` does not broadcast to the shape
+            of `log_prob` (a `(batch_size, 1)` reward against a
+            `(batch_size,)` log-probability would silently average the
+            outer product).
     """
+    for name, value in (("reward", reward), ("baseline", baseline)):
+        _check_broadcasts_to(name, value, log_prob)
     advantage = ops.stop_gradient(
         ops.cast(reward, log_prob.dtype) - ops.cast(baseline, log_prob.dtype)
     )
     return -ops.mean(advantage * log_prob)
+
+
+def _static_shape(x):
+    """`x`'s shape with unknown dimensions as `None`."""
+    shape = getattr(x, "shape", None)
+    shape = np.shape(x) if shape is None else shape
+    return tuple(d if isinstance(d, int) else None for d in shape)
+
+
+def _check_broadcasts_to(name, value, log_prob):
+    """`value` must broadcast to `log_prob`'s shape, not beyond it."""
+    shape, target = _static_shape(value), _static_shape(log_prob)
+    fits = len(shape) <= len(target) and all(
+        a in (1, None) or b is None or a == b
+        for a, b in zip(reversed(shape), reversed(target), strict=False)
+    )
+    if not fits:
+        raise ValueError(
+            f"`{name}` must broadcast to the shape of `log_prob` (one value "
+            f"per choice, or one for all). Received: {name}.shape={shape}, "
+            f"log_prob.shape={target}"
+        )
