@@ -16,6 +16,14 @@ def check_query_value_key(layer_name, query_shape, value_shape, key_shape):
     `query` is `(B, Dq)` or `(B, Tq, Dq)`; `value` is `(B, Tv, Dv)`; `key`, if
     given, is `(B, Tv, Dk)`.
     """
+    if query_shape and isinstance(query_shape[0], (list, tuple)):
+        raise ValueError(
+            f"{layer_name} takes `query` and `value` as separate arguments, "
+            f"`layer(query, value, key=None)`, not one list as "
+            "`keras.layers.Attention([query, value, key])` does. Received: "
+            f"a list of {len(query_shape)} tensors as `query`, shapes "
+            f"{[tuple(s) for s in query_shape]}"
+        )
     shapes = (
         f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
     )
