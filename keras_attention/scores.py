@@ -106,6 +106,59 @@ class Score(keras.layers.Layer):
     def _additive_form(self, query, key):
         return None
 
+    @property
+    def projects_keys(self):
+        """Whether `project_keys` does work that `score_projected` reuses.
+
+        `True` for a score with a key-side projection that no query
+        changes (`k W_k` of the additive score, the key half of the concat
+        score): computed once per set of keys, it serves every query, as
+        at each step of an RNN decoder. Not for a subclass that overrides
+        `_logits` below the class that defines `_projected_logits`.
+        """
+        if type(self)._project_keys is Score._project_keys:
+            return False
+        return issubclass(
+            _defined_in(type(self), "_projected_logits"),
+            _defined_in(type(self), "_logits"),
+        )
+
+    def project_keys(self, key):
+        """The key side of the score, `(..., Tk, Dk')` in the logits dtype.
+
+        What does not depend on the query: `key W_k` for the additive
+        score, the key half of the concat score's kernel; the key itself
+        (in the logits dtype) for the others. `score_projected(query,
+        project_keys(key))` equals `score(query, key)`, so keys projected
+        once serve every query. The score must be built (called once, or
+        built by the layer that owns it).
+        """
+        if not self.built:
+            raise ValueError(
+                f"{type(self).__name__}.project_keys needs a built score "
+                "(its kernels): call the score or build it first. "
+                f"Received: key.shape={tuple(key.shape)}"
+            )
+        dtype = ka_ops.logits_dtype(key.dtype)
+        return self._project_keys(ops.cast(key, dtype))
+
+    def score_projected(self, query, projected_keys):
+        """Logits `(..., Tq, Tk)` of `query` against `project_keys(key)`.
+
+        The same numbers as `score(query, key)`, without projecting the
+        keys again.
+        """
+        dtype = ka_ops.logits_dtype(query.dtype)
+        return self._projected_logits(
+            ops.cast(query, dtype), ops.cast(projected_keys, dtype)
+        )
+
+    def _project_keys(self, key):
+        return key
+
+    def _projected_logits(self, query, projected_keys):
+        return self._logits(query, projected_keys)
+
     def _logits(self, query, key):
         form = self._dot_product_form(query, key)
         if form is None:
@@ -134,6 +187,22 @@ class Score(keras.layers.Layer):
 def _defined_in(cls, name):
     """The class of `cls`'s method resolution order that defines `name`."""
     return next(c for c in cls.__mro__ if name in vars(c))
+
+
+def _project(x, kernel):
+    """`x @ kernel` over the last axis of `x`, as one 2-D matmul.
+
+    The number `ops.matmul` gives: on TensorFlow a rank-3 `matmul` by a
+    matrix is `tf.tensordot`, which runs this same 2-D product between a
+    transpose and reshapes, and XLA cannot compile the gradient of that
+    transpose inside a loop (an RNN decoder's: "Tensordot/transpose_grad
+    ... must be a compile-time constant").
+    """
+    if len(x.shape) == 2:
+        return ops.matmul(x, kernel)
+    lead = ops.shape(x)[:-1]
+    flat = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), kernel)
+    return ops.reshape(flat, (*lead, kernel.shape[-1]))
 
 
 def _additive_logits(query, key, v):
@@ -311,7 +380,7 @@ class BilinearScore(_ParametricScore):
         )
 
     def _dot_product_form(self, query, key):
-        projected = ops.matmul(query, self._weight(self.kernel, query.dtype))
+        projected = _project(query, self._weight(self.kernel, query.dtype))
         return projected, key, None
 
 
@@ -371,22 +440,35 @@ class AdditiveScore(_ParametricScore):
                 name="bias", shape=(units,), initializer=self.bias_initializer
             )
 
-    def _additive_form(self, query, key):
+    def _project_query(self, query):
         dtype = query.dtype
-        q = ops.matmul(query, self._weight(self.query_kernel, dtype))
-        k = ops.matmul(key, self._weight(self.key_kernel, dtype))
+        q = _project(query, self._weight(self.query_kernel, dtype))
         if self.use_bias:
             q = q + self._weight(self.bias, dtype)
-        return q, k, self._weight(self.v, dtype)
+        return q
 
-    def _hidden(self, query, key):
-        """`tanh(q W_q + k W_k (+ bias))` of every pair."""
-        q, k, _ = self._additive_form(query, key)
+    def _project_keys(self, key):
+        return _project(key, self._weight(self.key_kernel, key.dtype))
+
+    def _additive_form(self, query, key):
+        q = self._project_query(query)
+        k = self._project_keys(key)
+        return q, k, self._weight(self.v, query.dtype)
+
+    def _hidden(self, query, projected_keys):
+        """`tanh(q W_q + k W_k (+ bias))` of every pair, `k W_k` given."""
+        q = self._project_query(query)
         # (..., Tq, 1, units) + (..., 1, Tk, units)
-        return ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(k, -3))
+        return ops.tanh(
+            ops.expand_dims(q, -2) + ops.expand_dims(projected_keys, -3)
+        )
+
+    def _projected_logits(self, query, projected_keys):
+        v = self._weight(self.v, query.dtype)
+        return _additive_logits(self._project_query(query), projected_keys, v)
 
     def _logits(self, query, key):
-        return _additive_logits(*self._additive_form(query, key))
+        return self._projected_logits(query, self._project_keys(key))
 
     def get_config(self):
         return {
@@ -439,14 +521,25 @@ class ConcatScore(_ParametricScore):
         )
         self.v = self._add_kernel("v", (units,))
 
-    def _additive_form(self, query, key):
+    def _project_keys(self, key):
+        kernel = self._weight(self.kernel, key.dtype)
+        return _project(key, kernel[self._query_depth :])
+
+    def _project_query(self, query):
         kernel = self._weight(self.kernel, query.dtype)
-        q = ops.matmul(query, kernel[: self._query_depth])
-        k = ops.matmul(key, kernel[self._query_depth :])
+        return _project(query, kernel[: self._query_depth])
+
+    def _additive_form(self, query, key):
+        q = self._project_query(query)
+        k = self._project_keys(key)
         return q, k, self._weight(self.v, query.dtype)
 
+    def _projected_logits(self, query, projected_keys):
+        v = self._weight(self.v, query.dtype)
+        return _additive_logits(self._project_query(query), projected_keys, v)
+
     def _logits(self, query, key):
-        return _additive_logits(*self._additive_form(query, key))
+        return self._projected_logits(query, self._project_keys(key))
 
     def get_config(self):
         return {**super().get_config(), "units": self.units}

@@ -243,3 +243,47 @@ def test_parametric_score_with_unknown_depth_raises():
     s = scores.BilinearScore()
     with pytest.raises(ValueError, match="needs the last axis"):
         s.build((None, 3, None), (None, 5, 4))
+
+
+def _key_kernel(s):
+    if isinstance(s, scores.ConcatScore):
+        return ops.convert_to_numpy(s.kernel)[4:]
+    if isinstance(s, scores.AdditiveScore):
+        return ops.convert_to_numpy(s.key_kernel)
+    return np.eye(6, dtype="float32")  # no key projection
+
+
+@pytest.mark.parametrize(
+    "make, projects",
+    [
+        (lambda: scores.AdditiveScore(6, True, "random_normal"), True),
+        (lambda: scores.ConcatScore(units=6), True),
+        (scores.BilinearScore, False),
+        (lambda: scores.LocationScore(max_length=8), False),
+    ],
+)
+def test_keys_projected_once_give_the_same_logits(make, projects):
+    # units == key depth: a projection applied twice would still run.
+    s = make()
+    want = logits(s, Q, K6)
+    keys = s.project_keys(K6)
+    assert s.projects_keys is projects
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(keys), K6 @ _key_kernel(s), rtol=1e-5, atol=1e-6
+    )
+    got = ops.convert_to_numpy(s.score_projected(Q, keys))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_keys_of_a_subclass_that_changes_the_logits_are_not_shared():
+    class Doubled(scores.AdditiveScore):
+        def _logits(self, query, key):
+            return 2.0 * super()._logits(query, key)
+
+    assert scores.AdditiveScore().projects_keys
+    assert not Doubled().projects_keys
+
+
+def test_project_keys_of_an_unbuilt_score_raises():
+    with pytest.raises(ValueError, match=r"needs a built score.*\(2, 5, 6\)"):
+        scores.AdditiveScore().project_keys(ops.convert_to_tensor(K6))

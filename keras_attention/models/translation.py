@@ -341,9 +341,11 @@ def train_translator(
         compile_args=lambda: {
             "optimizer": keras.optimizers.Adam(rate, clipnorm=5.0),
             "loss": loss,
-            # XLA is kept off on TensorFlow: it cannot compile the
-            # gradient of the decoder's loop (a Tensordot transpose in it
-            # "must be a compile-time constant"; BENCHMARKS.md). On JAX,
+            # XLA is kept off on TensorFlow: it compiles the training
+            # step since the memory is projected outside the decoder's
+            # loop, but again for each batch shape (`make_dataset` cuts
+            # every batch to its longest sentence), 7 times slower on
+            # Multi30k than the graph (BENCHMARKS.md). On JAX,
             # whose un-jitted steps run op by op, "auto" compiles the step
             # with jax.jit.
             "jit_compile": (

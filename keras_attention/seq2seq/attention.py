@@ -55,7 +55,9 @@ class AttentionMechanism(keras.layers.Layer):
     """Base class: attention of a decoder query over an encoder memory.
 
     Subclasses set `self.score`, a `keras_attention.scores.Score` layer.
-    `call(query, memory, memory_mask=None)` returns `(context, weights)`.
+    `call(query, memory, memory_mask=None, keys=None)` returns `(context,
+    weights)`; `keys`, from `project_memory(memory)`, saves projecting the
+    memory again at each call on the same memory.
     `probability_fn` turns the logits into weights: `"softmax"` (the
     default), `"hardmax"`, `"sparsemax"` or a callable `logits -> weights`
     (masked positions get weight exactly 0 with any of them).
@@ -90,7 +92,62 @@ class AttentionMechanism(keras.layers.Layer):
         if not self.score.built:
             self.score.build(query_seq_shape, memory_shape)
 
-    def call(self, query, memory, memory_mask=None, previous_alignments=None):
+    @property
+    def projects_memory(self):
+        """Whether `project_memory` computes something steps can share.
+
+        `True` when the score has a memory-side projection (the `W_k h̄_s`
+        of Bahdanau's score, the memory half of Luong's concat score),
+        which `AttentionDecoderCell` then computes once per memory instead
+        of at every step. Luong's dot, general (`h_tᵀ W_a h̄_s` is
+        computed as `(h_tᵀ W_a) h̄_s`, a projection of the query) and
+        location scores have none.
+        """
+        return self.score.projects_keys
+
+    def project_memory(self, memory):
+        """tfa's `keys`: the memory through the score's key projection.
+
+        `(batch_size, source_time, units)` in the logits dtype (`float32`
+        for a half-precision policy); the memory itself, in that dtype, for
+        a score without a projection. Pass it as `keys=` to `call` with
+        the same memory: every step then skips the projection. The
+        mechanism must be built (called once, or built by its cell).
+        """
+        if not self.built:
+            raise ValueError(
+                f"{type(self).__name__}.project_memory needs a built "
+                "mechanism: call it once, or build it, first. Received: "
+                f"memory.shape={tuple(memory.shape)}"
+            )
+        memory = ops.cast(ops.convert_to_tensor(memory), self.compute_dtype)
+        return self.score.project_keys(memory)
+
+    def _logits(self, query, memory, keys):
+        """The score of `query (batch, Tq, depth)`, from `keys` if given."""
+        if keys is None:
+            return self.score(query, memory)
+        keys_shape, memory_shape = tuple(keys.shape), tuple(memory.shape)
+        if len(keys_shape) != 3 or not all(
+            a is None or b is None or a == b
+            for a, b in zip(keys_shape[:2], memory_shape[:2], strict=True)
+        ):
+            raise ValueError(
+                f"{type(self).__name__} expects `keys` from "
+                "`project_memory(memory)`: `(batch_size, source_time, "
+                f"units)` with the memory's first two sizes. Received: "
+                f"keys.shape={keys_shape}, memory.shape={memory_shape}"
+            )
+        return self.score.score_projected(query, keys)
+
+    def call(
+        self,
+        query,
+        memory,
+        memory_mask=None,
+        previous_alignments=None,
+        keys=None,
+    ):
         # `previous_alignments` (the decoder cell passes them) is used by
         # the monotonic mechanisms only.
         self._check_shapes(query.shape, memory.shape)
@@ -98,7 +155,7 @@ class AttentionMechanism(keras.layers.Layer):
         single = len(query.shape) == 2
         if single:
             query = ops.expand_dims(query, 1)
-        logits = self.score(query, memory)
+        logits = self._logits(query, memory, keys)
         mask = ka_ops.combine_masks(
             ops.shape(query)[1], ops.shape(memory)[1], value_mask=memory_mask
         )
@@ -136,7 +193,13 @@ class AttentionMechanism(keras.layers.Layer):
         return lead + (memory_shape[-1],), lead + (memory_shape[1],)
 
     def compute_output_spec(
-        self, query, memory, memory_mask=None, previous_alignments=None, **_
+        self,
+        query,
+        memory,
+        memory_mask=None,
+        previous_alignments=None,
+        keys=None,
+        **_,
     ):
         context_shape, weights_shape = self.compute_output_shape(
             query.shape, memory.shape
@@ -192,12 +255,15 @@ class NormalizedAdditiveScore(scores_lib.AdditiveScore):
             initializer=keras.initializers.Constant((1.0 / units) ** 0.5),
         )
 
-    def _logits(self, query, key):
-        hidden = self._hidden(query, key)
+    def _projected_logits(self, query, projected_keys):
+        hidden = self._hidden(query, projected_keys)
         v = self._weight(self.v, query.dtype)
         g = self._weight(self.g, query.dtype)
         normed_v = g * v / ops.sqrt(ops.sum(ops.square(v)))
         return ops.sum(hidden * normed_v, axis=-1)
+
+    def _logits(self, query, key):
+        return self._projected_logits(query, self._project_keys(key))
 
     def get_config(self):
         config = super().get_config()
@@ -238,6 +304,9 @@ class BahdanauAttention(AttentionMechanism):
         memory: The encoder outputs `(batch_size, source_time, depth)`.
         memory_mask: Optional boolean `(batch_size, source_time)`, `True`
             for real tokens. Taken from `memory`'s Keras mask when not given.
+        keys: Optional `project_memory(memory)`, computed once for many
+            queries of the same memory (as `AttentionDecoderCell` does):
+            the same numbers without projecting the memory again.
 
     Returns:
         `(context, weights)`: `(batch_size, depth)` and
@@ -339,6 +408,9 @@ class LuongAttention(AttentionMechanism):
         memory: The encoder outputs `(batch_size, source_time, depth)`.
         memory_mask: Optional boolean `(batch_size, source_time)`, `True`
             for real tokens. Taken from `memory`'s Keras mask when not given.
+        keys: Optional `project_memory(memory)`, computed once for many
+            queries of the same memory (as `AttentionDecoderCell` does):
+            the same numbers without projecting the memory again.
 
     Returns:
         `(context, weights)`: `(batch_size, depth)` and

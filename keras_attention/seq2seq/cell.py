@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import _validation
+from keras_attention import ops as ka_ops
 from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
@@ -91,16 +92,25 @@ class AttentionDecoderCell(keras.layers.Layer):
     - the step emits `a_t` (`output_attention=True`) or `h_t`.
 
     The states are the list `[*cell_states, attention, *alignments,
-    memory, memory_mask]`: the wrapped cell's states, `a_t` `(batch_size,
-    attention_depth)`, each mechanism's `α_t` `(batch_size, source_time)`,
-    and the memory `(batch_size, source_time, depth)` with its mask
-    `(batch_size, source_time)` (stored as `0.0`/`1.0` in the compute
-    dtype because `keras.layers.RNN` casts every state to it), which every
-    step passes on unchanged. A cell with a monotonic mechanism with
-    `sigmoid_noise > 0` has one more state before the memory, at
-    `noise_seed_index`: `(batch_size, 3)`, the seed of the noise (drawn
-    by `get_initial_state`, outside the loop) and a step count, so the
-    noise is drawn statelessly in any loop on every backend.
+    *keys, memory, memory_mask]`: the wrapped cell's states, `a_t`
+    `(batch_size, attention_depth)`, each mechanism's `α_t` `(batch_size,
+    source_time)`, the keys (below), and the memory `(batch_size,
+    source_time, depth)` with its mask `(batch_size, source_time)`
+    (stored as `0.0`/`1.0` in the compute dtype because
+    `keras.layers.RNN` casts every state to it), which every step passes
+    on unchanged. The keys are tfa's: the memory through the score's
+    memory-side projection (`W_k h̄_s` of Bahdanau's score, the memory
+    half of Luong's concat score), `(batch_size, source_time, units)`,
+    one per mechanism that has one (`keyed_mechanisms`, at
+    `keys_indices`), computed once by `get_initial_state` instead of at
+    every step; Luong's dot, general and location scores have none. A
+    list without them (the layout before they were added) still works:
+    the mechanisms then project the memory at each step. A cell with a
+    monotonic mechanism with `sigmoid_noise > 0` has one more state
+    before the keys, at `noise_seed_index`: `(batch_size, 3)`, the seed
+    of the noise (drawn by `get_initial_state`, outside the loop) and a
+    step count, so the noise is drawn statelessly in any loop on every
+    backend.
     `get_initial_state(memory=...)` makes the list; pass it as
     `initial_state` to `keras.layers.RNN(cell, return_sequences=True)` to
     run teacher-forced over a target sequence (the memory must be known,
@@ -323,9 +333,45 @@ class AttentionDecoderCell(keras.layers.Layer):
         return self.alignments_index + len(self.mechanisms)
 
     @property
+    def keyed_mechanisms(self):
+        """For each mechanism, whether the state list carries its keys.
+
+        A mechanism whose score projects the memory (`projects_memory`:
+        Bahdanau's `W_k h̄_s`, the memory half of Luong's concat score)
+        has the projection computed once, by `get_initial_state`, and
+        carried as a constant state instead of recomputed at every step.
+        Not with a custom `attention_fn` (it may change the memory before
+        calling the mechanism), nor when the keys' dtype (`float32` for a
+        half-precision policy) is not the cell's compute dtype, to which
+        `keras.layers.RNN` casts every state: those mechanisms project
+        the memory at each step, as before.
+        """
+        cell_dtype = keras.backend.standardize_dtype(self.compute_dtype)
+        return [
+            self.attention_fn is None
+            and m.projects_memory
+            and ka_ops.logits_dtype(m.compute_dtype) == cell_dtype
+            for m in self.mechanisms
+        ]
+
+    @property
+    def keys_indices(self):
+        """For each mechanism, the index of its keys in the state list.
+
+        `None` for a mechanism whose keys are not carried (see
+        `keyed_mechanisms`).
+        """
+        index = self.alignments_index + len(self.mechanisms) + self.noisy
+        indices = []
+        for keyed in self.keyed_mechanisms:
+            indices.append(index if keyed else None)
+            index += keyed
+        return indices
+
+    @property
     def num_constant_states(self):
-        """The memory and its mask: the last two states, never changed."""
-        return 2
+        """The keys, the memory and its mask: the last states, unchanged."""
+        return sum(self.keyed_mechanisms) + 2
 
     def _layer_depth(self, layer):
         shape = (None, self._memory_depth + self._cell_output_size)
@@ -379,7 +425,7 @@ class AttentionDecoderCell(keras.layers.Layer):
         alignments = [None] * len(self.mechanisms)
         depths = [*self._cell_state_sizes, self.attention_depth, *alignments]
         seed = [3] if self.noisy else []
-        return depths + seed + [None, None]
+        return depths + seed + [None] * self.num_constant_states
 
     @property
     def output_size(self):
@@ -464,11 +510,14 @@ class AttentionDecoderCell(keras.layers.Layer):
                 own initial state (zeros).
 
         Returns:
-            The list `[*cell_states, attention, *alignments, memory,
-            memory_mask]`: zero attention vector and each mechanism's
-            initial alignments (zeros; one-hot on the first position for
-            the monotonic mechanisms), with a fresh noise seed before the
-            memory when some mechanism adds sigmoid noise.
+            The list `[*cell_states, attention, *alignments, *keys,
+            memory, memory_mask]`: zero attention vector and each
+            mechanism's initial alignments (zeros; one-hot on the first
+            position for the monotonic mechanisms), with a fresh noise
+            seed before the keys when some mechanism adds sigmoid noise.
+            `keys` are the memory's projections of the mechanisms that
+            have one (`keyed_mechanisms`, at `keys_indices`), computed
+            here once for all the steps.
         """
         if memory is None:
             raise ValueError(
@@ -498,7 +547,22 @@ class AttentionDecoderCell(keras.layers.Layer):
             for m in self.mechanisms
         ]
         seed = [self._initial_noise_seed(batch)] if self.noisy else []
-        return [*cell_state, attention, *alignments, *seed, memory, mask]
+        keys = [
+            ops.cast(m.project_memory(memory), self.compute_dtype)
+            for m, keyed in zip(
+                self.mechanisms, self.keyed_mechanisms, strict=True
+            )
+            if keyed
+        ]
+        return [
+            *cell_state,
+            attention,
+            *alignments,
+            *seed,
+            *keys,
+            memory,
+            mask,
+        ]
 
     def _initial_noise_seed(self, batch):
         """`[s_0, s_1, step]` per row: a fresh seed of this sequence's noise.
@@ -543,6 +607,7 @@ class AttentionDecoderCell(keras.layers.Layer):
         previous_alignments = states[n + 1 : n + 1 + count]
         seed_state = states[n + 1 + count] if self.noisy else None
         memory, memory_mask = states[-2], states[-1]
+        keys, constants = self._carried_keys(states)
         previous = ops.cast(previous_attention, inputs.dtype)
         if self.cell_input_fn is None:
             cell_inputs = ops.concatenate([inputs, previous], axis=-1)
@@ -558,6 +623,8 @@ class AttentionDecoderCell(keras.layers.Layer):
             extra = {}
             if noise[i] is not None:
                 extra["noise"] = noise[i]
+            if keys[i] is not None:
+                extra["keys"] = keys[i]
             context, weights = attention_fn(
                 mechanism,
                 cell_output,
@@ -591,10 +658,35 @@ class AttentionDecoderCell(keras.layers.Layer):
             ops.cast(attention, previous_attention.dtype),
             *(ops.cast(a, previous_attention.dtype) for a in alignments),
             *([] if seed_state is None else [self._next_seed(seed_state)]),
-            memory,
-            memory_mask,
+            *constants,
         ]
         return output, new_states
+
+    def _carried_keys(self, states):
+        """Each mechanism's keys from the state list (or `None`), and the
+        constant states (keys, memory, mask), which a step passes on.
+
+        A list without the keys (made before they were carried, or by
+        hand as `[*cell_states, attention, *alignments, memory,
+        memory_mask]`) gets `None` for all: the mechanisms then project
+        the memory themselves, at each step.
+        """
+        if len(states) != len(self.state_size):
+            return [None] * len(self.mechanisms), states[-2:]
+        keys = []
+        for mechanism, index in zip(
+            self.mechanisms, self.keys_indices, strict=True
+        ):
+            carried = None if index is None else states[index]
+            dtype = ka_ops.logits_dtype(mechanism.compute_dtype)
+            if (
+                carried is not None
+                and keras.backend.standardize_dtype(carried.dtype) != dtype
+            ):
+                # Cast by a loop of another dtype: rounded, so not used.
+                carried = None
+            keys.append(carried)
+        return keys, states[len(states) - self.num_constant_states :]
 
     def _step_noise(self, seed_state, memory, training):
         """Each mechanism's sigmoid noise `(batch_size, source_time)`.
@@ -747,6 +839,12 @@ class _AlignmentOutputCell(keras.layers.Layer):
         # the decoder's, e.g. a float32 cell in a mixed-precision decoder.
         kept_states = []
         for new, old in zip(new_states, states, strict=True):
+            if new is old:
+                # A constant (keys, memory, mask) goes on as the same
+                # tensor: TensorFlow's loop then treats it as invariant
+                # and keeps no copy of it per step for the gradient.
+                kept_states.append(old)
+                continue
             step_keep = ops.reshape(keep, (-1,) + (1,) * (len(old.shape) - 1))
             kept_states.append(
                 ops.where(step_keep, ops.cast(new, old.dtype), old)

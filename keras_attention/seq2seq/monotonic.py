@@ -190,9 +190,9 @@ class _Monotonic:
                 shape, dtype=dtype, seed=self._seed_generator
             )
 
-    def _energies(self, query, memory):
+    def _energies(self, query, memory, keys=None):
         """`e + r`, `(batch_size, source_time)` in the logits dtype."""
-        logits = self.score(ops.expand_dims(query, 1), memory)[:, 0]
+        logits = self._logits(ops.expand_dims(query, 1), memory, keys)[:, 0]
         return logits + ops.cast(self.score_bias, logits.dtype)
 
     def call(
@@ -203,6 +203,7 @@ class _Monotonic:
         previous_alignments=None,
         training=None,
         noise=None,
+        keys=None,
     ):
         self._check_shapes(query.shape, memory.shape)
         if len(query.shape) != 2:
@@ -213,7 +214,7 @@ class _Monotonic:
                 f"Received: query.shape={tuple(query.shape)}"
             )
         check_memory_mask(type(self).__name__, memory_mask, memory.shape)
-        energies = self._energies(query, memory)
+        energies = self._energies(query, memory, keys)
         dtype = energies.dtype
         batch, source_length = ops.shape(memory)[0], ops.shape(memory)[1]
         if previous_alignments is None:
@@ -281,6 +282,8 @@ class BahdanauMonotonicAttention(_Monotonic, BahdanauAttention):
         previous_alignments: `α_{i−1}` `(batch_size, source_time)`.
             Defaults to one-hot on the first position.
         training: Whether to add the sigmoid noise.
+        keys: Optional `project_memory(memory)` (see
+            `BahdanauAttention`).
 
     Returns:
         `(context, weights)`: `(batch_size, depth)`, `(batch_size,
@@ -369,6 +372,8 @@ class LuongMonotonicAttention(_Monotonic, LuongAttention):
         previous_alignments: `α_{i−1}` `(batch_size, source_time)`.
             Defaults to one-hot on the first position.
         training: Whether to add the sigmoid noise.
+        keys: Optional `project_memory(memory)` (see
+            `BahdanauAttention`).
 
     Returns:
         `(context, weights)`: `(batch_size, depth)`, `(batch_size,
@@ -430,8 +435,8 @@ class LuongMonotonicAttention(_Monotonic, LuongAttention):
         if self.scale:
             self.g = self.add_weight(name="g", shape=(), initializer="ones")
 
-    def _energies(self, query, memory):
-        logits = self.score(ops.expand_dims(query, 1), memory)[:, 0]
+    def _energies(self, query, memory, keys=None):
+        logits = self._logits(ops.expand_dims(query, 1), memory, keys)[:, 0]
         if self.scale:
             logits = logits * ops.cast(self.g, logits.dtype)
         return logits + ops.cast(self.score_bias, logits.dtype)
