@@ -266,6 +266,14 @@ class Translator(keras.Model):
 
     def encode(self, source_ids, training=None):
         """Returns `(memory, memory_mask, initial_decoder_state)`."""
+        shape = tuple(getattr(source_ids, "shape", np.shape(source_ids)))
+        if len(shape) != 2:
+            raise ValueError(
+                "Translator expects source ids of shape `(batch_size, "
+                "source_time)` (a batch of one sentence is `ids[None]`; raw "
+                "text goes to `translate`). Received: source_ids with "
+                f"shape={shape}"
+            )
         source_ids = ops.cast(source_ids, "int32")
         mask = ops.not_equal(source_ids, 0)
         x = self.dropout_layer(
@@ -356,10 +364,17 @@ class Translator(keras.Model):
         return result.tokens, result.scores, result.alignments
 
     def vectorize_sources(self, texts):
-        """Raw source texts → padded ids `(batch_size, longest)` (NumPy)."""
-        return text_lib.vectorize(
+        """Raw source texts → padded ids `(batch_size, longest)` (NumPy).
+
+        At least one column: a batch whose texts have no token (`""`)
+        gets one padding step, so that the encoder runs (on nothing).
+        """
+        ids = text_lib.vectorize(
             self.source_vocabulary, [text_lib.tokenize(t) for t in texts]
         )
+        if ids.shape[1] == 0:
+            ids = np.zeros((ids.shape[0], 1), ids.dtype)
+        return ids
 
     def vectorize_targets(self, texts):
         """Raw target texts → ids of `[start] ... [end]`, padded (NumPy)."""
@@ -402,7 +417,10 @@ class Translator(keras.Model):
 
         Returns:
             The detokenized translations (one string for one string), and
-            the alignments if asked (one triple for one string).
+            the alignments if asked (one triple for one string). A text
+            without a token (`""`) is translated from an empty source:
+            the decoder's output with a zero context. No texts give an
+            empty list.
         """
         single = isinstance(texts, (str, bytes))
         texts = text_lib.as_text_list(texts)

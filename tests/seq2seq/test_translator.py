@@ -129,6 +129,18 @@ def test_translate_takes_one_string_a_list_or_a_numpy_array():
     assert model.translate(np.array(sources, dtype=object)) == from_list
 
 
+def test_translate_takes_empty_texts_and_no_texts():
+    model = _model()
+    alone = model.translate([""])
+    assert len(alone) == 1 and isinstance(alone[0], str)
+    # An empty source is all padding: the same translation next to a
+    # longer sentence, which keeps its own.
+    both = model.translate(["", DATA.sources[0]])
+    assert both == [alone[0], model.translate(DATA.sources[0])]
+    assert model.translate([]) == []
+    assert model.translate([], return_alignments=True) == ([], [])
+
+
 @pytest.mark.parametrize(
     "texts, match",
     [(3, "texts=3"), ([b"ok", 4], "element of type int: 4")],
