@@ -147,18 +147,21 @@ def make_vectorizer(vocabulary):
     )
 
 
-def as_text_list(texts) -> list:
+def as_text_list(texts, name: str = "texts") -> list:
     """Sentences as a list of `str`: one string is one sentence.
 
     Args:
         texts: A string, a list or tuple of strings (or UTF-8 `bytes`), or a
             NumPy array of them (any shape; read in row-major order).
+        name: The caller's name for the argument, used in errors. Defaults
+            to `"texts"`.
 
     Returns:
         A list of `str`.
 
     Raises:
-        ValueError: naming `texts` and what it received, for anything else.
+        ValueError: naming the argument and what it received, for anything
+            else.
     """
     if isinstance(texts, (str, bytes)):
         texts = [texts]
@@ -166,15 +169,16 @@ def as_text_list(texts) -> list:
         texts = texts.reshape(-1).tolist()
     if not isinstance(texts, (list, tuple)):
         raise ValueError(
-            "`texts` must be a string or a list of strings. Received: "
-            f"texts={texts!r}"
+            f"`{name}` must be a string or a list of strings. Received: "
+            f"{name}={texts!r}"
         )
     texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
     bad = [t for t in texts if not isinstance(t, str)]
     if bad:
         raise ValueError(
-            "`texts` must be a string or a list of strings. Received an "
-            f"element of type {type(bad[0]).__name__}: {bad[0]!r}"
+            f"`{name}` must be a string or a list of strings. Received: "
+            f"{name} with an element of type {type(bad[0]).__name__}: "
+            f"{bad[0]!r}"
         )
     return texts
 
@@ -282,7 +286,7 @@ def _text_batch(x):
     )
     if not is_text:
         return x
-    texts = as_text_list(x)
+    texts = as_text_list(x, name="x")
     if not texts:
         raise ValueError(
             f"`x` holds no text: nothing to predict. Received: x={x!r}"

@@ -203,7 +203,7 @@ def predict_labels(model, sentences, batch_size=64):
         A list with one name (`class_names(model)`) per sentence.
     """
     probabilities, _ = predict_sentiment(
-        model, text.as_text_list(sentences), batch_size=batch_size
+        model, text.as_text_list(sentences, "sentences"), batch_size=batch_size
     )
     names = class_names(model)
     return [names[i] for i in probabilities.argmax(axis=-1)]
