@@ -74,57 +74,45 @@ def one_line_warnings():
         warnings.formatwarning = saved
 
 
+def _number(text, convert, accept, expected):
+    """`convert(text)` if `accept` takes it, else an argparse error."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive_int(text):
     """An `argparse` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive integer, got {text!r}"
-        )
-    return value
+    return _number(text, int, lambda v: v >= 1, "a positive integer")
 
 
 def positive_float(text):
     """An `argparse` type: a float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive number, got {text!r}"
-        )
-    return value
+    return _number(text, float, lambda v: v > 0, "a positive number")
 
 
 def non_negative_float(text):
     """An `argparse` type: a finite float >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(
-            f"expected a non-negative number, got {text!r}"
-        )
-    return value
+    return _number(
+        text,
+        float,
+        lambda v: 0.0 <= v < float("inf"),
+        "a non-negative number",
+    )
 
 
 def vocabulary_size(text):
     """An `argparse` type: an integer >= 3 (padding, `[UNK]`, a word)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 3:
-        raise argparse.ArgumentTypeError(
-            "expected an integer of at least 3 (padding, [UNK] and one "
-            f"word), got {text!r}"
-        )
-    return value
+    return _number(
+        text,
+        int,
+        lambda v: v >= 3,
+        "an integer of at least 3 (padding, [UNK] and one word)",
+    )
 
 
 def sentence(text):
