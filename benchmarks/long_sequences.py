@@ -21,6 +21,10 @@ processes than between the steps of one.
     python benchmarks/long_sequences.py --table speed   # speed table
     python benchmarks/long_sequences.py --quick         # a smoke run
 
+The memory table's figure is written only where `--plot PATH` says; the
+committed `benchmarks/long_sequences.png` is the full run's, regenerated
+with `--impls ours_auto keras --plot benchmarks/long_sequences.png`.
+
 Keras's layer materialises `(heads, N, N)` weights and stops fitting in
 memory past about N = 8192 here, so it is only run up to `--keras-max`.
 """
@@ -375,7 +379,12 @@ def main(argv=None):
     )
     parser.add_argument("--causal", action="store_true")
     parser.add_argument(
-        "--plot", default=os.path.join("benchmarks", "long_sequences.png")
+        "--plot",
+        metavar="PATH",
+        help="memory: also draw peak RSS against N into this PNG (none by "
+        "default, so a partial run never replaces the committed figure; "
+        "it is regenerated with --impls ours_auto keras --plot "
+        "benchmarks/long_sequences.png)",
     )
     parser.add_argument("--quick", action="store_true", help="N=256, 512")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -383,13 +392,15 @@ def main(argv=None):
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--speed-n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.plot and args.table == "speed":
+        parser.error("--plot draws the memory table; speed has no figure")
     if args.worker:
         if args.worker not in IMPLS:
             args.worker = int(args.worker)
         worker(args)
         return
     if args.quick:
-        args.sizes, args.dim, args.heads, args.plot = [256, 512], 32, 2, ""
+        args.sizes, args.dim, args.heads = [256, 512], 32, 2
     if args.table == "speed":
         args.repeats = args.repeats or 5
         if args.speed_n:

@@ -1,0 +1,93 @@
+"""benchmarks/long_sequences.py draws its figure only where `--plot` says.
+
+The committed `benchmarks/long_sequences.png` is the full run's figure: a
+quick or one-size run must never overwrite it. The measurements
+(`run_one`, a subprocess per cell) are replaced by made-up rows, so
+nothing here measures anything.
+"""
+
+import contextlib
+import importlib.util
+import io
+import os
+
+import pytest
+
+# Argument parsing and a plot, no backend work: TF lane only.
+pytestmark = pytest.mark.backend_independent
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "benchmarks", "long_sequences.py")
+
+
+def _script(monkeypatch, plots):
+    spec = importlib.util.spec_from_file_location("long_sequences_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def run_one(args, mode, impl, n):
+        return {
+            "mode": mode,
+            "impl": impl,
+            "n": n,
+            "first_step_s": 1.0,
+            "seconds": None,
+            "peak_gib": n / 1024,
+            "base_gib": 0.5,
+        }
+
+    real_plot = module.plot
+
+    def plot(results, path):
+        plots.append(path)
+        real_plot(results, path)
+
+    def speed(args):
+        raise AssertionError("the speed table ran")
+
+    monkeypatch.setattr(module, "run_one", run_one)
+    monkeypatch.setattr(module, "plot", plot)
+    monkeypatch.setattr(module, "speed", speed)
+    return module
+
+
+@pytest.mark.parametrize(
+    "argv", [["--quick"], ["--table", "memory", "--sizes", "256"], []]
+)
+def test_a_run_without_plot_writes_no_figure(argv, tmp_path, monkeypatch):
+    # From a copy of the repository's layout, so that a default path,
+    # relative or not, would show up here rather than in the checkout.
+    (tmp_path / "benchmarks").mkdir()
+    monkeypatch.chdir(tmp_path)
+    plots = []
+    module = _script(monkeypatch, plots)
+    monkeypatch.setattr(
+        module, "__file__", str(tmp_path / "benchmarks" / "long_sequences.py")
+    )
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        module.main([*argv, "--modes", "tf_function"])
+    assert "| tf_function |" in out.getvalue()
+    assert plots == []
+    assert list(tmp_path.rglob("*.png")) == []
+
+
+def test_plot_writes_the_figure_where_asked(tmp_path, monkeypatch):
+    plots = []
+    module = _script(monkeypatch, plots)
+    path = tmp_path / "memory.png"
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        module.main(["--quick", "--modes", "tf_function", "--plot", str(path)])
+    assert plots == [str(path)]
+    assert path.stat().st_size > 0
+    assert f"plot: {path}" in out.getvalue()
+
+
+def test_plot_with_the_speed_table_is_a_one_line_error(monkeypatch):
+    module = _script(monkeypatch, [])
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        with pytest.raises(SystemExit) as exit_info:
+            module.main(["--table", "speed", "--plot", "speed.png"])
+    assert exit_info.value.code == 2
+    lines = stderr.getvalue().splitlines()
+    assert "error: --plot" in lines[-1], lines
