@@ -50,6 +50,7 @@ class Score(keras.layers.Layer):
         self._check_ranks(query_shape, key_shape)
 
     def call(self, query, key):
+        _validation.floating_inputs(type(self).__name__, query=query, key=key)
         dtype = ka_ops.logits_dtype(query.dtype)
         return self._logits(ops.cast(query, dtype), ops.cast(key, dtype))
 
@@ -180,6 +181,7 @@ class Score(keras.layers.Layer):
         return tuple(query_shape[:-1]) + (key_shape[-2],)
 
     def compute_output_spec(self, query, key):
+        _validation.floating_inputs(type(self).__name__, query=query, key=key)
         shape = self.compute_output_shape(query.shape, key.shape)
         return keras.KerasTensor(shape, dtype=ka_ops.logits_dtype(query.dtype))
 

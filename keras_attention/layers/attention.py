@@ -147,9 +147,11 @@ class Attention(keras.layers.Layer):
                 name="attention_bias", shape=(), initializer="zeros"
             )
 
-    def _check_masks(self, query, value, key, masks):
-        """Explicit masks of the wrong shape: a `ValueError` naming them."""
+    def _check_inputs(self, query, value, key, masks):
+        """Integer inputs (a `TypeError`) and explicit masks of the wrong
+        shape (a `ValueError`), each named, before any computation."""
         name = type(self).__name__
+        _validation.floating_inputs(name, query=query, value=value, key=key)
         key_shape = None if key is None else key.shape
         _common.check_padding_masks(
             name, query.shape, value.shape, key_shape, masks
@@ -184,7 +186,7 @@ class Attention(keras.layers.Layer):
             "key_mask": key_mask,
             "attention_mask": attention_mask,
         }
-        self._check_masks(query, value, key, masks)
+        self._check_inputs(query, value, key, masks)
         name = type(self).__name__
         query, query_mask, attention_mask, squeeze = _common.as_query_sequence(
             query, query_mask, attention_mask, use_causal_mask, name
@@ -274,7 +276,7 @@ class Attention(keras.layers.Layer):
         training=None,
     ):
         value = query if value is None else value
-        self._check_masks(
+        self._check_inputs(
             query,
             value,
             key,

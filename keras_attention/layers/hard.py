@@ -208,7 +208,7 @@ class HardAttention(Attention):
         training=None,
     ):
         value = query if value is None else value
-        self._check_masks(
+        self._check_inputs(
             query,
             value,
             key,

@@ -270,6 +270,9 @@ class MultiHeadAttention(MultiHeadBase):
         training=None,
         use_causal_mask=False,
     ):
+        _validation.floating_inputs(
+            type(self).__name__, query=query, value=value, key=key
+        )
         # Built once, called again: a batch mismatch is ours to name
         # rather than the backend's matmul error.
         checks.query_value_key_shapes(
@@ -310,6 +313,9 @@ class MultiHeadAttention(MultiHeadBase):
         training=None,
         use_causal_mask=False,
     ):
+        _validation.floating_inputs(
+            type(self).__name__, query=query, value=value, key=key
+        )
         key_shape = None if key is None else key.shape
         shape = self.compute_output_shape(query.shape, value.shape, key_shape)
         self._check_masks(

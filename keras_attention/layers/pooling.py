@@ -141,6 +141,7 @@ class AttentionPooling(keras.layers.Layer):
     def call(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
+        _validation.floating_inputs(type(self).__name__, inputs=inputs)
         _common.check_mask_shape(
             type(self).__name__,
             "mask",
@@ -183,6 +184,7 @@ class AttentionPooling(keras.layers.Layer):
     def compute_output_spec(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
+        _validation.floating_inputs(type(self).__name__, inputs=inputs)
         shape = self.compute_output_shape(inputs.shape)
         pooled = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:

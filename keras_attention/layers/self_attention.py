@@ -200,6 +200,7 @@ class SelfAttention(MultiHeadBase):
         training=None,
         inputs_mask=None,
     ):
+        _validation.floating_inputs(type(self).__name__, inputs=inputs)
         if mask is None:
             mask = inputs_mask
         masks = {
@@ -243,6 +244,7 @@ class SelfAttention(MultiHeadBase):
         training=None,
         inputs_mask=None,
     ):
+        _validation.floating_inputs(type(self).__name__, inputs=inputs)
         shape = self.compute_output_shape(inputs.shape)
         padding = inputs_mask if mask is None else mask
         self._check_masks(

@@ -5,6 +5,7 @@ import numbers
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.layers import _common
@@ -134,7 +135,7 @@ class StructuredSelfAttention(keras.layers.Layer):
     def call(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
-        self._check_mask(inputs, mask)
+        self._check_inputs(inputs, mask)
         dtype = ka_ops.logits_dtype(self.compute_dtype)
         hidden = ops.cast(inputs, dtype)
         ws1 = ops.cast(self.ws1, dtype)
@@ -158,7 +159,8 @@ class StructuredSelfAttention(keras.layers.Layer):
             return embedding, weights
         return embedding
 
-    def _check_mask(self, inputs, mask):
+    def _check_inputs(self, inputs, mask):
+        _validation.floating_inputs(type(self).__name__, inputs=inputs)
         _common.check_mask_shape(
             type(self).__name__,
             "mask",
@@ -180,7 +182,7 @@ class StructuredSelfAttention(keras.layers.Layer):
     def compute_output_spec(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
-        self._check_mask(inputs, mask)
+        self._check_inputs(inputs, mask)
         embedding = keras.KerasTensor(
             self.compute_output_shape(inputs.shape), dtype=self.compute_dtype
         )

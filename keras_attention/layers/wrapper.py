@@ -146,12 +146,17 @@ class MultiHead(keras.layers.Layer):
                         f"reg_index={self.reg_index!r}"
                     )
 
-    def call(self, inputs, mask=None, training=None):
+    def _call_kwargs(self, mask, training):
+        """The `mask` and `training` that the wrapped layer takes."""
         kwargs = {}
         if "mask" in self._passes and mask is not None:
             kwargs["mask"] = mask
         if "training" in self._passes:
             kwargs["training"] = training
+        return kwargs
+
+    def call(self, inputs, mask=None, training=None):
+        kwargs = self._call_kwargs(mask, training)
         outputs = [copy(inputs, **kwargs) for copy in self.copies]
         if self.reg_index is not None:
             self.add_loss(self._difference_penalty())
@@ -178,6 +183,17 @@ class MultiHead(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         shape = self.copies[0].compute_output_shape(input_shape)
         return tuple(shape) + (self.num_heads,)
+
+    def compute_output_spec(self, inputs, mask=None, training=None):
+        # Only for the wrapped layer's own checks (its input dtypes, its
+        # mask's shape): they then run when a functional model is built,
+        # as they would for the layer alone.
+        self.copies[0].compute_output_spec(
+            inputs, **self._call_kwargs(mask, training)
+        )
+        return keras.KerasTensor(
+            self.compute_output_shape(inputs.shape), dtype=self.compute_dtype
+        )
 
     def get_config(self):
         return {
