@@ -79,7 +79,11 @@ class MultiHead(keras.layers.Layer):
 
     Returns:
         The copies' outputs stacked on a new last axis: `layer`'s output
-        shape plus `(num_heads,)`.
+        shape plus `(num_heads,)`. The Keras mask is the copies' own (for
+        a sequence layer `(batch_size, T)` on the leading axes of
+        `(batch_size, T, D, num_heads)`), so masked layers downstream,
+        such as `TimeDistributed(Flatten())` then
+        `GlobalAveragePooling1D`, skip the padded steps.
 
     Example:
 

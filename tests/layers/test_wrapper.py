@@ -53,21 +53,30 @@ def test_copies_start_different_and_the_penalty_trains():
     assert float(to_np(model.losses[-1])) < before
 
 
-@pytest.mark.filterwarnings("ignore:Layer 'reshape'")
 def test_masks_and_save_load(tmp_path):
     tokens = keras.Input((None,), dtype="int32")
     x = keras.layers.Embedding(20, 4, mask_zero=True)(tokens)
     attention = keras_attention.Attention(score="additive", attention_width=3)
-    y = keras_attention.MultiHead(attention, 2, reg_index=0, reg_factor=0.1)(x)
-    y = keras.layers.Reshape((-1, 8))(y)
-    model = keras.Model(tokens, keras.layers.GlobalAveragePooling1D()(y))
+    heads = keras_attention.MultiHead(
+        attention, 2, reg_index=0, reg_factor=0.1
+    )(x)
+    # The output is (batch, time, dim, heads) and its mask the copies'
+    # (batch, time): Keras's layout, a mask over the leading axes, so
+    # masked layers downstream skip the padded steps.
+    y = keras.layers.TimeDistributed(keras.layers.Flatten())(heads)
+    pooled = keras.layers.GlobalAveragePooling1D()(y)
+    model = keras.Model(tokens, [pooled, heads])
     ids = np.array([[1, 2, 3, 0], [4, 5, 6, 7]])
-    out = to_np(model(ids))
-    assert out.shape == (2, 8)
+    out, per_head = (to_np(t) for t in model(ids))
+    assert out.shape == (2, 8) and per_head.shape == (2, 4, 4, 2)
+    kept = [per_head[b][ids[b] > 0].reshape(-1, 8) for b in range(2)]
+    np.testing.assert_allclose(out, [k.mean(0) for k in kept], atol=1e-6)
     path = str(tmp_path / "m.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(to_np(loaded(ids)), to_np(model(ids)), atol=1e-6)
+    np.testing.assert_allclose(
+        to_np(loaded(ids)[0]), to_np(model(ids)[0]), atol=1e-6
+    )
     # The mask reached the copies: a padded step gets no weight.
     wrapper = model.layers[2]
     hidden = model.layers[1](ids)
