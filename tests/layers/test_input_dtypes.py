@@ -3,9 +3,15 @@
 Attention weighs its inputs by a softmax of their scores: token ids are
 not embeddings, so every layer that attends over its inputs raises a
 `TypeError` naming the argument and the dtype received, rather than
-casting them (MultiHeadAttention on TensorFlow and JAX, StructuredSelfAttention)
-or failing inside the backend's softmax (Attention, AttentionPooling).
-Masks may still be integers (docs/errors.md has a row per layer).
+using them silently (MultiHeadAttention and SelfAttention cast them on
+TensorFlow and JAX, StructuredSelfAttention returned integers) or failing
+inside the backend (Attention's softmax, AttentionPooling). Masks may
+still be integers.
+
+The TensorFlow lane runs every layer and argument (`tensorflow_lane`: on
+JAX each layer built costs its initializers' compiles); the other lanes
+run docs/errors.md's integer-input rows, one for each call site of the
+shared check, eager and symbolic.
 """
 
 import keras
@@ -71,6 +77,7 @@ def _call(layer, shapes, values):
     return layer(values[first], **{name: values[name] for name in rest})
 
 
+@pytest.mark.tensorflow_lane
 @pytest.mark.parametrize("case", sorted(_cases()))
 def test_an_integer_input_is_a_type_error_naming_it(case, rand):
     make, shapes, bad = _cases()[case]
