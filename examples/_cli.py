@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import os
 import sys
+import textwrap
 import warnings
 
 #: The `--distribute` choices; tests check them against
@@ -30,12 +31,19 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     A flag whose default depends on others (`--label-names`) explains it
     in its own words; argparse would add a second, `(default: None)`.
+    Lines break at spaces only, so that a flag or a name such as
+    `--data-root` or `sst5-sentences` is never cut at its hyphen.
     """
 
     def _get_help_string(self, action):
         if "(default:" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(
+            " ".join(text.split()), width, break_on_hyphens=False
+        )
 
 
 class Parser(argparse.ArgumentParser):

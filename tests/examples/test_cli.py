@@ -76,6 +76,9 @@ def test_help_imports_no_tensorflow_and_shows_every_default(script):
         if flag in ("-h", "--help", "--quiet"):
             continue
         assert entry.count("(default:") == 1, f"{script} {flag}: {entry!r}"
+    # Lines break at spaces, never inside a hyphenated word or flag.
+    cut = [line for line in help_text.splitlines() if re.search(r"\w-$", line)]
+    assert not cut, f"{script}: {cut}"
 
 
 def test_the_scripts_flags_agree_with_the_package():
