@@ -2,8 +2,9 @@
 
 Each benchmark builds its splits and its training function; this module
 runs one training per penalty coefficient and seed, scores validation and
-test, prints the runs and the mean ± standard deviation over the seeds as
-Markdown, and writes `--output/metrics.json`.
+test, prints the runs, the mean ± standard deviation over the seeds and
+the accuracy of the seeds' ensemble (their class probabilities averaged)
+as Markdown, and writes `--output/metrics.json`.
 """
 
 import json
@@ -21,7 +22,11 @@ def add_training_arguments(add, preset):
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import sentiment_classifier  # parses before importing TensorFlow
 
-    defaults = sentiment_classifier.PRESETS[preset]
+    # The example's own defaults, under those its preset sets.
+    defaults = {
+        **vars(sentiment_classifier.parse_args([])),
+        **sentiment_classifier.PRESETS[preset],
+    }
     flags = (
         ("epochs", int, "most epochs"),
         ("patience", int, "early-stopping patience"),
@@ -34,6 +39,7 @@ def add_training_arguments(add, preset):
         ("mlp_units", int, "classifier MLP units"),
         ("dropout", float, "dropout rate"),
         ("recurrent_dropout", float, "LSTM state"),
+        ("spatial_dropout", float, "SpatialDropout1D on the embeddings"),
     )
     for dest, kind, text in flags:
         flag = "--" + dest.replace("_", "-")
@@ -52,17 +58,39 @@ def model_kwargs(args, penalty):
         "mlp_units": args.mlp_units,
         "dropout": args.dropout,
         "recurrent_dropout": args.recurrent_dropout,
+        "spatial_dropout": args.spatial_dropout,
     }
 
 
-def summary(runs):
-    """Mean and standard deviation over the seeds, one row per penalty."""
+def ensemble_accuracy(probabilities, labels):
+    """Accuracy of the mean of several models' class probabilities.
+
+    Args:
+        probabilities: One `(examples, classes)` array per model.
+        labels: The `(examples,)` true classes.
+    """
+    import numpy as np
+
+    mean = np.mean(np.stack(probabilities), axis=0)
+    return float(np.mean(mean.argmax(axis=-1) == np.asarray(labels)))
+
+
+def summary(runs, probabilities, splits):
+    """Mean and standard deviation over the seeds, one row per penalty,
+    and the accuracy of the ensemble of its seeds on validation and test
+    (`probabilities`: per run, in the order of `runs`, a dict of the
+    `"validation"` and `"test"` class probabilities of `splits`)."""
     import numpy as np
 
     rows = []
     for penalty in sorted({r["penalty"] for r in runs}):
-        chosen = [r for r in runs if r["penalty"] == penalty]
+        index = [i for i, r in enumerate(runs) if r["penalty"] == penalty]
+        chosen = [runs[i] for i in index]
         row = {"penalty": penalty, "runs": len(chosen)}
+        for name in ("validation", "test"):
+            row[f"ensemble_{name}_accuracy"] = ensemble_accuracy(
+                [probabilities[i][name] for i in index], splits[name].labels
+            )
         for key in ("test_accuracy", "attention_redundancy"):
             values = np.array([r[key] for r in chosen])
             row[key] = float(values.mean())
@@ -77,13 +105,19 @@ def _run(train, splits, run_dir, penalty, seed):
     from keras_attention.models import sentiment
 
     result, seconds = train(run_dir, penalty, seed)
-    validation, _, _ = sentiment.evaluate_sentiment_classifier(
-        result.model, splits["validation"], 256
+    validation, validation_probabilities, _ = (
+        sentiment.evaluate_sentiment_classifier(
+            result.model, splits["validation"], 256
+        )
     )
-    test, _, _ = sentiment.evaluate_sentiment_classifier(
+    test, test_probabilities, _ = sentiment.evaluate_sentiment_classifier(
         result.model, splits["test"], 256
     )
-    return {
+    probabilities = {
+        "validation": validation_probabilities,
+        "test": test_probabilities,
+    }
+    return probabilities, {
         "penalty": penalty,
         "seed": seed,
         "validation_accuracy": validation["accuracy"],
@@ -110,14 +144,16 @@ def _print_tables(runs, rows):
         )
     print(
         "| penalty | runs | test accuracy (mean ± sd) | "
-        "off-diag. AAᵀ (mean ± sd) |"
+        "off-diag. AAᵀ (mean ± sd) | ensemble validation | ensemble test |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['penalty']:g} | {r['runs']} | {r['test_accuracy']:.3f} ± "
             f"{r['test_accuracy_std']:.3f} | {r['attention_redundancy']:.3f} ± "
-            f"{r['attention_redundancy_std']:.3f} |"
+            f"{r['attention_redundancy_std']:.3f} | "
+            f"{r['ensemble_validation_accuracy']:.3f} | "
+            f"{r['ensemble_test_accuracy']:.3f} |"
         )
 
 
@@ -133,14 +169,17 @@ def run_grid(args, splits, train):
         `{"runs": [...], "summary": [...]}`, also in `metrics.json`.
     """
     runs = []
+    probabilities = []
     for penalty in args.penalties:
         for seed in args.seeds:
             run_dir = os.path.join(
                 args.output, f"penalty_{penalty:g}_seed_{seed}"
             )
-            runs.append(_run(train, splits, run_dir, penalty, seed))
+            run_probabilities, run = _run(train, splits, run_dir, penalty, seed)
+            runs.append(run)
+            probabilities.append(run_probabilities)
             print(json.dumps(runs[-1]), flush=True)
-    rows = summary(runs)
+    rows = summary(runs, probabilities, splits)
     _print_tables(runs, rows)
     os.makedirs(args.output, exist_ok=True)
     with open(os.path.join(args.output, "metrics.json"), "w") as f:

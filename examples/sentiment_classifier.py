@@ -232,6 +232,13 @@ def _add_model_arguments(model):
         default=0.5,
         help="dropout rate on the LSTM's recurrent state",
     )
+    model.add_argument(
+        "--spatial-dropout",
+        type=_cli.fraction,
+        default=0.0,
+        help="rate of SpatialDropout1D on the word embeddings (each "
+        "embedding channel dropped for a whole sentence)",
+    )
 
 
 def parse_args(argv=None):
@@ -345,6 +352,7 @@ def _model_kwargs(args):
         "mlp_units": args.mlp_units,
         "dropout": args.dropout,
         "recurrent_dropout": args.recurrent_dropout,
+        "spatial_dropout": args.spatial_dropout,
     }
 
 

@@ -53,6 +53,7 @@ def build_sentiment_classifier(
     num_classes=None,
     dropout=0.2,
     recurrent_dropout=0.0,
+    spatial_dropout=0.0,
     name="sentiment_classifier",
     label_names=None,
 ):
@@ -96,6 +97,10 @@ def build_sentiment_classifier(
             Defaults to `0.2`.
         recurrent_dropout: Dropout rate on the LSTM's recurrent state.
             Defaults to `0.0`.
+        spatial_dropout: Rate of `keras.layers.SpatialDropout1D` on the
+            word embeddings: in training, each embedding channel is
+            dropped for the whole sentence at once. Defaults to `0.0`
+            (no such layer).
         name: Model name. Defaults to `"sentiment_classifier"`.
         label_names: Optional names of the classes (label `i` is
             `label_names[i]`), saved with the model as `model.label_names`.
@@ -129,6 +134,10 @@ def build_sentiment_classifier(
     embedded = keras.layers.Embedding(
         vocabulary_size, embedding_dim, mask_zero=True, name="embedding"
     )(token_ids)
+    if spatial_dropout:
+        embedded = keras.layers.SpatialDropout1D(
+            spatial_dropout, name="spatial_dropout"
+        )(embedded)
     hidden = keras.layers.Bidirectional(
         keras.layers.LSTM(
             lstm_units,

@@ -109,6 +109,30 @@ def test_save_and_load_then_predict_sentiment_on_any_backend(tmp_path):
     assert [w.shape[1] for w in attention] == [3, 5, 5, 4, 3]
 
 
+def test_spatial_dropout_drops_whole_channels_and_keeps_the_mask():
+    assert "spatial_dropout" not in [layer.name for layer in _model().layers]
+    model = _model(spatial_dropout=0.5)
+    # Inference: no dropout, and the padding mask still reaches attention.
+    weights = _outputs(model, SENTENCES)["attention"]
+    np.testing.assert_array_equal(weights[0][:, 3:], 0.0)
+    np.testing.assert_allclose(weights[0][:, :3].sum(-1), 1.0, rtol=1e-5)
+    # Training: each (sentence, channel) is dropped at every step or none.
+    vectorizer = model.get_layer(index=1)
+    embedded = keras.Model(
+        vectorizer.output,
+        [
+            model.get_layer("embedding").output,
+            model.get_layer("spatial_dropout").output,
+        ],
+    )
+    before, after = embedded(_ids(model, SENTENCES), training=True)
+    before = keras.ops.convert_to_numpy(before)
+    after = keras.ops.convert_to_numpy(after)
+    kept = np.all(np.isclose(after, 2 * before, atol=1e-6), axis=1)
+    dropped = np.all(after == 0, axis=1)
+    assert np.all(kept | dropped) and dropped.any() and kept.any()
+
+
 def test_token_id_model_shares_weights_and_penalty():
     model = _model(penalty=1.0)
     view = sentiment.token_id_model(model, probabilities_only=True)
