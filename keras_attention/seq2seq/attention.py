@@ -11,6 +11,7 @@ name elsewhere in the library.
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.seq2seq import probability
@@ -120,7 +121,9 @@ class AttentionMechanism(keras.layers.Layer):
                 "mechanism: call it once, or build it, first. Received: "
                 f"memory.shape={tuple(memory.shape)}"
             )
-        memory = ops.cast(ops.convert_to_tensor(memory), self.compute_dtype)
+        memory = ops.convert_to_tensor(memory)
+        _validation.floating_inputs(type(self).__name__, memory=memory)
+        memory = ops.cast(memory, self.compute_dtype)
         return self.score.project_keys(memory)
 
     def _logits(self, query, memory, keys):
@@ -150,6 +153,9 @@ class AttentionMechanism(keras.layers.Layer):
     ):
         # `previous_alignments` (the decoder cell passes them) is used by
         # the monotonic mechanisms only.
+        _validation.floating_inputs(
+            type(self).__name__, query=query, memory=memory
+        )
         self._check_shapes(query.shape, memory.shape)
         check_memory_mask(type(self).__name__, memory_mask, memory.shape)
         single = len(query.shape) == 2
@@ -201,6 +207,9 @@ class AttentionMechanism(keras.layers.Layer):
         keys=None,
         **_,
     ):
+        _validation.floating_inputs(
+            type(self).__name__, query=query, memory=memory
+        )
         context_shape, weights_shape = self.compute_output_shape(
             query.shape, memory.shape
         )

@@ -53,6 +53,11 @@ def _cases():
             inputs,
             ("inputs",),
         ),
+        "seq2seq.BahdanauAttention": (
+            lambda: ka.seq2seq.BahdanauAttention(4),
+            {"query": (2, 4), "memory": VALUE},
+            ("query", "memory"),
+        ),
         "scores.DotScore": (
             ka.scores.DotScore,
             {"query": QUERY, "key": VALUE},
