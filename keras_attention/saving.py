@@ -14,7 +14,9 @@ functional model through `model.export`, a
 `keras_attention.seq2seq.Translator` through `keras.export.ExportArchive`
 with a `serve` signature (source ids → greedy tokens, scores and
 alignments) and a `translate` signature (raw strings → translations).
-Exporting needs the TensorFlow backend.
+Exporting a `Translator` (its `translate` signature runs TensorFlow string
+ops) or a model that takes strings needs the TensorFlow backend; a
+numeric functional model exports on JAX too, through `model.export`.
 """
 
 import json
