@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests.layer_basics import quick_collections
 from tests.test_every_layer import LAYERS
 from tests.test_every_layer import _data
 from tests.test_every_layer import _input_names
@@ -43,7 +44,8 @@ def test_every_layer_survives_int8_quantization_and_saving(tmp_path):
     before = _predict(model, data, branches)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Layer .* does not have a `quantize`")
-        model.quantize("int8")
+        with quick_collections():
+            model.quantize("int8")
     after = _predict(model, data, branches)
     path = str(tmp_path / "quantized.keras")
     model.save(path)

@@ -11,6 +11,7 @@ import keras_attention
 from keras_attention import scores
 from tests.layer_basics import check_layer_basics
 from tests.layer_basics import np_softmax
+from tests.layer_basics import quick_collections
 from tests.layer_basics import to_np
 
 
@@ -170,7 +171,8 @@ def test_quantized_projection_saves_and_loads(tmp_path, rand):
     inputs = keras.Input((5, 4))
     pooling = keras_attention.AttentionPooling(query="last", units=3)
     model = keras.Model(inputs, pooling(inputs))
-    model.quantize("int8")
+    with quick_collections():
+        model.quantize("int8")
     x = rand(2, 5, 4)
     path = str(tmp_path / "q.keras")
     model.save(path)

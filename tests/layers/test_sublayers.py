@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import keras_attention
+from tests.layer_basics import quick_collections
 
 LAYERS = {
     "MultiHeadAttention": lambda: keras_attention.MultiHeadAttention(2, 8),
@@ -41,7 +42,8 @@ def test_quantization_keeps_the_outputs_and_survives_saving(
     x = rng.normal(size=(2, 6, 16)).astype("float32")
     model, _ = _model(LAYERS[name])
     before = keras.ops.convert_to_numpy(model(x))
-    model.quantize(mode)
+    with quick_collections():
+        model.quantize(mode)
     after = keras.ops.convert_to_numpy(model(x))
     assert _relative_change(before, after) < tolerance
     # The quantized projections come back quantized (Keras 3.15's own layer

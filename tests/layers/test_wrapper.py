@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import keras_attention
+from tests.layer_basics import quick_collections
 from tests.layer_basics import to_np
 
 
@@ -140,7 +141,8 @@ def test_quantized_copies_save_and_load(tmp_path):
     model = keras.Model(
         inputs, keras_attention.MultiHead(keras.layers.Dense(3), 2)(inputs)
     )
-    model.quantize("int8")
+    with quick_collections():
+        model.quantize("int8")
     x = np.random.default_rng(0).normal(size=(2, 4)).astype("float32")
     path = str(tmp_path / "q.keras")
     model.save(path)
