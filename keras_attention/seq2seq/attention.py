@@ -87,6 +87,14 @@ class AttentionMechanism(keras.layers.Layer):
                 f"query_depth)`. Received: {_shapes(query_shape, memory_shape)}"
             )
 
+    def _check_inputs(self, query, memory):
+        """Integer tensors (a `TypeError`) and bad ranks (a `ValueError`),
+        each named, before any computation; every mechanism's `call`."""
+        _validation.floating_inputs(
+            type(self).__name__, query=query, memory=memory
+        )
+        self._check_shapes(query.shape, memory.shape)
+
     def build(self, query_shape, memory_shape):
         self._check_shapes(query_shape, memory_shape)
         query_seq_shape = (query_shape[0], 1, query_shape[-1])
@@ -153,10 +161,7 @@ class AttentionMechanism(keras.layers.Layer):
     ):
         # `previous_alignments` (the decoder cell passes them) is used by
         # the monotonic mechanisms only.
-        _validation.floating_inputs(
-            type(self).__name__, query=query, memory=memory
-        )
-        self._check_shapes(query.shape, memory.shape)
+        self._check_inputs(query, memory)
         check_memory_mask(type(self).__name__, memory_mask, memory.shape)
         single = len(query.shape) == 2
         if single:

@@ -205,7 +205,7 @@ class _Monotonic:
         noise=None,
         keys=None,
     ):
-        self._check_shapes(query.shape, memory.shape)
+        self._check_inputs(query, memory)
         if len(query.shape) != 2:
             raise ValueError(
                 f"{type(self).__name__} attends one decoder step at a time "

@@ -58,6 +58,11 @@ def _cases():
             {"query": (2, 4), "memory": VALUE},
             ("query", "memory"),
         ),
+        "seq2seq.LuongMonotonicAttention": (
+            lambda: ka.seq2seq.LuongMonotonicAttention(),
+            {"query": (2, 4), "memory": VALUE},
+            ("memory",),
+        ),
         "scores.DotScore": (
             ka.scores.DotScore,
             {"query": QUERY, "key": VALUE},
