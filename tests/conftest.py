@@ -11,9 +11,15 @@ The README's test command runs the suite once per Keras backend (a lane):
 - PyTorch: the tests of the library itself, which do not need TensorFlow
   (`TORCH_LANE` below); the examples, their data pipelines and the
   TensorFlow-only features are deselected.
+
+`tests/legacy/` is not part of any lane: it compares our layers with the
+retired Keras-2 packages themselves, which need their own environment
+(docs/testing.md, "The retired packages themselves"), and is collected
+only with `--legacy`.
 """
 
 import os
+import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -24,6 +30,7 @@ import pytest  # noqa: E402
 from tests import profiles  # noqa: E402, F401 - loads the hypothesis profile
 
 BACKEND = keras.backend.backend()
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Test paths (relative to the repository root) of the PyTorch lane: the
 # ops, scores, layers, seq2seq, saving and error checks.
@@ -39,6 +46,24 @@ TORCH_LANE = (
     "tests/layers/",
     "tests/seq2seq/",
 )
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--legacy",
+        action="store_true",
+        help="run tests/legacy/ (only): our layers against the retired "
+        "Keras-2 packages, in the environment docs/testing.md describes",
+    )
+
+
+def pytest_ignore_collect(collection_path, config):
+    """`tests/legacy/` with `--legacy`, everything else without it."""
+    legacy = ROOT / "tests" / "legacy"
+    inside = collection_path == legacy or legacy in collection_path.parents
+    if config.getoption("--legacy"):
+        return None if inside or collection_path in legacy.parents else True
+    return True if inside else None
 
 
 @pytest.fixture(autouse=True)
