@@ -12,7 +12,10 @@ import pytest
 from keras_attention.data import load_tfds_sentiment
 
 # Checks TFDS loaders, not a backend: the TensorFlow lane runs it.
-pytestmark = pytest.mark.backend_independent
+pytestmark = [
+    pytest.mark.backend_independent,
+    pytest.mark.usefixtures("tfds_temp_in_tmp_path"),
+]
 
 tfds = pytest.importorskip("tensorflow_datasets")
 

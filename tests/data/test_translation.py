@@ -123,6 +123,7 @@ def test_read_parallel_missing_file_raises(tmp_path):
         translation.read_parallel(tmp_path / "val")
 
 
+@pytest.mark.usefixtures("tfds_temp_in_tmp_path")
 def test_tfds_loader_reads_pairs_offline():
     tfds = pytest.importorskip("tensorflow_datasets")
     with tfds.testing.mock_data(num_examples=6):
@@ -134,6 +135,7 @@ def test_tfds_loader_reads_pairs_offline():
     assert all(isinstance(s, str) and s for s in data.sources + data.targets)
 
 
+@pytest.mark.usefixtures("tfds_temp_in_tmp_path")
 def test_tfds_loader_unknown_language_raises():
     tfds = pytest.importorskip("tensorflow_datasets")
     with tfds.testing.mock_data(num_examples=2):
