@@ -11,7 +11,9 @@ the package print as one line `warning: ...` (`one_line_warnings`).
 import argparse
 import contextlib
 import os
+import re
 import sys
+import tempfile
 import textwrap
 import warnings
 
@@ -80,6 +82,55 @@ def one_line_warnings():
         yield
     finally:
         warnings.formatwarning = saved
+
+
+# What TensorFlow 2.21's C++ logging prints at import whatever
+# TF_CPP_MIN_LOG_LEVEL says: absl's preamble and INFO lines ("I1201
+# 09:41:02.123 ... port.cc:153] oneDNN custom operations are on ...").
+_ABSL_INFO = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r" are written to STDERR|I\d{4} \S+ +\d+ \S+:\d+\] .*)$"
+)
+
+
+def import_tensorflow():
+    """Imports TensorFlow, honouring `TF_CPP_MIN_LOG_LEVEL` for its INFO lines.
+
+    TensorFlow 2.21 prints four to six INFO lines while it loads even when
+    `TF_CPP_MIN_LOG_LEVEL` (which the scripts set to 3 unless the user set
+    it) asks for none, so that a one-line `error: ...` came after six lines
+    of noise. While it loads, the process's stderr (file descriptor 2,
+    where the C++ logging writes) goes to a temporary file; the lines are
+    then passed on, less absl's INFO lines when the level is 1 or more.
+    Anything else (warnings, a failed import's own output) still prints.
+    Does nothing if TensorFlow is already imported.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            _pass_on(captured.read().decode("utf-8", "replace"))
+
+
+def _pass_on(text):
+    """Prints `text` to stderr, less absl's INFO lines if asked to."""
+    quiet = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") not in ("", "0")
+    kept = [
+        line
+        for line in text.splitlines()
+        if not (quiet and _ABSL_INFO.match(line))
+    ]
+    if kept:
+        print("\n".join(kept), file=sys.stderr)
 
 
 def _number(text, convert, accept, expected):

@@ -56,6 +56,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
+    _cli.import_tensorflow()
     import keras
 
     import keras_attention

@@ -413,6 +413,7 @@ def _train(args, splits, strategy):
 
 def main(argv=None):
     args = parse_args(argv)
+    _cli.import_tensorflow()
     from keras_attention.models import fitting
     from keras_attention.models import sentiment
 

@@ -372,6 +372,7 @@ def _evaluate(args, model, splits):
 
 def main(argv=None):
     args = parse_args(argv)
+    _cli.import_tensorflow()
     if args.translate is not None:
         return translate(args)
     from keras_attention.models import fitting

@@ -1,7 +1,9 @@
 """The example scripts' command lines: fast --help, one-line user errors.
 
 `--help` runs in a subprocess (it imports no TensorFlow, so it is cheap);
-the error exits run in-process through `main(argv)`, none of them trains.
+the error exits run in-process through `main(argv)`, none of them trains,
+but for one that checks, in a fresh process, that TensorFlow's loading
+adds nothing to the error line.
 """
 
 import contextlib
@@ -9,6 +11,8 @@ import importlib.util
 import io
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -122,6 +126,24 @@ def test_sentiment_bad_files(tmp_path):
         (["--data", good, "--test", bad], "bad.tsv, line 2"),
     ):
         assert fragment in _error("sentiment_classifier.py", *args)
+
+
+def test_an_error_after_loading_tensorflow_is_all_stderr_says(tmp_path):
+    # In a fresh process, so TensorFlow loads with the script: TF 2.21
+    # printed six lines of C++ INFO logging at import whatever
+    # TF_CPP_MIN_LOG_LEVEL said, before the one `error: ...` line.
+    bad = _write(str(tmp_path), "bad.tsv", "sentence\tlabel\na film\tyes\n")
+    result = subprocess.run(
+        [sys.executable, subprocesses.SCRIPTS["sentiment"], "--data", bad],
+        capture_output=True,
+        text=True,
+        env=subprocesses.environment(),
+        timeout=subprocesses.TIMEOUT_SECONDS,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: {bad}, line 2: the label must be an integer. Received: 'yes'"
+    ]
 
 
 def test_sentiment_labels_outside_the_classes(tmp_path):
