@@ -230,7 +230,15 @@ class TextModel(keras.Model):
         return model
 
     def predict(self, x, *args, **kwargs):
-        return super().predict(_text_batch(x), *args, **kwargs)
+        """Keras's `predict`, on text too; every output a NumPy array.
+
+        Outputs whose length follows the texts' (attention weights over
+        tokens) differ in length between batches, which Keras's `predict`
+        returns as a `tf.RaggedTensor`; here they are padded with zeros to
+        the longest batch, as in a batch of their own.
+        """
+        outputs = super().predict(_text_batch(x), *args, **kwargs)
+        return keras.tree.map_structure(_padded, outputs)
 
     def predict_on_batch(self, x):
         return super().predict_on_batch(_text_batch(x))
@@ -255,6 +263,13 @@ class TextModel(keras.Model):
         outputs = self(tf.concat([x, extra], 0), training=False)
         size = tf.shape(x)[0]
         return keras.tree.map_structure(lambda y: y[:size], outputs)
+
+
+def _padded(output):
+    """A `tf.RaggedTensor` as a zero-padded NumPy array; else `output`."""
+    if hasattr(output, "to_tensor") and hasattr(output, "row_splits"):
+        return output.to_tensor().numpy()
+    return output
 
 
 def _names(label_names):

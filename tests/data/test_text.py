@@ -109,6 +109,25 @@ def test_text_model_predicts_texts_without_a_token():
 
 
 @pytest.mark.tensorflow_only
+def test_text_model_pads_outputs_whose_length_differs_between_batches():
+    # Token ids, as long as each batch's longest text: Keras's predict
+    # returned the two batches as one tf.RaggedTensor.
+    vectorizer = keras.layers.TextVectorization()
+    vectorizer.adapt(["a good film", "a bad film that goes on"])
+    sentences = keras.Input(shape=(1,), dtype="string")
+    model = text.TextModel(sentences, {"ids": vectorizer(sentences)})
+    texts = ["a good film", "bad", "a bad film that goes on"]
+    got = model.predict(texts, batch_size=2, verbose=0)["ids"]
+    assert isinstance(got, np.ndarray) and got.shape == (3, 6)
+    first = model.predict(texts[:2], verbose=0)["ids"]
+    np.testing.assert_array_equal(got[:2, :3], first)
+    np.testing.assert_array_equal(got[:2, 3:], 0)
+    np.testing.assert_array_equal(
+        got[2], model.predict(texts[2:], verbose=0)["ids"][0]
+    )
+
+
+@pytest.mark.tensorflow_only
 def test_text_model_predicts_from_lists_strings_and_numpy_arrays(tmp_path):
     model = _text_model()
     want = model.predict(
