@@ -439,6 +439,15 @@ def check_multi_head_wrapper(ns):
     _close(ns["penalty"], 0.1 * np.sum(np.square(w @ w.T - np.eye(2))))
 
 
+def check_multi_head_hidden_dim(ns):
+    """`MultiHead(Dense(3), 2, hidden_dim=4)`: `x W_i + b_i`, then copy i."""
+    x = np.asarray(ns["inputs"], dtype="float64")
+    w, b, k1, b1, k2, b2 = _f64(*ns["old_weights"])
+    heads = [(x @ w + b)[:, 4 * i : 4 * i + 4] for i in range(2)]
+    expected = [heads[0] @ k1 + b1, heads[1] @ k2 + b2]
+    _close(ns["output"], np.stack(expected, axis=-1))
+
+
 CHECKS = {
     name[len("check_") :]: function
     for name, function in list(globals().items())

@@ -76,6 +76,10 @@ class Attention(keras.layers.Layer):
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
         training: Whether dropout is active.
+        mask: The Keras mask of `query` in the one-input form
+            `Attention()(x)`, filled in by Keras (it fills `query_mask` and
+            `value_mask` only when two or more tensors are passed); the same
+            as `query_mask`, which wins when both are given.
 
     Returns:
         The context, `(batch_size, Dv)` or `(batch_size, Tq, Dv)`, and with
@@ -228,12 +232,13 @@ class Attention(keras.layers.Layer):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        mask=None,
     ):
         logits, mask, squeeze = self._weights_and_mask(
             query,
             value,
             key,
-            query_mask,
+            mask if query_mask is None else query_mask,
             value_mask,
             key_mask,
             attention_mask,
@@ -274,6 +279,7 @@ class Attention(keras.layers.Layer):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        mask=None,
     ):
         value = query if value is None else value
         self._check_inputs(
@@ -281,7 +287,7 @@ class Attention(keras.layers.Layer):
             value,
             key,
             {
-                "query_mask": query_mask,
+                "query_mask": mask if query_mask is None else query_mask,
                 "value_mask": value_mask,
                 "key_mask": key_mask,
                 "attention_mask": attention_mask,

@@ -52,7 +52,7 @@ class HardAttention(Attention):
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
-        use_causal_mask, training: As for `keras_attention.Attention`.
+        use_causal_mask, training, mask: As for `keras_attention.Attention`.
         return_attention_scores: Whether to also return the one-hot weights.
             Defaults to `False`.
         return_log_prob: Whether to also return `log p_{j*}`, shape
@@ -140,12 +140,13 @@ class HardAttention(Attention):
         return_attention_scores=False,
         return_log_prob=False,
         training=None,
+        mask=None,
     ):
         logits, mask, squeeze = self._weights_and_mask(
             query,
             value,
             key,
-            query_mask,
+            mask if query_mask is None else query_mask,
             value_mask,
             key_mask,
             attention_mask,
@@ -206,6 +207,7 @@ class HardAttention(Attention):
         return_attention_scores=False,
         return_log_prob=False,
         training=None,
+        mask=None,
     ):
         value = query if value is None else value
         self._check_inputs(

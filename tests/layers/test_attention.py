@@ -171,11 +171,22 @@ def test_masked_query_gets_zero_weights_and_context(rand):
     np.testing.assert_allclose(to_np(weights)[1].sum(-1), 1.0, rtol=1e-6)
 
 
-def test_keras_masks_are_picked_up_and_propagated():
+@pytest.mark.parametrize(
+    ("layer", "inputs"),
+    [
+        (keras_attention.Attention, 2),
+        (keras_attention.Attention, 1),
+        (keras_attention.HardAttention, 1),
+    ],
+    ids=["two-inputs", "one-input", "hard-one-input"],
+)
+def test_keras_masks_are_picked_up_and_propagated(layer, inputs):
+    """`layer(x, x)` and the one-input self-attention `layer(x)`, whose
+    Keras mask Keras passes as `mask` (not `query_mask`)."""
     tokens = keras.Input((None,), dtype="int32")
     embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
-    context, weights = keras_attention.Attention()(
-        embedded, embedded, return_attention_scores=True
+    context, weights = layer()(
+        *[embedded] * inputs, return_attention_scores=True
     )
     pooled = keras.layers.GlobalAveragePooling1D()(context)
     model = keras.Model(tokens, [context, weights, pooled])
