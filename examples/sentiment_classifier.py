@@ -336,9 +336,15 @@ def load_splits(args):
                 label_names=args.label_names,
             )
     except ImportError as error:
+        missing = (error.name or "").split(".")[0]
+        if missing in ("", "tensorflow_datasets"):
+            _cli.fail(
+                f"--data {args.data} needs TensorFlow Datasets (pip install "
+                f"tensorflow-datasets): {error}"
+            )
         _cli.fail(
-            f"--data {args.data} needs TensorFlow Datasets (pip install "
-            f"tensorflow-datasets): {error}"
+            f"--data {args.data}: TensorFlow Datasets needs a module that is "
+            f"not installed (pip install {missing}): {error}"
         )
 
 

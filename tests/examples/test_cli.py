@@ -146,6 +146,26 @@ def test_an_error_after_loading_tensorflow_is_all_stderr_says(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("tensorflow_datasets", "needs TensorFlow Datasets (pip install "),
+        ("importlib_resources", "(pip install importlib_resources)"),
+    ],
+)
+def test_sentiment_names_the_module_tfds_lacks(monkeypatch, name, fragment):
+    # tensorflow-datasets 4.9.10 imports importlib_resources only when it
+    # prepares a dataset; the error used to say to install TFDS itself.
+    from keras_attention.data import splits
+
+    def load(*args, **kwargs):
+        raise ImportError(f"No module named '{name}'", name=name)
+
+    monkeypatch.setattr(splits, "load_sentiment_splits", load)
+    line = _error("sentiment_classifier.py", "--data", "imdb")
+    assert fragment in line and f"No module named '{name}'" in line
+
+
 def test_sentiment_labels_outside_the_classes(tmp_path):
     folder = str(tmp_path)
     three = _write(
