@@ -408,8 +408,9 @@ def main(argv=None):
             with open(os.path.join(args.output, TRUECASER), "w") as f:
                 json.dump(truecaser, f, ensure_ascii=False)
         print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
-    for i in range(3):
-        print(f"  {splits['test'].sources[i]}  ->  {test['translations'][i]}")
+    examples = zip(splits["test"].sources, test["translations"], strict=True)
+    for source, translation in list(examples)[:3]:
+        print(f"  {source}  ->  {translation}")
     keys = (
         "bleu",
         "bleu_uncased",

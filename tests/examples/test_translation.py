@@ -104,8 +104,14 @@ def test_translate_mode_uses_the_saved_model(synthetic_run, capsys):
 def test_parallel_files_run(tmp_path):
     from keras_attention.data.translation import make_synthetic_translation
 
-    for split, seed in (("train", 0), ("val", 1), ("test", 2)):
-        data = make_synthetic_translation(40, seed=seed)
+    # Two test pairs: the script printed three examples and failed with
+    # fewer after writing the model.
+    for split, seed, count in (
+        ("train", 0, 40),
+        ("val", 1, 40),
+        ("test", 2, 2),
+    ):
+        data = make_synthetic_translation(count, seed=seed)
         for suffix, lines in (("de", data.sources), ("en", data.targets)):
             with open(tmp_path / f"{split}.{suffix}", "w") as f:
                 f.write("\n".join(lines) + "\n")
