@@ -149,6 +149,13 @@ def positive_int(text):
     return _number(text, int, lambda v: v >= 1, "a positive integer")
 
 
+def seed_int(text):
+    """An `argparse` type: a seed, an integer in [0, 2**32)."""
+    return _number(
+        text, int, lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)"
+    )
+
+
 def positive_float(text):
     """An `argparse` type: a float > 0."""
     return _number(text, float, lambda v: v > 0, "a positive number")
@@ -228,7 +235,7 @@ def add_training_arguments(group, epochs, batch_size, learning_rate, seed):
         default=3,
         help="epochs without a lower validation loss before stopping",
     )
-    group.add_argument("--seed", type=int, default=0, help=seed)
+    group.add_argument("--seed", type=seed_int, default=0, help=seed)
 
 
 def add_run_arguments(group):

@@ -249,6 +249,18 @@ def test_export_errors(tmp_path):
             ["--max-source-tokens", "2"],
             "argument --max-source-tokens: expected an integer of at least 3",
         ),
+        # NumPy's "expected non-negative integer", after loading TensorFlow
+        # (a traceback in the translation script).
+        (
+            "sentiment_classifier.py",
+            ["--seed", "-1"],
+            "argument --seed: expected an integer in [0, 2**32), got '-1'",
+        ),
+        (
+            "translation.py",
+            ["--seed", str(2**32)],
+            "argument --seed: expected an integer in [0, 2**32)",
+        ),
         # An empty sentence used to be falsy: the script trained a new
         # model over OUTPUT instead of translating.
         (
