@@ -409,8 +409,8 @@ def main(argv=None):
                 json.dump(truecaser, f, ensure_ascii=False)
         print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
     examples = zip(splits["test"].sources, test["translations"], strict=True)
-    for source, translation in list(examples)[:3]:
-        print(f"  {source}  ->  {translation}")
+    for source, translated in list(examples)[:3]:
+        print(f"  {source}  ->  {translated}")
     keys = (
         "bleu",
         "bleu_uncased",

@@ -46,6 +46,7 @@ import os
 
 import numpy as np
 
+from keras_attention.data import files
 from keras_attention.text import STRIP_PUNCTUATION_REGEX
 
 POSITIVE_WORDS = (
@@ -245,11 +246,10 @@ def read_sentiment_tsv(
     Raises:
         ValueError: If the file is empty, has no rows, lacks the header, or
             a row has other than two tab-separated columns or a label that
-            is not a non-negative integer; the message names the file and
-            the 1-based line number.
+            is not a non-negative integer, or if it is not UTF-8 text; the
+            message names the file and the 1-based line number.
     """
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        lines = f.read().splitlines()
+    lines = files.read_lines(path, encoding="utf-8-sig")
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:

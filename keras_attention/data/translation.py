@@ -31,6 +31,7 @@ import os
 
 import numpy as np
 
+from keras_attention.data import files
 from keras_attention.text import detokenize as detokenize
 from keras_attention.text import tokenize as tokenize
 
@@ -255,8 +256,7 @@ def hold_out(
 
 
 def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    lines = files.read_lines(path)
     # Blank lines at the very end of a file are not sentences.
     while lines and not lines[-1].strip():
         lines.pop()

@@ -183,8 +183,9 @@ def test_invalid_arguments_raise(kwargs, argument):
 
 
 def _write(tmp_path, text, name="data.tsv"):
+    # A lone surrogate (\udcXX) writes the byte 0xXX: not UTF-8.
     path = tmp_path / name
-    path.write_bytes(text.encode("utf-8"))
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
     return path
 
 
@@ -197,6 +198,12 @@ def test_read_tsv_reads_rows_and_ignores_trailing_blank_lines(tmp_path):
     assert sentences == ["the film , good", 'not "great"']
     assert labels.dtype == np.int32
     np.testing.assert_array_equal(labels, [1, 0])
+
+
+def test_read_tsv_keeps_line_separators_inside_sentences(tmp_path):
+    # str.splitlines broke this row in two at U+2028 ("found 1" column).
+    path = _write(tmp_path, "sentence\tlabel\ngood\u2028film\x85!\t1\n")
+    assert read_sentiment_tsv(path)[0] == ["good\u2028film\x85!"]
 
 
 def test_read_tsv_accepts_non_negative_multiclass_labels(tmp_path):
@@ -220,6 +227,7 @@ def test_read_tsv_accepts_non_negative_multiclass_labels(tmp_path):
         ("", "is empty", "header"),
         ("\n\n", "is empty", "header"),
         ("sentence\tlabel\n", "no rows", "header"),
+        ("sentence\tlabel\na\t1\ncaf\udce9\t0\n", "line 3", "not UTF-8 text"),
     ],
 )
 def test_read_tsv_rejects_malformed_files(tmp_path, text, where, what):

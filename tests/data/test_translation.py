@@ -117,6 +117,22 @@ def test_read_parallel_empty_line_names_file_and_line(tmp_path):
         translation.read_parallel(tmp_path / "val")
 
 
+def test_read_parallel_keeps_line_separators_inside_sentences(tmp_path):
+    # Lines end at \n, \r\n or \r only: str.splitlines would also break at
+    # U+2028 or U+0085 and shift every following pair out of alignment.
+    _write(tmp_path, "p.de", "ein\u2028hund\r\nzwei\x85katzen\rdrei\n")
+    _write(tmp_path, "p.en", "a dog\ntwo cats\nthree\n")
+    data = translation.read_parallel(tmp_path / "p")
+    assert data.sources == ["ein\u2028hund", "zwei\x85katzen", "drei"]
+
+
+def test_read_parallel_names_the_file_and_line_that_is_not_utf8(tmp_path):
+    (tmp_path / "p.de").write_bytes("ein hund\nkäse\n".encode("latin-1"))
+    _write(tmp_path, "p.en", "a dog\ncheese\n")
+    with pytest.raises(ValueError, match=r"p\.de, line 2: not UTF-8 text"):
+        translation.read_parallel(tmp_path / "p")
+
+
 def test_read_parallel_missing_file_raises(tmp_path):
     _write(tmp_path, "val.de", "a\n")
     with pytest.raises(FileNotFoundError):
