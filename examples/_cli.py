@@ -205,11 +205,42 @@ def fraction(text):
 
 def existing_file(text):
     """An `argparse` type: the path of a non-empty file."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
     if not os.path.isfile(text):
         raise argparse.ArgumentTypeError(f"no such file: {text!r}")
     if os.path.getsize(text) == 0:
         raise argparse.ArgumentTypeError(f"{text!r} is empty")
     return text
+
+
+def run_directory(text):
+    """An `argparse` type: not a file, and not under one.
+
+    Checked when parsed, so that a file in the way is a one-line error
+    before any training, not a traceback after it; `make_run_directory`
+    then makes it (or fails in one line) before the data loads.
+    """
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a file; the run directory must be a directory"
+        )
+    parent = os.path.abspath(text)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(
+            f"cannot make {text!r}: {parent!r} is a file"
+        )
+    return text
+
+
+def make_run_directory(path):
+    """Makes the run directory before training; a failure is `fail`."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        fail(f"argument --output: cannot make {path!r}: {error}")
 
 
 def add_training_arguments(group, epochs, batch_size, learning_rate, seed):

@@ -257,6 +257,7 @@ def parse_args(argv=None):
     _cli.add_run_arguments(fit)
     parser.add_argument(
         "--output",
+        type=_cli.run_directory,
         default=os.path.join("runs", "sentiment"),
         help="run directory: model.keras, metrics.json, attention.png, "
         "attention.html, checkpoint.weights.h5",
@@ -419,6 +420,7 @@ def _train(args, splits, strategy):
 
 def main(argv=None):
     args = parse_args(argv)
+    _cli.make_run_directory(args.output)
     _cli.import_tensorflow()
     from keras_attention.models import fitting
     from keras_attention.models import sentiment

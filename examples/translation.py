@@ -227,6 +227,7 @@ def parse_args(argv=None):
     _cli.add_run_arguments(group)
     parser.add_argument(
         "--output",
+        type=_cli.run_directory,
         default=os.path.join("runs", "translation"),
         help="run directory: model.keras, metrics.json, alignment.png, "
         "checkpoint.weights.h5, and on real data truecaser.json",
@@ -375,6 +376,7 @@ def main(argv=None):
     _cli.import_tensorflow()
     if args.translate is not None:
         return translate(args)
+    _cli.make_run_directory(args.output)
     from keras_attention.models import fitting
     from keras_attention.models import translation
 

@@ -113,6 +113,22 @@ def test_sentiment_bad_arguments(args, fragment):
     assert fragment in _error("sentiment_classifier.py", *args)
 
 
+@pytest.mark.parametrize("script", SCRIPTS[:2])
+def test_an_output_that_cannot_be_a_directory_fails_before_training(
+    tmp_path, script
+):
+    # Each was a FileExistsError / FileNotFoundError traceback, raised by
+    # os.makedirs after the data had loaded.
+    afile = _write(str(tmp_path), "afile", "x")
+    for output, fragment in (
+        (afile, "afile' is a file; the run directory must be a directory"),
+        (os.path.join(afile, "run"), "cannot make"),
+        ("/proc/keras_attention_run", "cannot make '/proc/keras_attention"),
+    ):
+        line = _error(script, "--output", output)
+        assert "argument --output: " in line and fragment in line, line
+
+
 def test_sentiment_bad_files(tmp_path):
     folder = str(tmp_path)
     good = _write(folder, "good.tsv", "sentence\tlabel\na\t0\nb\t1\nc\t0\n")
@@ -120,6 +136,7 @@ def test_sentiment_bad_files(tmp_path):
     blank = _write(folder, "blank.tsv", "\n\n")
     bad = _write(folder, "bad.tsv", "sentence\tlabel\na film\tyes\n")
     for args, fragment in (
+        (["--data", folder], "is a directory, not a file"),
         (["--data", empty], "empty.tsv' is empty"),
         (["--data", blank], "blank.tsv is empty"),
         (["--data", bad], "bad.tsv, line 2: the label must be an integer"),
