@@ -386,7 +386,7 @@ def _end_filled(ids):
     return np.pad(ids, ((0, 0), (0, 0), (0, width)))
 
 
-def _beam_search(beam_width, seed, length_penalty, end_bias):
+def _beam_search(beam_width, seed, length_penalty, end_bias, coverage=0.0):
     """tfa's and our n-best lists of one random model (all beams)."""
     rng = np.random.default_rng(seed)
     memory = rng.normal(size=(2, 5, MEMORY_DEPTH)).astype("float32")
@@ -416,6 +416,7 @@ def _beam_search(beam_width, seed, length_penalty, end_bias):
         beam_width=beam_width,
         output_layer=dense,
         length_penalty_weight=length_penalty,
+        coverage_penalty_weight=coverage,
         maximum_iterations=MAX_LENGTH,
     )
     state = cell.get_initial_state(batch_size=2 * beam_width, dtype=tf.float32)
@@ -459,6 +460,7 @@ def _beam_search(beam_width, seed, length_penalty, end_bias):
         max_length=MAX_LENGTH,
         beam_width=beam_width,
         length_penalty=length_penalty,
+        coverage_penalty=coverage,
         memory_mask=mask,
         cell_state=encoder_state,
         num_hypotheses=beam_width,
@@ -499,3 +501,18 @@ def test_beam_search_length_penalty_at_the_end_token():
             result["scores"], result["log_probs"] / penalty, **TOLERANCE
         )
     assert not np.array_equal(new["tokens"], old["tokens"])
+
+
+def test_beam_search_coverage_penalty_differs():
+    """The documented differences of the coverage penalty: tfa added it
+    one step after a hypothesis ended (ours: at that step), so the beams
+    differ; and tfa's `gather_tree` stopped at each example's longest
+    hypothesis while that late penalty still re-ranked its finished
+    beams, so its `predicted_ids` came out in another order than its
+    `lengths` and `scores`. Ours agree with each other."""
+    old, new = _beam_search(3, 0, 0.0, 1.0, coverage=0.4)
+    assert not np.array_equal(new["tokens"], old["tokens"])
+    for result, consistent in ((old, False), (new, True)):
+        ended = result["tokens"] == END
+        lengths = np.where(ended.any(-1), ended.argmax(-1) + 1, MAX_LENGTH)
+        assert np.array_equal(lengths, result["lengths"]) == consistent
