@@ -516,3 +516,70 @@ def test_beam_search_coverage_penalty_differs():
         ended = result["tokens"] == END
         lengths = np.where(ended.any(-1), ended.argmax(-1) + 1, MAX_LENGTH)
         assert np.array_equal(lengths, result["lengths"]) == consistent
+
+
+def test_attention_wrapper_two_mechanisms():
+    """A list of mechanisms over one memory, with tfa's `attention_layer=`
+    (a layer each, here with a bias), ported through `attention_fn`."""
+    rng = np.random.default_rng(11)
+    memory = rng.normal(size=(BATCH, SOURCE, MEMORY_DEPTH)).astype("float32")
+    targets = rng.normal(size=(BATCH, TARGET, TARGET_DEPTH)).astype("float32")
+    encoder_state = rng.normal(size=(BATCH, CELL_UNITS)).astype("float32")
+    mechanisms = [
+        _tfa_mechanism("bahdanau", memory, LENGTHS, normalize=True),
+        _tfa_mechanism("luong", memory, LENGTHS, scale=True),
+    ]
+    cell = tfa.seq2seq.AttentionWrapper(
+        tf.keras.layers.GRUCell(CELL_UNITS),
+        mechanisms,
+        attention_layer=[tf.keras.layers.Dense(5), tf.keras.layers.Dense(3)],
+    )
+
+    def run(steps):
+        state = cell.get_initial_state(batch_size=BATCH, dtype=tf.float32)
+        state = state.clone(cell_state=tf.constant(encoder_state))
+        outputs = []
+        for t in range(steps):
+            output, state = cell(tf.constant(targets[:, t]), state)
+            outputs.append(output.numpy())
+        return np.stack(outputs, 1), state
+
+    run(1)  # builds
+    _tfa.randomize(cell.weights, rng)
+    for mechanism in mechanisms:
+        mechanism.setup_memory(memory, memory_sequence_length=LENGTHS)
+    outputs, state = run(TARGET)
+
+    ours = seq2seq.AttentionDecoderCell(
+        keras.layers.GRUCell(CELL_UNITS),
+        [
+            _our_mechanism("bahdanau", normalize=True),
+            _our_mechanism("luong", scale=True),
+        ],
+        attention_layer=[keras.layers.Dense(5), keras.layers.Dense(3)],
+        attention_fn=tfa_linear_attention,
+    )
+    mask = _tfa.sequence_mask(LENGTHS, SOURCE)
+    states = ours.get_initial_state(
+        memory=memory, memory_mask=mask, cell_state=encoder_state
+    )
+    rnn = keras.layers.RNN(ours, return_sequences=True, return_state=True)
+    rnn(targets, initial_state=states)  # builds
+    ours.cell.set_weights(cell._cell.get_weights())
+    for old, new in zip(mechanisms, ours.mechanisms, strict=True):
+        _tfa.port_mechanism(old, new)
+    for old, new in zip(
+        cell._attention_layers, ours.attention_layers, strict=True
+    ):
+        new.set_weights(old.get_weights())
+    states = ours.get_initial_state(
+        memory=memory, memory_mask=mask, cell_state=encoder_state
+    )
+    our_outputs, *final = rnn(targets, initial_state=states)
+    np.testing.assert_allclose(_tfa.numpy(our_outputs), outputs, **TOLERANCE)
+    for index, alignments in zip(
+        ours.alignments_indices, state.alignments, strict=True
+    ):
+        np.testing.assert_allclose(
+            _tfa.numpy(final[index]), alignments.numpy(), **TOLERANCE
+        )
