@@ -10,6 +10,7 @@ the package print as one line `warning: ...` (`one_line_warnings`).
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import sys
@@ -241,6 +242,62 @@ def make_run_directory(path):
         os.makedirs(path, exist_ok=True)
     except OSError as error:
         fail(f"argument --output: cannot make {path!r}: {error}")
+
+
+#: The flags a killed run may be resumed with other values of.
+RESUMABLE_FLAGS = ("epochs", "patience", "max_minutes", "quiet", "output")
+#: Where a run records its flags, for `check_resume`.
+ARGUMENTS_FILE = "arguments.json"
+
+
+def check_resume(args):
+    """Refuses to resume a killed run's backup under other settings.
+
+    A killed run leaves `OUTPUT/backup` (Keras's `BackupAndRestore`), and
+    the same command resumes it; with a model of other sizes, Keras failed
+    to restore it with a 46-line traceback. Each run records its flags in
+    `OUTPUT/arguments.json`; if a backup is there and a flag other than
+    `RESUMABLE_FLAGS` differs, this is `fail` naming the flags. Then it
+    records this run's flags.
+    """
+    settings = {
+        key: value
+        for key, value in vars(args).items()
+        if key not in RESUMABLE_FLAGS
+    }
+    # As JSON reads them back: tuples as lists, anything else as text.
+    settings = json.loads(json.dumps(settings, default=str))
+    path = os.path.join(args.output, ARGUMENTS_FILE)
+    backups = [
+        os.path.join(root, "backup")
+        for root, folders, _ in os.walk(args.output)
+        if "backup" in folders
+    ]
+    if backups and os.path.exists(path):
+        with open(path) as f:
+            recorded = json.load(f)
+        changed = sorted(
+            key
+            for key in set(settings) | set(recorded)
+            if settings.get(key) != recorded.get(key)
+        )
+        if changed:
+            flags = ", ".join(
+                f"--{key.replace('_', '-')} {recorded.get(key)!r} "
+                f"(now {settings.get(key)!r})"
+                for key in changed
+            )
+            fail(
+                f"{backups[0]} is the backup of a killed run with other "
+                f"settings: {flags}. Run the same command to resume it, "
+                "or delete the backup (or pick another --output) to start "
+                "afresh."
+            )
+    # Workers of a multi-worker run write the same file: atomically.
+    temporary = f"{path}.{os.getpid()}"
+    with open(temporary, "w") as f:
+        json.dump(settings, f, indent=2)
+    os.replace(temporary, path)
 
 
 def add_training_arguments(group, epochs, batch_size, learning_rate, seed):

@@ -421,6 +421,7 @@ def _train(args, splits, strategy):
 def main(argv=None):
     args = parse_args(argv)
     _cli.make_run_directory(args.output)
+    _cli.check_resume(args)
     _cli.import_tensorflow()
     from keras_attention.models import fitting
     from keras_attention.models import sentiment

@@ -377,6 +377,7 @@ def main(argv=None):
     if args.translate is not None:
         return translate(args)
     _cli.make_run_directory(args.output)
+    _cli.check_resume(args)
     from keras_attention.models import fitting
     from keras_attention.models import translation
 

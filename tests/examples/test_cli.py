@@ -129,6 +129,22 @@ def test_an_output_that_cannot_be_a_directory_fails_before_training(
         assert "argument --output: " in line and fragment in line, line
 
 
+def test_a_killed_runs_backup_is_resumed_only_with_its_settings(tmp_path):
+    # Resuming with other sizes was Keras's 46-line "could not be loaded"
+    # traceback; a finished run (no backup) may be rerun with anything.
+    module = _example("sentiment_classifier.py")
+    output = str(tmp_path / "run")
+    first = ["--output", output, "--lstm-units", "16"]
+    module._cli.make_run_directory(output)
+    module._cli.check_resume(module.parse_args(first + ["--lstm-units", "8"]))
+    module._cli.check_resume(module.parse_args(first))
+    os.makedirs(os.path.join(output, "backup"))
+    module._cli.check_resume(module.parse_args(first + ["--epochs", "3"]))
+    line = _error("sentiment_classifier.py", *first, "--num-hops", "3")
+    assert "backup is the backup of a killed run with other settings: " in line
+    assert "--num-hops 2 (now 3)" in line
+
+
 def test_sentiment_bad_files(tmp_path):
     folder = str(tmp_path)
     good = _write(folder, "good.tsv", "sentence\tlabel\na\t0\nb\t1\nc\t0\n")
