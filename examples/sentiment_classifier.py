@@ -426,7 +426,10 @@ def main(argv=None):
     from keras_attention.models import fitting
     from keras_attention.models import sentiment
 
-    strategy = fitting.strategy_from_flags(args.distribute, args.cpu_devices)
+    with _cli.user_errors(ValueError):
+        strategy = fitting.strategy_from_flags(
+            args.distribute, args.cpu_devices
+        )
     splits = load_splits(args)
     print(
         "examples: "
@@ -453,10 +456,18 @@ def main(argv=None):
     if "attention_on_cues" in test:
         metrics["attention_on_cues"] = test["attention_on_cues"]
     if fitting.write_run(args.output, result.model, metrics, strategy):
-        sentiment.save_attention_report(
-            result.model, splits["test"], probabilities, attention, args.output
+        with _cli.one_line_warnings():
+            report = sentiment.save_attention_report(
+                result.model,
+                splits["test"],
+                probabilities,
+                attention,
+                args.output,
+            )
+        print(
+            f"wrote {args.output}/model.keras, metrics.json"
+            + (", attention.*" if report else "")
         )
-        print(f"wrote {args.output}/model.keras, metrics.json, attention.*")
     fitting.print_metrics(
         metrics,
         (

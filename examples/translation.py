@@ -268,6 +268,12 @@ def load_splits(args):
                 args.validation, args.source, args.target
             )
             if args.hold_out:
+                if args.hold_out >= len(train):
+                    _cli.fail(
+                        f"argument --hold-out: {args.hold_out} of the "
+                        f"{len(train)} pairs of {args.train} would leave "
+                        "none to train on; hold out fewer"
+                    )
                 train, test = data.hold_out(train, args.hold_out, args.seed)
             else:
                 test = data.read_parallel(args.test, args.source, args.target)
@@ -381,7 +387,10 @@ def main(argv=None):
     from keras_attention.models import fitting
     from keras_attention.models import translation
 
-    strategy = fitting.strategy_from_flags(args.distribute, args.cpu_devices)
+    with _cli.user_errors(ValueError):
+        strategy = fitting.strategy_from_flags(
+            args.distribute, args.cpu_devices
+        )
     splits = load_splits(args)
     print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))
     result = _train(args, splits, strategy)

@@ -61,7 +61,18 @@ def _check_name(name):
 
 
 def _tf_config() -> dict:
-    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+    text = os.environ.get("TF_CONFIG") or "{}"
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        config = error
+    if not isinstance(config, dict):
+        raise ValueError(
+            "The environment variable TF_CONFIG must be a JSON object "
+            "(see docs/distributed.md). Received: TF_CONFIG="
+            f"{text!r}"
+        )
+    return config
 
 
 def tf_config_index(config: dict | None = None) -> int:
@@ -159,6 +170,8 @@ def get_strategy(name: str = "none"):
         backends, `None`. Use it with `scope`, `is_chief` and `work_dir`.
     """
     _check_name(name)
+    if name == "multi-worker":
+        _tf_config()  # A malformed one is our error, not a JSON traceback.
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf

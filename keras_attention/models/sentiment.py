@@ -25,6 +25,7 @@ the vectorizer applied eagerly; `predict_sentiment` does this by itself.
 
 import os
 import re
+import warnings
 
 import keras
 import numpy as np
@@ -690,7 +691,8 @@ def save_attention_report(
     so).
 
     Returns:
-        The paths written.
+        The paths written; none, with a warning, if no sentence of `split`
+        has a token to show.
     """
     from keras_attention import visualize
     from keras_attention.data.sentiment import tokens_for
@@ -710,6 +712,14 @@ def save_attention_report(
             f"true: {names[int(split.labels[i])]}, predicted: "
             f"{names[predicted]} (p={float(probabilities[i, predicted]):.2f})"
         )
+    if not weights_list:
+        warnings.warn(
+            "attention.png and attention.html not written: none of the "
+            f"{len(split.sentences)} test sentences has a token to show "
+            "(only punctuation or blanks).",
+            stacklevel=2,
+        )
+        return []
     png = os.path.join(output_dir, "attention.png")
     page = os.path.join(output_dir, "attention.html")
     hops = [[f"hop {h + 1}" for h in range(w.shape[0])] for w in weights_list]

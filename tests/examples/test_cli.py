@@ -145,6 +145,16 @@ def test_a_killed_runs_backup_is_resumed_only_with_its_settings(tmp_path):
     assert "--num-hops 2 (now 3)" in line
 
 
+@pytest.mark.parametrize("script", SCRIPTS[:2])
+def test_a_malformed_tf_config_is_one_line(monkeypatch, tmp_path, script):
+    # Was a json.decoder.JSONDecodeError traceback.
+    monkeypatch.setenv("TF_CONFIG", "{bad")
+    line = _error(
+        script, "--distribute", "multi-worker", "--output", str(tmp_path)
+    )
+    assert "TF_CONFIG must be a JSON object" in line
+
+
 def test_sentiment_bad_files(tmp_path):
     folder = str(tmp_path)
     good = _write(folder, "good.tsv", "sentence\tlabel\na\t0\nb\t1\nc\t0\n")
@@ -248,6 +258,14 @@ def test_translation_errors(tmp_path):
     prefix = os.path.join(folder, "e")
     args = ["--train", prefix, "--validation", prefix, "--test", prefix]
     assert "e.de is empty" in _error("translation.py", *args)
+    # Was hold_out's "argument `count`, expected an integer in [1, 3)".
+    _write(folder, "h.de", "ein hund\nzwei hunde\ndrei hunde\n")
+    _write(folder, "h.en", "a dog\ntwo dogs\nthree dogs\n")
+    prefix = os.path.join(folder, "h")
+    args = ["--train", prefix, "--validation", prefix, "--hold-out", "3"]
+    assert "argument --hold-out: 3 of the 3 pairs of " in _error(
+        "translation.py", *args, "--output", os.path.join(folder, "run")
+    )
 
 
 def test_export_errors(tmp_path):

@@ -353,3 +353,19 @@ def test_attention_report_names_the_classes_and_balances_them(tmp_path):
         assert page.count(f"true: {name}, predicted: ") == 2
     assert "averaged over the model&#x27;s 3 attention hops" in page
     assert os.path.getsize(os.path.join(tmp_path, "attention.png")) > 0
+
+
+def test_attention_report_without_a_token_to_show_warns(tmp_path):
+    # A test set of punctuation-only sentences: plot_attention_grid's
+    # "weights_list is empty" traceback came after the model was written.
+    from keras_attention.data.splits import SentimentSplit
+
+    model = _model()
+    sentences = ["!!!", "  "]
+    split = SentimentSplit(sentences, np.array([0, 1]))
+    probabilities, attention = sentiment.predict_sentiment(model, sentences)
+    with pytest.warns(UserWarning, match="none of the 2 test sentences"):
+        written = sentiment.save_attention_report(
+            model, split, probabilities, attention, str(tmp_path)
+        )
+    assert written == [] and os.listdir(tmp_path) == []
