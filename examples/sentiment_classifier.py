@@ -296,8 +296,8 @@ def check_sst_files(args):
                 f"--data {args.data} needs {path}, which is absent (set "
                 "--data-root to the folder holding sst5/train.tsv, "
                 "sst2/train.tsv and sst2/dev.tsv: the SST-5 training "
-                "sentences and GLUE's SST-2 train/dev files, see "
-                "../shared/data/README.md)"
+                "sentences and GLUE's SST-2 train/dev files, see the "
+                "README's Sentiment classifier section)"
             )
 
 

@@ -44,7 +44,8 @@ TASKS = ("sst2", "sst5")
 #: Where to get the files when they are missing.
 SOURCE = (
     "SST-2 train/dev TSVs as GLUE distributes them and the SST-5 training "
-    "sentences as sentence<TAB>label (see ../shared/data/README.md)"
+    "sentences as sentence<TAB>label (see the README's Sentiment "
+    "classifier section)"
 )
 
 
