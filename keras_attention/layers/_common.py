@@ -10,6 +10,32 @@ from keras_attention import ops as ka_ops
 check_rate = _validation.rate
 
 
+def keras_masks(layer_name, mask, query_mask, value_mask):
+    """`(query_mask, value_mask)` with the call's `mask` argument folded in.
+
+    Keras fills `mask` with the Keras mask of the first input (`query`),
+    as in the one-input form `layer(x)`; a list `[query_mask, value_mask]`
+    (or `[query_mask]`) is `keras.layers.Attention`'s form. The explicit
+    `query_mask` and `value_mask` win.
+    """
+    if mask is None:
+        return query_mask, value_mask
+    if isinstance(mask, (list, tuple)):
+        if len(mask) not in (1, 2):
+            raise ValueError(
+                f"{layer_name}'s `mask` is the query's mask or a list "
+                "[query_mask, value_mask]. Received: mask, a "
+                f"{type(mask).__name__} of {len(mask)} masks"
+            )
+        from_list = (mask[0], mask[1] if len(mask) == 2 else None)
+    else:
+        from_list = (mask, None)
+    return (
+        from_list[0] if query_mask is None else query_mask,
+        from_list[1] if value_mask is None else value_mask,
+    )
+
+
 def check_query_value_key(layer_name, query_shape, value_shape, key_shape):
     """Validates the shapes given to a query/value/key attention layer.
 

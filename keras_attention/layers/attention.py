@@ -234,11 +234,14 @@ class Attention(keras.layers.Layer):
         training=None,
         mask=None,
     ):
+        query_mask, value_mask = _common.keras_masks(
+            type(self).__name__, mask, query_mask, value_mask
+        )
         logits, mask, squeeze = self._weights_and_mask(
             query,
             value,
             key,
-            mask if query_mask is None else query_mask,
+            query_mask,
             value_mask,
             key_mask,
             attention_mask,
@@ -281,13 +284,16 @@ class Attention(keras.layers.Layer):
         training=None,
         mask=None,
     ):
+        query_mask, value_mask = _common.keras_masks(
+            type(self).__name__, mask, query_mask, value_mask
+        )
         value = query if value is None else value
         self._check_inputs(
             query,
             value,
             key,
             {
-                "query_mask": mask if query_mask is None else query_mask,
+                "query_mask": query_mask,
                 "value_mask": value_mask,
                 "key_mask": key_mask,
                 "attention_mask": attention_mask,

@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.layers import _common
 from keras_attention.layers.attention import Attention
 
 _MODES = ("argmax", "sample")
@@ -142,11 +143,14 @@ class HardAttention(Attention):
         training=None,
         mask=None,
     ):
+        query_mask, value_mask = _common.keras_masks(
+            type(self).__name__, mask, query_mask, value_mask
+        )
         logits, mask, squeeze = self._weights_and_mask(
             query,
             value,
             key,
-            mask if query_mask is None else query_mask,
+            query_mask,
             value_mask,
             key_mask,
             attention_mask,
@@ -209,6 +213,9 @@ class HardAttention(Attention):
         training=None,
         mask=None,
     ):
+        query_mask, value_mask = _common.keras_masks(
+            type(self).__name__, mask, query_mask, value_mask
+        )
         value = query if value is None else value
         self._check_inputs(
             query,

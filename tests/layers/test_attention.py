@@ -198,6 +198,52 @@ def test_keras_masks_are_picked_up_and_propagated(layer, inputs):
     np.testing.assert_allclose(pooled[0], ctx[0, :3].mean(0), rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "layer", [keras_attention.Attention, keras_attention.HardAttention]
+)
+def test_keras_attention_mask_list_form(layer, rand):
+    # keras.layers.Attention takes mask=[query_mask, value_mask]; ours
+    # failed on it with NumPy's "inhomogeneous shape" error.
+    q, v = rand(2, 3, 4), rand(2, 5, 4)
+    query_mask = np.array([[1, 1, 0]] * 2, bool)
+    value_mask = np.array([[1, 1, 1, 0, 0]] * 2, bool)
+    instance = layer()
+    want = instance(
+        q,
+        v,
+        query_mask=query_mask,
+        value_mask=value_mask,
+        return_attention_scores=True,
+    )
+    got = instance(
+        q, v, mask=[query_mask, value_mask], return_attention_scores=True
+    )
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(to_np(g), to_np(w))
+    w = to_np(got[1])
+    assert np.all(w[:, :, 3:] == 0) and np.all(w[:, 2] == 0)
+    # [query_mask] alone, and explicit masks win over the list's.
+    alone = instance(q, v, mask=[query_mask], return_attention_scores=True)
+    assert np.all(to_np(alone[1])[:, 2] == 0)
+    assert np.all(to_np(alone[1])[:, :2].sum(-1) > 0.99)
+    everything = np.ones((2, 5), bool)
+    explicit = instance(
+        q,
+        v,
+        mask=[query_mask, value_mask],
+        value_mask=everything,
+        return_attention_scores=True,
+    )
+    unmasked = instance(
+        q,
+        v,
+        query_mask=query_mask,
+        value_mask=everything,
+        return_attention_scores=True,
+    )
+    np.testing.assert_array_equal(to_np(explicit[1]), to_np(unmasked[1]))
+
+
 def test_single_query_vector_masks(rand):
     q, v = rand(2, 4), rand(2, 5, 4)
     context, weights = keras_attention.Attention()(
