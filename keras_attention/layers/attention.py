@@ -79,7 +79,9 @@ class Attention(keras.layers.Layer):
         mask: The Keras mask of `query` in the one-input form
             `Attention()(x)`, filled in by Keras (it fills `query_mask` and
             `value_mask` only when two or more tensors are passed); the same
-            as `query_mask`, which wins when both are given.
+            as `query_mask`, which wins when both are given. A list
+            `[query_mask, value_mask]` (`keras.layers.Attention`'s form)
+            gives both; explicit `query_mask` / `value_mask` win.
 
     Returns:
         The context, `(batch_size, Dv)` or `(batch_size, Tq, Dv)`, and with
