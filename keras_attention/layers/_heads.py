@@ -128,21 +128,31 @@ class MultiHeadBase(keras.layers.Layer):
     def output_dense(self):
         return self._output_dense
 
+    def _get_common_kwargs_for_sublayer(self):
+        """Keras's hook: the `EinsumDense` arguments every projection shares.
+
+        Fresh initializer objects each call; the regularizers, constraints
+        and the dtype policy of the layer.
+        """
+        return {
+            "kernel_initializer": _clone(self.kernel_initializer),
+            "bias_initializer": _clone(self.bias_initializer),
+            "kernel_regularizer": self.kernel_regularizer,
+            "bias_regularizer": self.bias_regularizer,
+            "activity_regularizer": self.projection_activity_regularizer,
+            "kernel_constraint": self.kernel_constraint,
+            "bias_constraint": self.bias_constraint,
+            "dtype": self.dtype_policy,
+        }
+
     def _dense(self, name, equation, output_shape, bias_axes, activation=None):
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             activation=activation,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=_clone(self.kernel_initializer),
-            bias_initializer=_clone(self.bias_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            activity_regularizer=self.projection_activity_regularizer,
-            kernel_constraint=self.kernel_constraint,
-            bias_constraint=self.bias_constraint,
             name=name,
-            dtype=self.dtype_policy,
+            **self._get_common_kwargs_for_sublayer(),
         )
 
     def _projection(self, name, input_shape, depth, activation=None):

@@ -1,8 +1,13 @@
 """Multi-head attention, a drop-in for `keras.layers.MultiHeadAttention`."""
 
+import math
+import string
+
 import keras
+from keras import ops
 
 from keras_attention import _validation
+from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._heads import MultiHeadBase
@@ -235,10 +240,70 @@ class MultiHeadAttention(MultiHeadBase):
     # Like Keras, `output_shape` is not exposed: it would clash with the
     # `output_shape` of functional models in `summary()`.
 
+    # Keras's private names for the constructor arguments, which subclasses
+    # of its layer read (keras-hub's `build` overrides, for one).
+    @property
+    def _num_heads(self):
+        return self.num_heads
+
+    @property
+    def _key_dim(self):
+        return self.key_dim
+
+    @property
+    def _value_dim(self):
+        return self.value_dim or self.key_dim
+
+    @property
+    def _dropout(self):
+        return self.dropout
+
+    @property
+    def _use_bias(self):
+        return self.use_bias
+
+    @property
+    def _use_gate(self):
+        return self.use_gate
+
+    @property
+    def _kernel_initializer(self):
+        return self.kernel_initializer
+
+    @property
+    def _bias_initializer(self):
+        return self.bias_initializer
+
+    @property
+    def _kernel_regularizer(self):
+        return self.kernel_regularizer
+
+    @property
+    def _bias_regularizer(self):
+        return self.bias_regularizer
+
+    @property
+    def _activity_regularizer(self):
+        return self.projection_activity_regularizer
+
+    @property
+    def _kernel_constraint(self):
+        return self.kernel_constraint
+
+    @property
+    def _bias_constraint(self):
+        return self.bias_constraint
+
+    @property
+    def _inverse_sqrt_key_dim(self):
+        return 1.0 / math.sqrt(float(self.key_dim))
+
     def build(self, query_shape, value_shape, key_shape=None):
         checks.query_value_key_shapes(query_shape, value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
-        self._build_attention(len(query_shape))
+        # Keras's hook takes the rank of the projected `(B, ..., heads,
+        # depth)` tensors, one more than the inputs'.
+        self._build_attention(len(query_shape) + 1)
         checks.free_axes(self._axes, query_shape, value_shape)
         value_dim = self.value_dim or self.key_dim
         out = self._output_shape or (query_shape[-1],)
@@ -253,9 +318,52 @@ class MultiHeadAttention(MultiHeadBase):
         )
 
     def _build_attention(self, rank):
-        """Resolves `attention_axes` for inputs of `rank` (Keras's hook)."""
-        self._attention_axes = _axes.normalize_axes(self.attention_axes, rank)
-        self._axes = _axes.AttentionAxes(rank, self._attention_axes)
+        """Keras's hook: the attention of projected tensors of `rank`.
+
+        `rank` is that of the projected `(B, d..., heads, depth)` tensors,
+        as in Keras (a subclass that overrides `build` calls it so). Sets
+        what Keras sets for a subclass's `_compute_attention`:
+        `_attention_axes`, `_dot_product_equation` (`key, query ->
+        scores`), `_combine_equation` (`scores, value -> context`), and
+        `_softmax` over the key attention axes.
+        """
+        self._attention_axes = _axes.normalize_axes(
+            self.attention_axes, rank - 1
+        )
+        self._axes = _axes.AttentionAxes(rank - 1, self._attention_axes)
+        dot, combine = _attention_equations(rank, self._attention_axes)
+        self._dot_product_equation, self._combine_equation = dot, combine
+        n = len(self._attention_axes)
+        scores_rank = rank - 1 + n
+        self._softmax = keras.layers.Softmax(
+            axis=tuple(range(scores_rank - n, scores_rank)),
+            dtype=self.dtype_policy,
+        )
+
+    def _masked_softmax(self, attention_scores, attention_mask=None):
+        """Keras's hook: softmax over the key attention axes, masked.
+
+        The mask lacks the heads axis (it is inserted, as in Keras). As in
+        the rest of this layer, masked keys get weight exactly 0 and a query
+        whose keys are all masked gets all-zero weights.
+        """
+        n = len(self._attention_axes)
+        if attention_mask is not None:
+            while len(attention_mask.shape) < len(attention_scores.shape):
+                attention_mask = ops.expand_dims(attention_mask, -2 * n - 1)
+            attention_mask = ops.broadcast_to(
+                ops.cast(attention_mask, "bool"), ops.shape(attention_scores)
+            )
+        if n == 1:
+            return ka_ops.masked_softmax(attention_scores, attention_mask)
+        shape = ops.shape(attention_scores)
+        flat = tuple(shape[:-n]) + (-1,)
+        if attention_mask is not None:
+            attention_mask = ops.reshape(attention_mask, flat)
+        weights = ka_ops.masked_softmax(
+            ops.reshape(attention_scores, flat), attention_mask
+        )
+        return ops.reshape(weights, shape)
 
     def call(
         self,
@@ -353,3 +461,24 @@ class MultiHeadAttention(MultiHeadBase):
             "use_gate": self.use_gate,
         }
         return config
+
+
+def _attention_equations(rank, attention_axes):
+    """Keras's einsum equations for projected tensors of `rank`.
+
+    The query is `(B, d..., heads, depth)`; the key and value have their
+    own letters on the attention axes. The scores are `(B, free...,
+    heads, query attention axes..., key attention axes...)`. Returns the
+    `key, query -> scores` and `scores, value -> context` equations.
+    """
+    letters = string.ascii_lowercase
+    query = letters[:rank]
+    fresh = iter(letters[rank:])
+    key = "".join(
+        next(fresh) if i in attention_axes else c for i, c in enumerate(query)
+    )
+    batch = [i for i in range(rank - 1) if i not in attention_axes]
+    scores = "".join(query[i] for i in batch)
+    scores += "".join(query[i] for i in attention_axes)
+    scores += "".join(key[i] for i in attention_axes)
+    return f"{key},{query}->{scores}", f"{scores},{key}->{query}"

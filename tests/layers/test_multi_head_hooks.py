@@ -107,3 +107,129 @@ def test_flash_attention_is_never_silently_ignored(rand):
     layer = keras_attention.MultiHeadAttention(2, 4, flash_attention=True)
     with pytest.raises(ValueError, match="not supported in tensorflow"):
         layer(rand(1, 3, 8), rand(1, 3, 8))
+
+
+def _keras_style_subclass(base):
+    """A subclass written against Keras's layer, as keras-hub writes them.
+
+    Its `build` makes the projections from Keras's private attributes (the
+    key projection without a bias, as Whisper's) and `_build_attention`;
+    its `call` is Keras's recipe on the attributes `_build_attention` sets.
+    """
+
+    class KerasStyle(base):
+        def build(self, query_shape, value_shape):
+            common = self._get_common_kwargs_for_sublayer
+            bias = "de" if self._use_bias else None
+            for name, depth, b, shape in (
+                ("query", self._key_dim, bias, query_shape),
+                ("key", self._key_dim, None, value_shape),
+                ("value", self._value_dim, bias, value_shape),
+            ):
+                dense = keras.layers.EinsumDense(
+                    "abc,cde->abde",
+                    output_shape=(None, self._num_heads, depth),
+                    bias_axes=b,
+                    name=name,
+                    **common(),
+                )
+                dense.build(shape)
+                setattr(self, f"_{name}_dense", dense)
+            self._build_attention(len(query_shape) + 1)
+            self._output_dense = keras.layers.EinsumDense(
+                "abcd,cde->abe",
+                output_shape=(None, query_shape[-1]),
+                bias_axes="e",
+                name="attention_output",
+                **common(),
+            )
+            self._output_dense.build(
+                tuple(query_shape[:-1]) + (self._num_heads, self._value_dim)
+            )
+
+        def call(self, query, value, attention_mask=None):
+            q = self._query_dense(query) * self._inverse_sqrt_key_dim
+            k, v = self._key_dense(value), self._value_dense(value)
+            scores = keras.ops.einsum(self._dot_product_equation, k, q)
+            weights = self._masked_softmax(scores, attention_mask)
+            weights = self._dropout_layer(weights)
+            context = keras.ops.einsum(self._combine_equation, weights, v)
+            return self._output_dense(context), weights
+
+    return KerasStyle
+
+
+def test_a_subclass_written_for_keras_runs_on_ours(rand):
+    # keras-hub's CachedMultiHeadAttention, Whisper's and XLNet's
+    # attention subclass Keras's layer this way (docs/testing.md).
+    q, v = rand(2, 3, 8), rand(2, 4, 8)
+    mask = np.ones((2, 3, 4), bool)
+    mask[0, :, 2:] = False
+    args = {"num_heads": 2, "key_dim": 4, "dropout": 0.5}
+    theirs = _keras_style_subclass(keras.layers.MultiHeadAttention)(**args)
+    ours = _keras_style_subclass(keras_attention.MultiHeadAttention)(**args)
+    expected, expected_w = theirs(q, v, attention_mask=mask)
+    ours(q, v, attention_mask=mask)
+    ours.set_weights(theirs.get_weights())
+    got, got_w = ours(q, v, attention_mask=mask)
+    np.testing.assert_allclose(to_np(got_w), to_np(expected_w), atol=1e-6)
+    np.testing.assert_allclose(to_np(got), to_np(expected), atol=1e-5)
+    assert ours.key_dense.bias is None and ours.query_dense.bias is not None
+
+
+@pytest.mark.parametrize(
+    "shape, axes", [((2, 3, 8), None), ((2, 3, 2, 8), (1, 2))]
+)
+def test_build_attention_sets_keras_equations_and_softmax(rand, shape, axes):
+    theirs = keras.layers.MultiHeadAttention(2, 4, attention_axes=axes)
+    ours = keras_attention.MultiHeadAttention(2, 4, attention_axes=axes)
+    x = rand(*shape)
+    theirs(x, x)
+    ours(x, x)
+    for name in ("_attention_axes", "_dot_product_equation"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours._combine_equation == theirs._combine_equation
+    scores = rand(*shape[:-1], 2, *shape[1:-1])
+    scores = np.moveaxis(scores, -len(shape[1:-1]) - 1, 1)
+    mask = np.ones(shape[:-1] + shape[1:-1], bool)
+    mask[0, 0] = False
+    mask[1, ..., 0] = False
+    got = to_np(ours._masked_softmax(scores, mask))
+    expected = to_np(theirs._masked_softmax(scores, mask))
+    # Keras spreads a fully masked query uniformly; this layer gives zeros.
+    np.testing.assert_allclose(got[1], expected[1], atol=1e-6)
+    assert np.all(got[0, :, 0] == 0) and np.all(got[1, ..., 0] == 0)
+    np.testing.assert_allclose(
+        to_np(ours._softmax(scores)), to_np(theirs._softmax(scores)), atol=1e-6
+    )
+
+
+def test_keras_private_argument_attributes_match_keras():
+    args = {
+        "num_heads": 2,
+        "key_dim": 3,
+        "dropout": 0.25,
+        "use_bias": False,
+        "use_gate": True,
+        "kernel_initializer": "he_normal",
+        "bias_regularizer": "l2",
+        "activity_regularizer": "l1",
+        "kernel_constraint": "non_neg",
+    }
+    theirs = keras.layers.MultiHeadAttention(**args)
+    ours = keras_attention.MultiHeadAttention(**args)
+    for name in (
+        "_num_heads _key_dim _value_dim _dropout _use_bias _use_gate "
+        "_inverse_sqrt_key_dim _kernel_initializer _bias_initializer "
+        "_kernel_regularizer _bias_regularizer _activity_regularizer "
+        "_kernel_constraint _bias_constraint"
+    ).split():
+        got, expected = getattr(ours, name), getattr(theirs, name)
+        if hasattr(expected, "get_config"):
+            got, expected = got.get_config(), expected.get_config()
+        assert got == expected, name
+    # The sublayer arguments too, with a fresh initializer per call.
+    common = ours._get_common_kwargs_for_sublayer()
+    assert common.keys() == theirs._get_common_kwargs_for_sublayer().keys()
+    again = ours._get_common_kwargs_for_sublayer()
+    assert common["kernel_initializer"] is not again["kernel_initializer"]
