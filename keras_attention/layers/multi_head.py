@@ -15,6 +15,15 @@ from keras_attention.layers._heads import MultiHeadBase
 _PACKAGE = "keras_attention"
 
 
+def _keras_alias(name):
+    """A property that reads and sets the attribute `name`."""
+    return property(
+        lambda self: getattr(self, name),
+        lambda self, value: setattr(self, name, value),
+        doc=f"Keras's private name of `{name}`.",
+    )
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class MultiHeadAttention(MultiHeadBase):
     """Multi-head attention (Vaswani et al.), compatible with Keras's layer.
@@ -241,61 +250,32 @@ class MultiHeadAttention(MultiHeadBase):
     # `output_shape` of functional models in `summary()`.
 
     # Keras's private names for the constructor arguments, which subclasses
-    # of its layer read (keras-hub's `build` overrides, for one).
-    @property
-    def _num_heads(self):
-        return self.num_heads
-
-    @property
-    def _key_dim(self):
-        return self.key_dim
+    # of its layer read, and set (keras-hub's `build` overrides, for one).
+    _num_heads = _keras_alias("num_heads")
+    _key_dim = _keras_alias("key_dim")
+    _dropout = _keras_alias("dropout")
+    _use_bias = _keras_alias("use_bias")
+    _use_gate = _keras_alias("use_gate")
+    _kernel_initializer = _keras_alias("kernel_initializer")
+    _bias_initializer = _keras_alias("bias_initializer")
+    _kernel_regularizer = _keras_alias("kernel_regularizer")
+    _bias_regularizer = _keras_alias("bias_regularizer")
+    _activity_regularizer = _keras_alias("projection_activity_regularizer")
+    _kernel_constraint = _keras_alias("kernel_constraint")
+    _bias_constraint = _keras_alias("bias_constraint")
 
     @property
     def _value_dim(self):
         return self.value_dim or self.key_dim
 
-    @property
-    def _dropout(self):
-        return self.dropout
-
-    @property
-    def _use_bias(self):
-        return self.use_bias
-
-    @property
-    def _use_gate(self):
-        return self.use_gate
-
-    @property
-    def _kernel_initializer(self):
-        return self.kernel_initializer
-
-    @property
-    def _bias_initializer(self):
-        return self.bias_initializer
-
-    @property
-    def _kernel_regularizer(self):
-        return self.kernel_regularizer
-
-    @property
-    def _bias_regularizer(self):
-        return self.bias_regularizer
-
-    @property
-    def _activity_regularizer(self):
-        return self.projection_activity_regularizer
-
-    @property
-    def _kernel_constraint(self):
-        return self.kernel_constraint
-
-    @property
-    def _bias_constraint(self):
-        return self.bias_constraint
+    @_value_dim.setter
+    def _value_dim(self, value):
+        self.value_dim = value
 
     @property
     def _inverse_sqrt_key_dim(self):
+        # Read-only: the score scales the logits, so setting it would be
+        # silently ignored.
         return 1.0 / math.sqrt(float(self.key_dim))
 
     def build(self, query_shape, value_shape, key_shape=None):

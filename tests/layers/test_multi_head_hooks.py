@@ -228,6 +228,11 @@ def test_keras_private_argument_attributes_match_keras():
         if hasattr(expected, "get_config"):
             got, expected = got.get_config(), expected.get_config()
         assert got == expected, name
+    # Set, as XLNet's `build` sets `_use_bias`: the config follows.
+    for layer in (ours, theirs):
+        layer._use_bias, layer._value_dim = True, 5
+    for key in ("use_bias", "value_dim"):
+        assert ours.get_config()[key] == theirs.get_config()[key], key
     # The sublayer arguments too, with a fresh initializer per call.
     common = ours._get_common_kwargs_for_sublayer()
     assert common.keys() == theirs._get_common_kwargs_for_sublayer().keys()
