@@ -63,7 +63,14 @@ class MultiHeadAttention(MultiHeadBase):
     and `_compute_attention(query, key, value, attention_mask, training,
     return_attention_scores, use_causal_mask)`; a subclass that overrides
     either one is always called (the chunked path, which bypasses them, is
-    then never chosen by itself).
+    then never chosen by itself). A subclass written for Keras's layer (as
+    keras-hub's are) also finds what it reads there: `_build_attention(rank)`
+    (the rank of the projected tensors) and what it sets,
+    `_dot_product_equation`, `_combine_equation`, `_softmax` and
+    `_masked_softmax`; `_dropout_layer`, `_inverse_sqrt_key_dim`,
+    `_get_common_kwargs_for_sublayer()`, and the constructor arguments
+    under Keras's private names (`_num_heads`, `_key_dim`, `_value_dim`,
+    `_use_bias`, ...).
 
     Args:
         num_heads: Number of attention heads.
