@@ -331,8 +331,9 @@ class MultiHeadAttention(MultiHeadBase):
         """Keras's hook: softmax over the key attention axes, masked.
 
         The mask lacks the heads axis (it is inserted, as in Keras). As in
-        the rest of this layer, masked keys get weight exactly 0 and a query
-        whose keys are all masked gets all-zero weights.
+        Keras's, masked keys get weight exactly 0 and a query whose keys are
+        all masked gets all-zero weights; half-precision scores are
+        normalised in float32 (`keras_attention.ops.masked_softmax`).
         """
         n = len(self._attention_axes)
         if attention_mask is not None:

@@ -165,6 +165,7 @@ def test_a_subclass_written_for_keras_runs_on_ours(rand):
     q, v = rand(2, 3, 8), rand(2, 4, 8)
     mask = np.ones((2, 3, 4), bool)
     mask[0, :, 2:] = False
+    mask[1, 0] = False
     args = {"num_heads": 2, "key_dim": 4, "dropout": 0.5}
     theirs = _keras_style_subclass(keras.layers.MultiHeadAttention)(**args)
     ours = _keras_style_subclass(keras_attention.MultiHeadAttention)(**args)
@@ -172,33 +173,39 @@ def test_a_subclass_written_for_keras_runs_on_ours(rand):
     ours(q, v, attention_mask=mask)
     ours.set_weights(theirs.get_weights())
     got, got_w = ours(q, v, attention_mask=mask)
+    # Query 0 of batch 1 sees no key: zero weights, in Keras's too.
+    assert np.all(to_np(got_w)[1, :, 0] == 0)
     np.testing.assert_allclose(to_np(got_w), to_np(expected_w), atol=1e-6)
     np.testing.assert_allclose(to_np(got), to_np(expected), atol=1e-5)
     assert ours.key_dense.bias is None and ours.query_dense.bias is not None
 
 
-@pytest.mark.parametrize(
-    "shape, axes", [((2, 3, 8), None), ((2, 3, 2, 8), (1, 2))]
-)
-def test_build_attention_sets_keras_equations_and_softmax(rand, shape, axes):
-    theirs = keras.layers.MultiHeadAttention(2, 4, attention_axes=axes)
-    ours = keras_attention.MultiHeadAttention(2, 4, attention_axes=axes)
-    x = rand(*shape)
-    theirs(x, x)
-    ours(x, x)
-    for name in ("_attention_axes", "_dot_product_equation"):
-        assert getattr(ours, name) == getattr(theirs, name), name
-    assert ours._combine_equation == theirs._combine_equation
-    scores = rand(*shape[:-1], 2, *shape[1:-1])
-    scores = np.moveaxis(scores, -len(shape[1:-1]) - 1, 1)
-    mask = np.ones(shape[:-1] + shape[1:-1], bool)
+def test_build_attention_sets_keras_equations_and_softmax(rand):
+    for shape, axes in (
+        ((2, 3, 8), None),
+        ((2, 3, 2, 8), (2,)),
+        ((2, 3, 2, 8), (1, 2)),
+    ):
+        theirs = keras.layers.MultiHeadAttention(2, 4, attention_axes=axes)
+        ours = keras_attention.MultiHeadAttention(2, 4, attention_axes=axes)
+        theirs.build(shape, shape)
+        ours.build(shape, shape)
+        for name in (
+            "_attention_axes",
+            "_dot_product_equation",
+            "_combine_equation",
+        ):
+            assert getattr(ours, name) == getattr(theirs, name), (name, axes)
+    # Over two attention axes: `(B, heads, 3, 2, 3, 2)` scores.
+    scores = rand(2, 2, 3, 2, 3, 2)
+    mask = np.ones((2, 3, 2, 3, 2), bool)
     mask[0, 0] = False
     mask[1, ..., 0] = False
     got = to_np(ours._masked_softmax(scores, mask))
     expected = to_np(theirs._masked_softmax(scores, mask))
-    # Keras spreads a fully masked query uniformly; this layer gives zeros.
-    np.testing.assert_allclose(got[1], expected[1], atol=1e-6)
+    # Fully masked queries get zeros, masked keys 0, as in Keras's.
     assert np.all(got[0, :, 0] == 0) and np.all(got[1, ..., 0] == 0)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
     np.testing.assert_allclose(
         to_np(ours._softmax(scores)), to_np(theirs._softmax(scores)), atol=1e-6
     )
