@@ -180,7 +180,13 @@ def test_a_subclass_written_for_keras_runs_on_ours(rand):
     assert ours.key_dense.bias is None and ours.query_dense.bias is not None
 
 
+@pytest.mark.tensorflow_lane
 def test_build_attention_sets_keras_equations_and_softmax(rand):
+    """Keras's equations, and `_masked_softmax` over two attention axes.
+
+    On the other backends `test_a_subclass_written_for_keras_runs_on_ours`
+    runs the equations and `_masked_softmax` (one axis) against Keras's.
+    """
     for shape, axes in (
         ((2, 3, 8), None),
         ((2, 3, 2, 8), (2,)),
