@@ -38,7 +38,9 @@ class MultiHeadAttention(MultiHeadBase):
     `layer.set_weights(keras_mha.get_weights())` reproduces Keras's outputs
     and attention scores. Two things differ: a query whose keys are all masked
     (or that `query_mask` masks) gets all-zero weights and a zero context
-    (Keras spreads it uniformly), and the score is pluggable.
+    on every path (Keras 3.15 gives zero weights when it returns them, but
+    its fused path, taken when it does not, averages the values), and the
+    score is pluggable.
 
     The score is any of `keras_attention.scores`. It runs on
     `(batch_size, num_heads, T, key_dim)` tensors, so one score layer serves
