@@ -113,7 +113,8 @@ class MaskCombination:
         return cls(config["op"], mods)
 
 
-def _pair(value, name):
+def _pair(received, name):
+    value = received
     if isinstance(value, int) and not isinstance(value, bool):
         value = (value, value)
     ok = isinstance(value, (tuple, list)) and len(value) == 2
@@ -123,7 +124,7 @@ def _pair(value, name):
     if not ok:
         raise ValueError(
             f"Expected `{name}` to be a positive integer or a pair of "
-            f"positive integers. Received: {name}={value!r}"
+            f"positive integers. Received: {name}={received!r}"
         )
     return tuple(value)
 
