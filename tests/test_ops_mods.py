@@ -64,12 +64,16 @@ def test_mask_mods_match_numpy():
     (b, h, i, j), _ = _grid()
     segments = np.array([[0, 0, 1, 1, 1, 2, 2], [0, 1, 1, 1, 1, 1, 1]])
     lengths = np.array([3, 7])
+    explicit = np.random.default_rng(0).random((B, TQ, TK)) > 0.5
     cases = [
         (mods.causal(), i >= j),
         (mods.sliding_window(2), np.abs(i - j) < 2),
         (mods.prefix_lm(3), (j < 3) | (i >= j)),
         (mods.document(segments), segments[b, i] == segments[b, j]),
         (mods.padding(lengths), j < lengths[b]),
+        (mods.band(1, 2), (j - i >= -1) & (j - i <= 2)),
+        (mods.band(right=0), j <= i),
+        (mods.boolean_mask(explicit[:, None]), explicit[b, i, j]),
     ]
     for mod, want in cases:
         np.testing.assert_array_equal(_mask(mod), want, err_msg=repr(mod))
@@ -147,6 +151,7 @@ def test_mods_with_configs_round_trip_through_keras_serialization():
         mods.causal(),
         mods.sliding_window(4),
         mods.prefix_lm(2),
+        mods.band(3, None),
         mods.alibi(8),
         mods.soft_cap(30.0),
         ka_ops.and_masks(mods.causal(), mods.sliding_window(4)),
@@ -178,6 +183,8 @@ def test_mods_of_one_call_have_no_config():
             "table.shape=",
         ),
         (lambda: mods.bias(np.zeros((3, 3))), "tensor.shape="),
+        (lambda: mods.band(left=-1), "left=-1"),
+        (lambda: mods.boolean_mask(np.ones((2, 3), bool)), "mask.shape="),
         (lambda: ka_ops.and_masks(3), "Received: 3"),
     ],
 )

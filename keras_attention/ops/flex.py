@@ -457,3 +457,37 @@ def flex_attention(
     tensors = [query, key, value, *mod_tensors]
     out = _chunked(tensors, mods, scale, sizes, kinds)
     return ops.cast(out, out_dtype)
+
+
+def apply_mods(logits, score_mod=None, mask_mod=None):
+    """A score mod and a mask mod on dense logits `(B, [H,] Tq, Tk)`.
+
+    What a layer that forms its logits itself (a single-head `Attention`)
+    does with the mods of `flex_attention`; the head index is `0` without
+    a heads axis.
+
+    Args:
+        logits: `(batch_size, heads, Tq, Tk)` or `(batch_size, Tq, Tk)`.
+        score_mod: Optional `score_mod(score, batch, head, q_idx, kv_idx)`.
+        mask_mod: Optional `mask_mod(batch, head, q_idx, kv_idx)`.
+
+    Returns:
+        `(logits, mask)`: the modded logits and the boolean mask that
+        broadcasts against them (`None` without `mask_mod`).
+    """
+    rank = len(logits.shape)
+    shape = ops.shape(logits)
+    heads = shape[1] if rank == 4 else 1
+    idx = index_tensors(
+        shape[0], heads, 1, ops.arange(shape[-2]), ops.arange(shape[-1])
+    )
+    # `(B, Hkv, 1, Tq, Tk)` index tensors → the logits' rank.
+    idx = [ops.squeeze(t, 2) for t in idx]
+    if rank == 3:
+        idx = [ops.squeeze(t, 1) for t in idx]
+    mask = None
+    if score_mod is not None:
+        logits = ops.cast(score_mod(logits, *idx), logits.dtype)
+    if mask_mod is not None:
+        mask = ops.cast(mask_mod(*idx), "bool")
+    return logits, mask
