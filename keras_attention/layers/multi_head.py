@@ -25,7 +25,7 @@ def _keras_alias(name):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class MultiHeadAttention(MultiHeadBase):
+class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
     """Multi-head attention (Vaswani et al.), compatible with Keras's layer.
 
     Each head `i` projects the inputs, `Q_i = Q W^Q_i`, `K_i = K W^K_i`,
@@ -209,6 +209,8 @@ class MultiHeadAttention(MultiHeadBase):
         chunk_size=None,
         attention_activation=None,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(
@@ -229,6 +231,8 @@ class MultiHeadAttention(MultiHeadBase):
             chunk_size=chunk_size,
             attention_activation=attention_activation,
             penalty_coefficient=penalty_coefficient,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
             **kwargs,
         )
         self._output_shape = checks.output_shape_tuple(output_shape)
@@ -367,6 +371,9 @@ class MultiHeadAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         _validation.floating_inputs(
             type(self).__name__, query=query, value=value, key=key
@@ -391,6 +398,7 @@ class MultiHeadAttention(MultiHeadBase):
             training,
             return_attention_scores,
             gate=self.use_gate,
+            mods=(score_mod, mask_mod, attention_bias),
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
@@ -410,6 +418,9 @@ class MultiHeadAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         _validation.floating_inputs(
             type(self).__name__, query=query, value=value, key=key

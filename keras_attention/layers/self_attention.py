@@ -8,7 +8,7 @@ from keras_attention.layers._heads import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class SelfAttention(MultiHeadBase):
+class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
     """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
 
     With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
@@ -135,6 +135,8 @@ class SelfAttention(MultiHeadBase):
         attention_width=None,
         attention_activation=None,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(
@@ -157,6 +159,8 @@ class SelfAttention(MultiHeadBase):
             chunk_size=chunk_size,
             attention_activation=attention_activation,
             penalty_coefficient=penalty_coefficient,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
             **kwargs,
         )
         self.attention_width = _validation.positive_int(
@@ -199,6 +203,9 @@ class SelfAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         inputs_mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         if mask is None:
@@ -211,7 +218,13 @@ class SelfAttention(MultiHeadBase):
             "use_causal_mask": use_causal_mask,
         }
         return self._multi_head_call(
-            inputs, inputs, inputs, masks, training, return_attention_scores
+            inputs,
+            inputs,
+            inputs,
+            masks,
+            training,
+            return_attention_scores,
+            mods=(score_mod, mask_mod, attention_bias),
         )
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
@@ -243,6 +256,9 @@ class SelfAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         inputs_mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         shape = self.compute_output_shape(inputs.shape)
