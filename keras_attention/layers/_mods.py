@@ -174,3 +174,24 @@ def flex_heads(heads, scale, score_mod, mask_mod, options):
     used = weights if dropout_fn is None else dropout_fn(weights)
     context = ops.einsum("bhqk,bkhd->bqhd", ops.cast(used, v.dtype), v)
     return context, weights
+
+
+def apply_to_logits(logits, mask, own, call):
+    """A single-head layer's logits `(B, Tq, Tk)` and mask with its mods.
+
+    `own` is the constructor's `(score_mod, mask_mod)`, `call` the call's
+    `(score_mod, mask_mod, attention_bias)`; the bias broadcasts to the
+    logits.
+    """
+    score_mod = score_mod_of(own[0], call[0], None)
+    mask_mod = mask_mod_of({}, own[1], call[1])
+    logits, extra = ka_ops.apply_mods(logits, score_mod, mask_mod)
+    if call[2] is not None:
+        logits = logits + ops.cast(call[2], logits.dtype)
+    if extra is not None:
+        mask = (
+            extra
+            if mask is None
+            else ops.logical_and(ops.cast(mask, "bool"), extra)
+        )
+    return logits, mask

@@ -7,6 +7,7 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _common
+from keras_attention.layers import _mods
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -55,6 +56,12 @@ class Attention(keras.layers.Layer):
             penalty `c · mean_batch ‖AAᵀ − I‖²_F` on the weights `A`, added
             with `add_loss` (keras-self-attention's
             `attention_regularizer_weight`). Defaults to `0.0`, none.
+        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
+            kv_idx)` (`keras_attention.ops.mods`; `head` is `0`), applied
+            to the logits after `attention_activation`, saved in the
+            config. Defaults to `None`.
+        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
+            ANDed with the other masks. Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -75,6 +82,12 @@ class Attention(keras.layers.Layer):
             Defaults to `False`.
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
+        score_mod: Optional score mod of this call (after the
+            constructor's); `head` is `0`.
+        mask_mod: Optional mask mod of this call, e.g.
+            `keras_attention.ops.mods.document(segment_ids)`.
+        attention_bias: Optional float tensor added to the logits,
+            broadcastable to `(batch_size, Tq, Tv)`.
         training: Whether dropout is active.
         mask: The Keras mask of `query` in the one-input form
             `Attention()(x)`, filled in by Keras (it fills `query_mask` and
@@ -115,9 +128,12 @@ class Attention(keras.layers.Layer):
         attention_activation=None,
         use_attention_bias=False,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
         self.score = scores_lib.get(score, dtype=self.dtype_policy)
         self.dropout = _common.check_rate("dropout", dropout)
         self.seed = seed
@@ -235,6 +251,9 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         query_mask, value_mask = _common.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
@@ -248,6 +267,12 @@ class Attention(keras.layers.Layer):
             key_mask,
             attention_mask,
             use_causal_mask,
+        )
+        logits, mask = _mods.apply_to_logits(
+            logits,
+            mask,
+            (self.score_mod, self.mask_mod),
+            (score_mod, mask_mod, attention_bias),
         )
         context, weights = ka_ops.attend(
             logits,
@@ -285,6 +310,9 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         query_mask, value_mask = _common.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
@@ -322,4 +350,6 @@ class Attention(keras.layers.Layer):
             ),
             "use_attention_bias": self.use_attention_bias,
             "penalty_coefficient": self.penalty_coefficient,
+            "score_mod": _mods.serialize("score_mod", self.score_mod),
+            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
         }

@@ -78,6 +78,15 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             penalty, for each head `h` `c · mean_batch ‖A_h A_hᵀ − I‖²_F`,
             summed over the heads and added with `add_loss`. Defaults to
             `0.0`, none.
+        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
+            kv_idx)` on the scaled logits (`keras_attention.ops.mods`, a
+            registered function, or a layer such as
+            `keras_attention.RelativePositionBias`), saved in the config.
+            Defaults to `None`.
+        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
+            ANDed with the other masks, saved in the config. With either
+            mod the heads attend through `keras_attention.ops.flex_attention`
+            (dense, or in blocks with `chunk_size`). Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -90,6 +99,12 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             Defaults to `False`.
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
+        score_mod: Optional score mod of this call, applied after the
+            constructor's (e.g. one that reads per-batch tensors).
+        mask_mod: Optional mask mod of this call, e.g.
+            `keras_attention.ops.mods.document(segment_ids)`.
+        attention_bias: Optional float tensor added to the logits,
+            broadcastable to `(batch_size, num_heads, Tq, Tk)`.
         training: Whether dropout is active.
         inputs_mask: Filled in by Keras with the inputs' Keras mask when
             another tensor (`attention_mask`) is passed, where Keras leaves

@@ -196,3 +196,40 @@ def _logits(layer, x):
     q = layer.query_dense(x)
     k = layer.key_dense(x)
     return ops.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(4.0)
+
+
+def test_single_head_attention_takes_mods(rand):
+    query, values = rand(2, 4, 6), rand(2, 7, 6)
+    layer = keras_attention.Attention(mask_mod=mods.causal())
+    want = to_np(
+        layer(
+            query, values, use_causal_mask=True, return_attention_scores=True
+        )[1]
+    )
+    got = to_np(layer(query, values, return_attention_scores=True)[1])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    bias = rand(2, 4, 7)
+    plain = keras_attention.Attention()
+    _, w = plain(
+        query, values, attention_bias=bias, return_attention_scores=True
+    )
+    logits = np.einsum("bqd,bkd->bqk", query, values) / np.sqrt(6.0) + bias
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(
+        to_np(w), e / e.sum(-1, keepdims=True), atol=1e-5
+    )
+    again = keras_attention.Attention.from_config(layer.get_config())
+    assert again.mask_mod == mods.causal()
+    _, w = plain(
+        query,
+        values,
+        score_mod=mods.soft_cap(0.5),
+        return_attention_scores=True,
+    )
+    logits = 0.5 * np.tanh(
+        np.einsum("bqd,bkd->bqk", query, values) / np.sqrt(6.0) / 0.5
+    )
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(
+        to_np(w), e / e.sum(-1, keepdims=True), atol=1e-5
+    )
