@@ -381,3 +381,19 @@ def test_outputs_equal_torch_flex_attention(rand):
                 atol=1e-5,
                 err_msg=name,
             )
+
+
+@pytest.mark.tensorflow_lane
+def test_the_python_blocks_of_docs_flex_md_run():
+    """Other lanes: the tests above run the same calls on every backend."""
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "flex.md")
+    with open(path, encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) >= 3
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "docs/flex.md", "exec"), namespace)
+    assert tuple(namespace["z"].shape) == (1, 128, 64)

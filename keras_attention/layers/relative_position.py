@@ -33,6 +33,16 @@ class RelativePositionBias(keras.layers.Layer):
             `(num_buckets, num_heads)`. Defaults to `"zeros"`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
+    Call arguments:
+        score: The scaled logits, e.g. `(batch_size, heads, Tq, Tk)`.
+        batch: Integer index tensor of the batch, broadcasting to `score`.
+        head: That of the head.
+        q_idx: That of the query position.
+        kv_idx: That of the key position.
+
+    Returns:
+        `score` plus the bias of each pair's bucket and head.
+
     Example:
 
     >>> bias = keras_attention.RelativePositionBias(num_heads=2)

@@ -11,6 +11,7 @@ PUBLIC_LAYERS = (
     "HardAttention",
     "MultiHead",
     "MultiHeadAttention",
+    "RelativePositionBias",
     "SelfAttention",
     "StructuredSelfAttention",
 )
