@@ -80,6 +80,13 @@ def parse_args(argv=None):
         "(default: both); on JAX `jit`, on PyTorch `eager`",
     )
     parser.add_argument(
+        "--shapes",
+        nargs="+",
+        default=None,
+        help="shapes to run as B,N,D,H (default: 8,512,256,8 and "
+        "2,2048,256,8; with --quick 2,64,32,4)",
+    )
+    parser.add_argument(
         "--kinds",
         nargs="+",
         choices=list(KINDS),
@@ -243,6 +250,10 @@ def main(argv=None):
         default = {"tensorflow": ["graph", "xla"], "jax": ["jit"]}
         args.modes = default.get(BACKEND, ["eager"])
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    if args.shapes:
+        shapes = [
+            tuple(int(n) for n in shape.split(",")) for shape in args.shapes
+        ]
     repeats = 2 if args.quick else args.repeats
     peak_cpu, peak_wall = matmul_peak(
         256 if args.quick else 2048, 3 if args.quick else 15
