@@ -120,7 +120,7 @@ def _value_and_grads(q, k, v, mod_tensor, build, upstream, **kwargs):
     return [value, *grads]
 
 
-@examples(5)
+@examples(4)
 @given(
     seed=st.integers(0, 2**16),
     t=st.integers(1, 9),
@@ -222,7 +222,11 @@ def test_block_mask_skips_empty_blocks_and_trusts_full_ones(rand):
     )
 
 
+@pytest.mark.tensorflow_lane
 def test_block_mask_per_batch_document_gradients(rand):
+    """Other lanes: the "document" case of
+    `test_blocks_give_the_dense_outputs_and_gradients` (per-batch segments,
+    whose block mask `flex_attention` makes itself)."""
     segments = np.array([[0, 0, 0, 1, 1, 1, 2, 2], [0, 0, 0, 0, 0, 0, 1, 1]])
     document = mods.document(segments)
     block_mask = ka_ops.create_block_mask(document, 2, None, 8, 8, 2)
@@ -246,7 +250,10 @@ def test_automatic_choice_is_dense_for_short_sequences(rand):
     assert tuple(out.shape) == (1, 3, 1, 2)
 
 
+@pytest.mark.tensorflow_lane
 def test_half_precision_computes_in_float32(rand):
+    """Other lanes: the casts are `keras.ops.cast`, the same code; the
+    kernel itself is checked by the tests above."""
     q = ops.cast(rand(1, 5, 2, 4), "float16")
     out = ka_ops.flex_attention(q, q, q, mask_mod=mods.causal(), chunk_size=2)
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
