@@ -494,3 +494,50 @@ class LuongAttention(AttentionMechanism):
                 self.kernel_initializer
             ),
         }
+
+
+def compute_attention(
+    mechanism,
+    cell_output,
+    memory,
+    memory_mask,
+    previous_alignments,
+    attention_layer,
+    **kwargs,
+):
+    """One mechanism's attention vector: the default `attention_fn`.
+
+    tfa's `_compute_attention`: `c_t, α_t = mechanism(h_t, memory)`, then
+    `a_t = attention_layer([c_t; h_t])` (or `a_t = c_t` without a layer).
+    A custom `attention_fn` of `AttentionDecoderCell` has this signature
+    and usually calls this function.
+
+    Args:
+        mechanism: The attention mechanism.
+        cell_output: `h_t`, `(batch_size, cell_output_size)`.
+        memory: `(batch_size, source_time, depth)`.
+        memory_mask: Boolean `(batch_size, source_time)`.
+        previous_alignments: The mechanism's `α_{t-1}` `(batch_size,
+            source_time)` (used by the monotonic mechanisms).
+        attention_layer: The mechanism's attentional layer, or `None`.
+        **kwargs: Passed to the mechanism (`training`, and `noise` for a
+            monotonic mechanism with sigmoid noise).
+
+    Returns:
+        `(attention, alignments)`: `a_t` `(batch_size, attention_depth)`
+        and `α_t` `(batch_size, source_time)`.
+    """
+    context, alignments = mechanism(
+        cell_output,
+        memory,
+        memory_mask=memory_mask,
+        previous_alignments=previous_alignments,
+        **kwargs,
+    )
+    if attention_layer is not None:
+        context = attention_layer(
+            ops.concatenate(
+                [context, ops.cast(cell_output, context.dtype)], axis=-1
+            )
+        )
+    return context, alignments

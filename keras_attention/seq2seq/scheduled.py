@@ -196,8 +196,7 @@ class ScheduledSamplingDecoder(keras.layers.Layer):
             # As `AttentionDecoder` builds it: the memory shape is recorded
             # in the cell's build config, so a loaded cell builds too.
             depth = self.embedding.compute_output_shape((None,))[-1]
-            states_shape = [None] * (len(self.cell.state_size) - 2)
-            states_shape += [tuple(memory_shape), None]
+            states_shape = self.cell.state_layout.build_shapes(memory_shape)
             self.cell.build((None, depth), states_shape=states_shape)
         if not self.output_layer.built:
             self.output_layer.build((None, self.cell.output_size))

@@ -19,9 +19,9 @@ from keras_attention import text as text_lib
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
-from keras_attention.seq2seq.cell import AttentionDecoder
+from keras_attention.seq2seq.beam_search import beam_search_decode
 from keras_attention.seq2seq.cell import AttentionDecoderCell
-from keras_attention.seq2seq.decoding import beam_search_decode
+from keras_attention.seq2seq.decoder import AttentionDecoder
 from keras_attention.seq2seq.decoding import greedy_decode
 from keras_attention.seq2seq.decoding import sample_decode
 from keras_attention.seq2seq.monotonic import BahdanauMonotonicAttention
