@@ -37,7 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TORCH_LANE = (
     "tests/test_ops.py",
     "tests/test_ops_chunked.py",
-    "tests/test_scores.py",
+    "tests/scores/",
     "tests/test_properties.py",
     "tests/test_saving.py",
     "tests/test_saved_models.py",

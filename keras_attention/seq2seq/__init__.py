@@ -10,6 +10,10 @@ return the alignment history; `Translator` is a complete BiGRU +
 attention-decoder translation model built from them.
 """
 
+# Defined in `keras_attention.scores` with the additive family.
+from keras_attention.scores import (
+    NormalizedAdditiveScore as NormalizedAdditiveScore,
+)
 from keras_attention.seq2seq.attention import (
     AttentionMechanism as AttentionMechanism,
 )
@@ -17,9 +21,6 @@ from keras_attention.seq2seq.attention import (
     BahdanauAttention as BahdanauAttention,
 )
 from keras_attention.seq2seq.attention import LuongAttention as LuongAttention
-from keras_attention.seq2seq.attention import (
-    NormalizedAdditiveScore as NormalizedAdditiveScore,
-)
 from keras_attention.seq2seq.beam_search import BeamHypotheses as BeamHypotheses
 from keras_attention.seq2seq.beam_search import (
     beam_search_decode as beam_search_decode,
