@@ -37,6 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TORCH_LANE = (
     "tests/test_ops.py",
     "tests/test_ops_chunked.py",
+    "tests/test_ops_logits.py",
     "tests/scores/",
     "tests/test_properties.py",
     "tests/test_saving.py",

@@ -15,6 +15,9 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   and Lin et al.'s `frobenius_penalty`.
 - `chunked`: `chunked_attention`, the same attention in blocks with memory
   linear in the sequence length.
+- `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
+  `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
+  mechanisms and decoders.
 
 Masks are boolean with `True` meaning "attend". A row of logits whose keys
 are all masked gets all-zero weights (never NaN, never uniform).
@@ -31,6 +34,10 @@ from keras_attention.ops.attend import logits_dtype as logits_dtype
 from keras_attention.ops.attend import masked_softmax as masked_softmax
 from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
+from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
+from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample
+from keras_attention.ops.logits import mask_logits as mask_logits
+from keras_attention.ops.logits import one_hot_argmax as one_hot_argmax
 from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks

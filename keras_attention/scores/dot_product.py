@@ -8,6 +8,7 @@ all use it (`has_dot_product_form = True`).
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention.scores.base import ParametricScore
 from keras_attention.scores.base import Score
 from keras_attention.scores.base import project
@@ -101,12 +102,7 @@ class CosineScore(SameDepthScore):
 
     def __init__(self, epsilon=1e-12, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(epsilon, (int, float)) or epsilon <= 0:
-            raise ValueError(
-                "Received an invalid value for argument `epsilon`, expected "
-                f"a positive number. Received: epsilon={epsilon!r}"
-            )
-        self.epsilon = float(epsilon)
+        self.epsilon = _validation.positive_number("epsilon", epsilon)
 
     def _dot_product_form(self, query, key):
         def _unit(x):

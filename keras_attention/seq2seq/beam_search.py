@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.seq2seq.decoding import DecodeResult
 from keras_attention.seq2seq.decoding import decoder_step
@@ -292,20 +293,10 @@ def _check_beam_arguments(
 ):
     _check_positive_int("max_length", max_length)
     _check_positive_int("beam_width", beam_width)
-    for name, value in (
-        ("length_penalty", length_penalty),
-        ("coverage_penalty", coverage_penalty),
-    ):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or value < 0
-        ):
-            raise ValueError(
-                f"Received an invalid value for argument `{name}`, "
-                f"expected a non-negative number. Received: {name}={value!r}"
-            )
-    return float(length_penalty), float(coverage_penalty)
+    return (
+        _validation.non_negative("length_penalty", length_penalty),
+        _validation.non_negative("coverage_penalty", coverage_penalty),
+    )
 
 
 def _extend_beams(log_probs, beams, coverage, is_last, special, penalties):

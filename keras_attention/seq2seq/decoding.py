@@ -15,6 +15,8 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
+from keras_attention import _validation
+from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
 
 
@@ -191,7 +193,7 @@ def filter_logits(log_probs, temperature=1.0, top_k=None, top_p=None):
     `log_probs / temperature`, then only the `top_k` likeliest tokens
     (Fan et al., 2018) and only the smallest set of the likeliest tokens
     whose probability reaches `top_p` (nucleus sampling, Holtzman et al.,
-    2020) keep their logit; the others get `-1e30` (probability 0). Ties
+    2020) keep their logit; the others get `MASKED_LOGIT` (probability 0). Ties
     at the cut are kept.
 
     Args:
@@ -208,27 +210,19 @@ def filter_logits(log_probs, temperature=1.0, top_k=None, top_p=None):
     logits = ops.cast(log_probs, "float32") / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = ops.top_k(logits, top_k)[0][:, -1:]
-        logits = ops.where(logits < kth, -1e30, logits)
+        logits = ka_ops.mask_logits(logits, logits >= kth)
     if top_p is not None and top_p < 1.0:
         probs = ops.softmax(logits, axis=-1)
         ordered = ops.top_k(probs, probs.shape[-1])[0]
         before = ops.cumsum(ordered, axis=-1) - ordered
         kept = ops.where(before < top_p, ordered, 2.0)
         smallest = ops.min(kept, axis=-1, keepdims=True)
-        logits = ops.where(probs < smallest, -1e30, logits)
+        logits = ka_ops.mask_logits(logits, probs >= smallest)
     return logits
 
 
 def _check_sampling_arguments(temperature, top_k, top_p):
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
-        or temperature <= 0
-    ):
-        raise ValueError(
-            "Received an invalid value for argument `temperature`, expected "
-            f"a positive number. Received: temperature={temperature!r}"
-        )
+    _validation.positive_number("temperature", temperature)
     _check_positive_int("top_k", top_k, allow_none=True)
     if top_p is not None and (
         isinstance(top_p, bool)
@@ -320,15 +314,7 @@ def sample_decode(
 
     def sample(log_probs, t):
         logits = filter_logits(log_probs, temperature, top_k, top_p)
-        cumulative = ops.cumsum(ops.softmax(logits, axis=-1), axis=-1)
-        u = ops.take(uniform, t, axis=0)[:, None] * cumulative[:, -1:]
-        index = ops.sum(ops.cast(cumulative <= u, "int32"), axis=-1)
-        # Never past the last token kept, whatever the rounding.
-        last = ops.argmax(
-            ops.cast(logits > -1e29, "int32") * ops.arange(logits.shape[-1]),
-            axis=-1,
-        )
-        return ops.minimum(index, ops.cast(last, "int32"))
+        return ka_ops.inverse_cdf_sample(logits, ops.take(uniform, t, axis=0))
 
     return _decode(
         (cell, embedding, output_layer),

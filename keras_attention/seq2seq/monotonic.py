@@ -29,6 +29,7 @@ probability of having stopped nowhere).
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
 from keras_attention.seq2seq.attention import check_memory_mask
@@ -178,16 +179,7 @@ class _Monotonic:
                 "Received an invalid value for argument `mode`, expected "
                 f"one of {list(MODES)}. Received: mode={mode!r}"
             )
-        if (
-            isinstance(sigmoid_noise, bool)
-            or not isinstance(sigmoid_noise, (int, float))
-            or sigmoid_noise < 0
-        ):
-            raise ValueError(
-                "Received an invalid value for argument `sigmoid_noise`, "
-                "expected a non-negative number. "
-                f"Received: sigmoid_noise={sigmoid_noise!r}"
-            )
+        _validation.non_negative("sigmoid_noise", sigmoid_noise)
         if mode == "hard" and sigmoid_noise > 0:
             raise ValueError(
                 "Sigmoid noise is not allowed in hard mode (its decisions "
