@@ -184,6 +184,33 @@ def test_no_module_over_600_lines(module):
     assert lines <= MAX_MODULE_LINES, f"{module}: {lines} lines"
 
 
+# Packages whose every module has a test file at the mirrored path
+# (`keras_attention/a/b.py` <-> `tests/a/test_b.py`), and the modules
+# tested by a file of another name.
+MIRRORED_PACKAGES = ("scores", "seq2seq", "models.sentiment")
+TESTED_ELSEWHERE = {
+    "keras_attention.seq2seq.scheduled": "tests/seq2seq/test_sampling.py",
+}
+
+
+def _mirrored_modules():
+    for module in sorted(MODULES):
+        package = module.split(".", 1)[-1].rsplit(".", 1)[0]
+        is_package = os.path.isdir(os.path.join(ROOT, *module.split(".")))
+        if package in MIRRORED_PACKAGES and not is_package:
+            yield module
+
+
+@pytest.mark.parametrize("module", list(_mirrored_modules()))
+def test_tests_mirror_the_modules(module):
+    parts = module.split(".")[1:]
+    mirror = os.path.join("tests", *parts[:-1], f"test_{parts[-1]}.py")
+    mirror = TESTED_ELSEWHERE.get(module, mirror)
+    assert os.path.exists(os.path.join(ROOT, mirror)), (
+        f"{module} has no test file {mirror}"
+    )
+
+
 def test_importing_the_package_loads_no_example_code():
     code = (
         "import json, sys, keras_attention; "
