@@ -55,11 +55,12 @@ def test_inverse_cdf_sample_never_picks_a_masked_tail(rng):
     logits = rng.normal(size=(64, 6)).astype("float32")
     kept = np.arange(6) < 3
     masked = _np(ka_ops.mask_logits(logits, kept[None, :]))
-    # Uniform numbers at the top of [0, 1), where rounding of the
-    # cumulative sum could run past the last kept token.
-    uniform = np.full((64,), np.nextafter(np.float32(1), np.float32(0)))
-    got = _np(ka_ops.inverse_cdf_sample(masked, uniform))
-    assert got.max() <= 2
+    # At the top of [0, 1), and at 1 itself (where `u · total` meets the
+    # total, as rounding can make it): never past the last kept token.
+    for top in (np.nextafter(np.float32(1), np.float32(0)), np.float32(1)):
+        uniform = np.full((64,), top, "float32")
+        got = _np(ka_ops.inverse_cdf_sample(masked, uniform))
+        assert got.max() <= 2
 
 
 def test_inverse_cdf_sample_frequencies_follow_the_distribution(rng):
