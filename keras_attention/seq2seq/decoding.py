@@ -1,9 +1,11 @@
-"""Greedy and beam-search decoding with an `AttentionDecoderCell`.
+"""Greedy decoding and sampling with an `AttentionDecoderCell`.
 
-Both decoders run one `keras.ops.while_loop` (so they work eagerly and
+The decoders run one `keras.ops.while_loop` (so they work eagerly and
 inside a compiled `predict`), batched, and stop when every sequence has
 emitted the end token or after `max_length` steps. They return a
-`DecodeResult` with the alignment history for plotting.
+`DecodeResult` with the alignment history for plotting. Beam search
+(`keras_attention.seq2seq.beam_search`) shares their step
+(`decoder_step`, `write_step`).
 
 The first step runs before the loop: it builds the cell, the embedding and
 the output layer outside the loop body, which JAX traces, and creating a
