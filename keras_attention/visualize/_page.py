@@ -17,9 +17,7 @@ h1 { font-size: 1.25em; margin: 0 0 0.4em 0; }
   cursor: pointer; color: #fff; font-weight: bold; }
 .head-toggle.off { background: #fff !important; color: #777; }
 .legend { display: flex; align-items: center; gap: 0.4em; font-size: 0.85em; }
-.legend .bar { width: 10em; height: 0.8em; border: 1px solid #999;
-  background: linear-gradient(to right, rgba(31,119,180,0.05),
-  rgba(31,119,180,1)); }
+.legend .bar { width: 10em; height: 0.8em; border: 1px solid #999; }
 .scroll { overflow: auto; max-height: 80vh; max-width: 100%;
   border: 1px solid #ddd; }
 svg text { font-size: 13px; cursor: default; }
@@ -295,9 +293,13 @@ SCRIPT = r"""
   function legend(parent) {
     var box = htmlNode("span", "legend", parent);
     htmlNode("span", null, box, "attention weight: 0");
-    htmlNode("span", "bar", box);
+    var bar = htmlNode("span", "bar", box);
+    var rgb = data.kind === "alignment" ? "31, 119, 180" : "40, 40, 40";
+    bar.style.background = "linear-gradient(to right, rgba(" + rgb +
+      ", 0.05), rgba(" + rgb + ", 1))";
     htmlNode("span", null, box, data.peak.toFixed(3) +
-      " (line opacity and cell colour; lines drawn above " +
+      (data.kind === "alignment" ? " (line opacity and cell colour;" :
+      " (line opacity; colour = head;") + " lines drawn above " +
       data.threshold + ")");
   }
 
