@@ -6,6 +6,7 @@
   layers' weights combined into each output token's share of the inputs.
 - `head_view`, `model_view`, `alignment_view`: interactive standalone HTML
   pages (no network, open from disk).
+- `save_hop_report`: the sentiment example's hop view and rollout lines.
 - `plot_attention`, `plot_attention_grid`: matplotlib heatmaps;
   `attention_html`, `save_attention_html`: tokens highlighted by weight.
 
@@ -37,6 +38,7 @@ from keras_attention.visualize.plots import plot_attention as plot_attention
 from keras_attention.visualize.plots import (
     plot_attention_grid as plot_attention_grid,
 )
+from keras_attention.visualize.reports import save_hop_report as save_hop_report
 from keras_attention.visualize.rollout import attention_flow as attention_flow
 from keras_attention.visualize.rollout import (
     attention_rollout as attention_rollout,
