@@ -126,7 +126,9 @@ def test_single_head_layers_and_a_shared_layer_get_one_path_per_call(rng):
     second = attention(first, v)
     keras_attention_layer = keras.layers.Attention(name="keras_dot")
     third = keras_attention_layer([second, v])
-    model = keras.Model([q, v], third)
+    # A call argument of the model's graph reaches the layer.
+    causal = keras.layers.MultiHeadAttention(1, 4, name="causal")
+    model = keras.Model([q, v], causal(third, third, use_causal_mask=True))
     data = [rng.normal(size=(2, 3, D)), rng.normal(size=(2, T, D))]
     data = [d.astype("float32") for d in data]
     maps = visualize.collect_attention(model, data)
@@ -134,7 +136,10 @@ def test_single_head_layers_and_a_shared_layer_get_one_path_per_call(rng):
         "cross": (2, 1, 3, T),
         "cross:1": (2, 1, 3, T),
         "keras_dot": (2, 1, 3, T),
+        "causal": (2, 1, 3, 3),
     }
+    assert np.all(np.triu(maps["causal"][0, 0], k=1) == 0)
+    assert np.all(maps["causal"][0, 0][np.tril_indices(3)] > 0)
     np.testing.assert_allclose(
         maps["cross"][:, 0], _scores(attention, data[0], data[1]), atol=1e-5
     )
