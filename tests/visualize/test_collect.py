@@ -153,35 +153,45 @@ def _translator():
     return keras_attention.seq2seq.Translator(
         ["", "[UNK]", "ein", "hund"],
         ["", "[UNK]", "[start]", "[end]", "a", "dog"],
-        embedding_dim=8,
-        units=8,
-        max_output_length=4,
+        embedding_dim=4,
+        units=4,
+        max_output_length=3,
     )
 
 
 def test_translator_alignments_with_source_and_decoded_words():
+    """One decode per lane (decoding compiles on JAX); the test below
+    compares with `model.decode` itself."""
     model = _translator()
-    ids = model.vectorize_sources(["ein hund", "hund"])
-    maps = visualize.collect_attention(model, ids)
+    maps = visualize.collect_attention(model, np.array([[2, 3], [3, 0]]))
     (path,) = maps
     assert path.startswith(model.name + "/")
-    result = model.decode(ids)
+    assert maps[path].shape == (2, 1, 3, 2)
+    assert maps.tokens == [["ein", "hund"], ["hund"]]
+    # The alignments of each decoded word are a distribution over the
+    # real source words (padding gets none).
+    for i, words in enumerate(maps.query_tokens):
+        rows = maps[path][i, 0, : len(words)]
+        np.testing.assert_allclose(rows.sum(-1), 1.0, atol=1e-5)
+    assert np.all(maps[path][1, 0, :, 1] == 0)
+
+
+@pytest.mark.tensorflow_lane
+def test_translator_equals_decode_and_takes_text():
+    """What `model.decode` gives, from text too (the other lanes: the
+    test above, on ids)."""
+    model = _translator()
+    texts = ["ein hund", "hund"]
+    maps = visualize.collect_attention(model, texts)
+    (weights,) = maps.values()
+    result = model.decode(model.vectorize_sources(texts))
     np.testing.assert_allclose(
-        maps[path][:, 0], to_np(result.alignments), atol=1e-6
+        weights[:, 0], to_np(result.alignments), atol=1e-6
     )
     assert maps.tokens == [["ein", "hund"], ["hund"]]
     assert maps.query_tokens == [
         model.tokens_to_words(t) for t in to_np(result.tokens)
     ]
-
-
-@pytest.mark.tensorflow_lane
-def test_translator_takes_text_too():
-    """The text path of the test above (the other lanes: ids)."""
-    model = _translator()
-    maps = visualize.collect_attention(model, ["ein hund", "hund"])
-    assert maps.tokens == [["ein", "hund"], ["hund"]]
-    assert next(iter(maps.values())).shape == (2, 1, 4, 2)
 
 
 @pytest.mark.tensorflow_only
