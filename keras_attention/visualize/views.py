@@ -297,6 +297,22 @@ def _sentence(weights, sources, targets, index):
     return np.round(array, 4).tolist()
 
 
+def _per_sentence(weights, source_tokens, target_tokens):
+    """A batch `(batch, heads, target_time, source_time)` (or the dict
+    `collect_attention` returns for a `Translator`) as one array per
+    sentence, averaged over the heads and cut to the sentence's words."""
+    if isinstance(weights, dict):
+        weights = list(weights.values())[-1]
+    if not (isinstance(weights, np.ndarray) and weights.ndim == 4):
+        return weights
+    return [
+        weights[i].mean(axis=0)[: len(targets), : len(sources)]
+        for i, (sources, targets) in enumerate(
+            zip(source_tokens, target_tokens, strict=False)
+        )
+    ]
+
+
 def alignment_view(
     weights,
     source_tokens,
@@ -317,7 +333,11 @@ def alignment_view(
         weights: One sentence's `(target_time, source_time)` weights (or
             `(heads, target_time, source_time)`, averaged over the heads),
             or a list of them, one per sentence. `Translator.translate(...,
-            return_alignments=True)` gives them trimmed to the words.
+            return_alignments=True)` gives them trimmed to the words. A
+            padded batch `(batch, heads, target_time, source_time)`, or the
+            dict `collect_attention` returns for a `Translator` (with its
+            `tokens` and `query_tokens` as the words), is averaged over the
+            heads and cut to each sentence's words.
         source_tokens: The source words (a list of strings), or one list
             per sentence.
         target_tokens: The decoded words, or one list per sentence.
@@ -334,6 +354,7 @@ def alignment_view(
         ValueError: If the lists differ in length or a sentence's weights
             do not match its words.
     """
+    weights = _per_sentence(weights, source_tokens, target_tokens)
     several = len(source_tokens) > 0 and not isinstance(source_tokens[0], str)
     if not several:
         weights, source_tokens = [weights], [source_tokens]

@@ -185,3 +185,24 @@ def test_views_take_collect_attention_dicts_and_label_other_queries(
     assert [layer["name"] for layer in payload["layers"]] == list(maps)
     assert payload["layers"][1]["queries"] == ["query 1"]
     assert payload["head_names"] == ["Hop 1", "Hop 2", "Hop 3", "Hop 4"]
+
+
+def test_alignment_view_takes_a_translators_collected_weights(tmp_path):
+    batch = np.zeros((2, 1, 3, 4))
+    batch[0, 0, :2, :3] = [[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]
+    batch[1, 0, :1, :1] = 1.0
+    maps = visualize.AttentionMaps(
+        {"translator/decoder": batch},
+        tokens=[["ein", "hund", "."], ["ja"]],
+        query_tokens=[["a", "dog"], ["yes"]],
+    )
+    path = visualize.alignment_view(
+        maps, maps.tokens, maps.query_tokens, tmp_path / "a.html"
+    )
+    page = open(path, encoding="utf-8").read()
+    payload = json.loads(
+        re.search(r'id="attention-data">(.*?)</script>', page, re.S).group(1)
+    )
+    first, second = payload["sentences"]
+    np.testing.assert_allclose(first["weights"], batch[0, 0, :2, :3])
+    assert second["weights"] == [[1.0]] and second["targets"] == ["yes"]
