@@ -45,7 +45,7 @@ _SCORES = "return_attention_scores"
 class AttentionMaps(dict):
     """`{layer path: weights (batch, heads, query_time, key_time)}`.
 
-    A plain `dict` of NumPy arrays, first layer first (in the order the
+    A plain `dict` of float32 NumPy arrays, first layer first (in the order the
     layers are called), with the tokens when the model takes text.
 
     Attributes:
@@ -127,7 +127,7 @@ def collect_attention(model, inputs) -> AttentionMaps:
         values = [values]
     values = [keras.ops.convert_to_numpy(v) for v in values]
     maps = {
-        path: _as_heads(np.asarray(value), layer)
+        path: _as_heads(np.asarray(value, dtype="float32"), layer)
         for (path, _, layer), value in zip(found, values, strict=True)
     }
     tokens = None
