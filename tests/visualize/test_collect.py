@@ -227,3 +227,22 @@ def test_subclassed_model_or_no_attention_layer_raise():
     dense = keras.Model(x, keras.layers.Dense(2, name="dense")(x))
     with pytest.raises(ValueError, match=r"no attention layer.*\['input_layer"):
         visualize.collect_attention(dense, np.ones((1, D), "float32"))
+
+
+@pytest.mark.tensorflow_lane
+def test_keras_hub_transformer_encoders(rng):
+    """keras-hub's `TransformerEncoder` takes `return_attention_scores`,
+    so it is collected as one layer (the other lanes: the same path in
+    `test_every_layer_of_a_functional_model_by_path`)."""
+    keras_hub = pytest.importorskip("keras_hub")
+    x = keras.Input((T, D))
+    first = keras_hub.layers.TransformerEncoder(16, 2, name="enc1")
+    second = keras_hub.layers.TransformerEncoder(16, 2, name="enc2")
+    hidden = first(x)
+    model = keras.Model(x, second(hidden))
+    data = rng.normal(size=(2, T, D)).astype("float32")
+    maps = visualize.collect_attention(model, data)
+    assert list(maps) == ["enc1", "enc2"]
+    np.testing.assert_allclose(maps["enc1"], _scores(first, data), atol=1e-5)
+    h = to_np(first(data))
+    np.testing.assert_allclose(maps["enc2"], _scores(second, h), atol=1e-5)
