@@ -46,6 +46,7 @@ TORCH_LANE = (
     "tests/test_check.py",
     "tests/layers/",
     "tests/seq2seq/",
+    "tests/visualize/test_collect.py",
 )
 
 

@@ -413,8 +413,13 @@ def evaluate_translator(
 def save_alignment_plot(sources, words, alignments, path, count=4):
     """Target × source heatmaps of the first `count` decoded sentences.
 
-    One colour scale for all panels, with a labelled colour bar.
+    One colour scale for all panels, with a labelled colour bar; the same
+    sentences go to an interactive `alignment_view` page beside `path`
+    (`alignment.png` → `alignment.html`).
     """
+    import os
+
+    from keras_attention.visualize import alignment_view
     from keras_attention.visualize import plot_attention_grid
 
     weights_list, x_labels, y_labels, titles = [], [], [], []
@@ -435,4 +440,14 @@ def save_alignment_plot(sources, words, alignments, path, count=4):
         titles,
         path=path,
         colorbar_label="attention weight (each target word's row sums to 1)",
+    )
+    # The same sentences as an interactive page beside the PNG.
+    alignment_view(
+        weights_list,
+        x_labels,
+        y_labels,
+        os.path.splitext(path)[0] + ".html",
+        titles=[
+            f"{t}: {' '.join(w)}" for t, w in zip(titles, y_labels, strict=True)
+        ],
     )

@@ -61,14 +61,16 @@ def balanced_indices(labels, count):
 def save_attention_report(
     model, split, probabilities, attention, output_dir, num_sentences=6
 ):
-    """Writes `attention.png` (hops × tokens) and `attention.html`.
+    """Writes `attention.png` (hops × tokens), `attention.html` and more.
 
     `num_sentences` sentences of `split` are shown, as many of each class
     as possible (`balanced_indices`), each titled with its true and its
     predicted class name (`class_names(model)`). The PNG has one heatmap
     per sentence (a row per hop), all on one colour scale; the HTML page
     highlights each token by its weight averaged over the hops (and says
-    so).
+    so); `attention_hops.html` is the interactive head view of the first
+    sentence's hops and `rollout.txt` a rollout line per sentence
+    (`keras_attention.visualize.save_hop_report`).
 
     Returns:
         The paths written; none, with a warning, if no sentence of `split`
@@ -120,4 +122,8 @@ def save_attention_report(
         note=f"The weights are averaged over the model's {num_hops} "
         "attention hops (attention.png shows each hop).",
     )
-    return [png, page]
+    # attention_hops.html (interactive, per hop) and rollout.txt.
+    views = visualize.save_hop_report(
+        output_dir, tokens_list, weights_list, titles
+    )
+    return [png, page, *views]
