@@ -18,7 +18,9 @@ Labels are integers 0, 1, ...: any number of classes, named by
 `model.keras` (raw strings in; outputs `probabilities`, `embedding`,
 `attention`), `metrics.json` (`test_accuracy`, `attention_redundancy`,
 and on synthetic data `attention_on_cues`), `attention.png` (hops ×
-tokens for a few test sentences of every class) and `attention.html`.
+tokens for a few test sentences of every class), `attention.html`,
+`attention_hops.html` (the interactive head view of one sentence's hops)
+and `rollout.txt` (each shown sentence's tokens with their share).
 Errors in the arguments or the data print one line `error: ...` and exit
 with status 2. A killed run resumes from its last epoch when started
 again with the same `--output`. `--distribute` spreads training over
@@ -260,7 +262,8 @@ def parse_args(argv=None):
         type=_cli.run_directory,
         default=os.path.join("runs", "sentiment"),
         help="run directory: model.keras, metrics.json, attention.png, "
-        "attention.html, checkpoint.weights.h5",
+        "attention.html, attention_hops.html, rollout.txt, "
+        "checkpoint.weights.h5",
     )
     args = _cli.parse_with_preset(parser, PRESETS, argv)
     if args.data in SST_DATA and (args.validation or args.test):

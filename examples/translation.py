@@ -25,12 +25,13 @@ Writes to `--output`: `model.keras` (a `Translator`: token ids in,
 and `bleu_uncased`; on real data `validation_bleu`; on synthetic
 data `alignment_accuracy`: the share of target words whose strongest
 attention weight, with the gold target fed to the decoder, falls on the
-source word they translate) and `alignment.png` (target × source weights
-of a few test sentences). A killed run resumes from its last epoch when
-started again with the same `--output`. `--distribute` spreads training
-over several devices or machines (docs/distributed.md). Errors in the
-arguments or the files, and `--translate` before any training, print one
-line `error: ...` and exit with status 2.
+source word they translate), `alignment.png` (target × source weights
+of a few test sentences) and `alignment.html` (the same, interactive).
+A killed run resumes from its last epoch when started again with the
+same `--output`. `--distribute` spreads training over several devices or
+machines (docs/distributed.md). Errors in the arguments or the files,
+and `--translate` before any training, print one line `error: ...` and
+exit with status 2.
 """
 
 import os
@@ -230,7 +231,8 @@ def parse_args(argv=None):
         type=_cli.run_directory,
         default=os.path.join("runs", "translation"),
         help="run directory: model.keras, metrics.json, alignment.png, "
-        "checkpoint.weights.h5, and on real data truecaser.json",
+        "alignment.html, checkpoint.weights.h5, and on real data "
+        "truecaser.json",
     )
     parser.add_argument(
         "--translate",
@@ -419,7 +421,10 @@ def main(argv=None):
 
             with open(os.path.join(args.output, TRUECASER), "w") as f:
                 json.dump(truecaser, f, ensure_ascii=False)
-        print(f"wrote {args.output}/model.keras, metrics.json, alignment.png")
+        print(
+            f"wrote {args.output}/model.keras, metrics.json, alignment.png, "
+            "alignment.html"
+        )
     examples = zip(splits["test"].sources, test["translations"], strict=True)
     for source, translated in list(examples)[:3]:
         print(f"  {source}  ->  {translated}")

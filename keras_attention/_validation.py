@@ -43,6 +43,37 @@ def rate(name: str, value) -> float:
     return float(value)
 
 
+def non_negative(
+    name: str, value, finite: bool = False, expected: str | None = None
+) -> float:
+    """`value` as a `float` if it is a real number `>= 0` (not NaN).
+
+    With `finite=True` infinity is refused too. `expected` replaces the
+    message's "a (finite) non-negative number".
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not value >= 0
+        or (finite and value == float("inf"))
+    ):
+        if expected is None:
+            expected = ("a finite " if finite else "a ") + "non-negative number"
+        raise invalid(name, value, expected)
+    return float(value)
+
+
+def positive_number(name: str, value) -> float:
+    """`value` as a `float` if it is a real number `> 0` (not NaN)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not value > 0
+    ):
+        raise invalid(name, value, "a positive number")
+    return float(value)
+
+
 def floating_inputs(layer_name: str, **inputs) -> None:
     """A `TypeError` for the first of `inputs` that is not floating-point.
 

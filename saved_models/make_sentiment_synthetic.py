@@ -1,6 +1,6 @@
 """Regenerates `sentiment_synthetic.keras` and its golden outputs.
 
-    python saved_models/make_sentiment_synthetic.py [--name NAME]
+    PYTHONPATH=. python saved_models/make_sentiment_synthetic.py [--name NAME]
 
 Runs `examples/sentiment_classifier.py` with its default settings (the
 synthetic task, seed 0, about a minute on 2 CPU cores) in a temporary
@@ -10,7 +10,9 @@ uncompiled: no optimizer state) to `NAME.keras`, and writes
 array (NumPy stores it without pickle; `model.predict` wants
 `x.astype(object)`), and `y0`, `y1`, `y2` the outputs of `model.predict`
 in `keras.tree.flatten` order: the attention `(8, num_hops, time)`, the
-sentence embedding and the class probabilities. A committed model is never
+sentence embedding and the class probabilities. The example's model is a
+`keras_attention.text.TextModel`, whose `predict` also takes a list of
+strings, a NumPy string array or one string. A committed model is never
 replaced (it guards loading of old files); write a new one under a new
 `--name` instead.
 """

@@ -73,7 +73,7 @@ MUTANTS = (
     Mutant(
         "beam_lowest",
         "beam search keeps its lowest-ranked candidates at every step",
-        "keras_attention/seq2seq/decoding.py",
+        "keras_attention/seq2seq/beam_search.py",
         "ops.top_k(ops.reshape(ranking, (batch, k * vocab)), k)",
         "ops.top_k(-ops.reshape(ranking, (batch, k * vocab)), k)",
     ),

@@ -18,7 +18,14 @@ pytestmark = pytest.mark.backend_independent
 PACKAGE = os.path.join(ROOT, "keras_attention")
 CORE = ("ops", "scores", "layers", "seq2seq", "saving", "text", "_validation")
 ABOVE_CORE = ("data", "models", "visualize")
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 600
+# Functions still over MAX_FUNCTION_LINES in files another branch is
+# rewriting (issue #28 owns ops/chunked.py): the lead empties this list
+# after merging, with the function split there.
+LONG_FUNCTIONS_ALLOWED = {
+    "keras_attention.ops.chunked": {"_backward"},
+}
 
 
 def _modules():
@@ -128,24 +135,80 @@ def _is_module(dotted):
     return dotted in MODULES
 
 
+def _code_lines(node):
+    """Lines of a function from its first statement after the docstring."""
+    body = node.body
+    first = body[0]
+    is_docstring = (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    )
+    start = body[1].lineno if is_docstring and len(body) > 1 else first.lineno
+    return node.end_lineno - start + 1
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
-def test_no_function_over_80_lines(module):
-    long = []
-    for node in ast.walk(MODULES[module]):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        body = node.body
-        first = body[0]
-        is_docstring = isinstance(first, ast.Expr) and isinstance(
-            first.value, ast.Constant
-        )
-        start = (
-            body[1].lineno if is_docstring and len(body) > 1 else first.lineno
-        )
-        lines = node.end_lineno - start + 1
-        if lines > MAX_FUNCTION_LINES:
-            long.append(f"{node.name}: {lines} lines")
+def test_no_function_over_60_lines(module):
+    allowed = LONG_FUNCTIONS_ALLOWED.get(module, set())
+    long = [
+        f"{node.name}: {_code_lines(node)} lines"
+        for node in ast.walk(MODULES[module])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and _code_lines(node) > MAX_FUNCTION_LINES
+        and node.name not in allowed
+    ]
     assert not long, f"{module}: {long}"
+
+
+def test_the_long_function_allow_list_names_only_long_functions():
+    for module, names in LONG_FUNCTIONS_ALLOWED.items():
+        lengths = {
+            node.name: _code_lines(node)
+            for node in ast.walk(MODULES[module])
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for name in names:
+            assert lengths.get(name, 0) > (MAX_FUNCTION_LINES), (
+                f"{module}.{name} is short now: drop it from the allow-list"
+            )
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_over_600_lines(module):
+    path = os.path.join(ROOT, *module.split(".")) + ".py"
+    if not os.path.exists(path):
+        path = os.path.join(ROOT, *module.split("."), "__init__.py")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{module}: {lines} lines"
+
+
+# Packages whose every module has a test file at the mirrored path
+# (`keras_attention/a/b.py` <-> `tests/a/test_b.py`), and the modules
+# tested by a file of another name.
+MIRRORED_PACKAGES = ("scores", "seq2seq", "models.sentiment")
+TESTED_ELSEWHERE = {
+    "keras_attention.seq2seq.scheduled": "tests/seq2seq/test_sampling.py",
+}
+
+
+def _mirrored_modules():
+    for module in sorted(MODULES):
+        package = module.split(".", 1)[-1].rsplit(".", 1)[0]
+        is_package = os.path.isdir(os.path.join(ROOT, *module.split(".")))
+        if package in MIRRORED_PACKAGES and not is_package:
+            yield module
+
+
+@pytest.mark.parametrize("module", list(_mirrored_modules()))
+def test_tests_mirror_the_modules(module):
+    parts = module.split(".")[1:]
+    mirror = os.path.join("tests", *parts[:-1], f"test_{parts[-1]}.py")
+    mirror = TESTED_ELSEWHERE.get(module, mirror)
+    assert os.path.exists(os.path.join(ROOT, mirror)), (
+        f"{module} has no test file {mirror}"
+    )
 
 
 def test_importing_the_package_loads_no_example_code():

@@ -14,15 +14,11 @@ import keras_attention
 # Checks the docstrings, not a backend: the TensorFlow lane runs it.
 pytestmark = pytest.mark.backend_independent
 
-# Deprecated aliases warn on import and hold no docstring examples.
-DEPRECATED_MODULES = {"keras_attention.models.training"}
-
 MODULES = sorted(
     m.name
     for m in pkgutil.walk_packages(
         keras_attention.__path__, prefix="keras_attention."
     )
-    if m.name not in DEPRECATED_MODULES
 )
 
 PUBLIC_CLASSES = sorted(

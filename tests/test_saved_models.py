@@ -70,3 +70,48 @@ def test_saved_model_loads_safely_and_matches_golden(path):
         np.testing.assert_allclose(
             g, e, rtol=1e-5, atol=1e-5, err_msg=f"y{i} of {path}"
         )
+
+
+def _text_model_paths():
+    """The saved models that are `TextModel`s (raw text in)."""
+    return [
+        path
+        for path in PATHS
+        if '"class_name": "TextModel"' in _config_text(path)
+    ]
+
+
+def _config_text(path):
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        return archive.read("config.json").decode("utf-8")
+
+
+@pytest.mark.backend_independent
+def test_every_sentiment_model_has_a_text_model_version():
+    # Older saves (plain functional models) stay as golden fixtures; each
+    # sentiment model has a TextModel successor that takes plain strings.
+    names = [os.path.basename(p) for p in _text_model_paths()]
+    assert "sentiment_synthetic_text.keras" in names, names
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("path", _text_model_paths(), ids=os.path.basename)
+def test_text_model_predicts_from_a_string_a_list_or_a_numpy_array(path):
+    x, expected = _golden(path)
+    model = keras.saving.load_model(path, safe_mode=True)
+    sentences = [str(s) for s in x]
+    for given in (sentences, np.array(sentences), np.array(sentences, "U")):
+        got = keras.tree.flatten(model.predict(given, verbose=0))
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+    # One sentence alone: an output over its tokens is as long as the
+    # sentence, the golden one padded (with zeros) to the batch's longest.
+    one = keras.tree.flatten(model.predict(sentences[0], verbose=0))
+    for g, e in zip(one, expected, strict=True):
+        g, e = g[0], e[0]
+        np.testing.assert_allclose(
+            g, e[..., : g.shape[-1]], rtol=1e-5, atol=1e-5
+        )
+        assert not np.any(e[..., g.shape[-1] :])

@@ -24,14 +24,15 @@ def _tick_texts(labels):
     return [label.get_text() for label in labels]
 
 
-def test_package_imports_without_matplotlib_or_tfds():
+def test_package_imports_without_matplotlib_networkx_or_tfds():
     # Keras itself imports matplotlib when it can, so "not in sys.modules"
-    # proves nothing; blocking both makes any import of them by our
+    # proves nothing; blocking them makes any import of them by our
     # modules fail instead.
     code = (
         "import sys\n"
         "sys.modules['matplotlib'] = None\n"
         "sys.modules['tensorflow_datasets'] = None\n"
+        "sys.modules['networkx'] = None\n"
         "import keras_attention, keras_attention.data\n"
         "import keras_attention.visualize\n"
         "print('imported')"

@@ -238,15 +238,7 @@ def check_attention_mask(
 
 def penalty(value):
     """`penalty_coefficient` as a `float` if it is finite and >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value < float("inf")
-    ):
-        raise _validation.invalid(
-            "penalty_coefficient", value, "a finite non-negative number"
-        )
-    return float(value)
+    return _validation.non_negative("penalty_coefficient", value, finite=True)
 
 
 def activation(identifier):

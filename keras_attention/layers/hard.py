@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _common
 from keras_attention.layers.attention import Attention
@@ -103,16 +104,7 @@ class HardAttention(Attention):
                 "Received an invalid value for argument `estimator`, expected "
                 f"one of {_ESTIMATORS}. Received: estimator={estimator!r}"
             )
-        if (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, (int, float))
-            or temperature <= 0
-        ):
-            raise ValueError(
-                "Received an invalid value for argument `temperature`, "
-                f"expected a positive number. Received: "
-                f"temperature={temperature!r}"
-            )
+        _validation.positive_number("temperature", temperature)
         self.mode = mode
         self.estimator = estimator
         self.temperature = float(temperature)
@@ -165,13 +157,9 @@ class HardAttention(Attention):
         if mask is None:
             mask = ops.ones_like(logits, dtype="bool")
         mask = ops.broadcast_to(mask, ops.shape(logits))
-        candidates = ops.where(mask, perturbed, ops.full_like(logits, -1e30))
+        candidates = ka_ops.mask_logits(perturbed, mask)
         any_key = ops.any(mask, axis=-1, keepdims=True)
-        choice = ops.argmax(candidates, axis=-1)
-        positions = ops.arange(ops.shape(logits)[-1], dtype=choice.dtype)
-        hard = ops.cast(
-            ops.equal(ops.expand_dims(choice, -1), positions), logits.dtype
-        )
+        hard = ka_ops.one_hot_argmax(candidates)
         hard = hard * ops.cast(any_key, hard.dtype)
 
         if self.estimator == "straight_through":

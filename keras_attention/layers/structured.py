@@ -1,7 +1,5 @@
 """Structured self-attention: a matrix sentence embedding (Lin et al.)."""
 
-import numbers
-
 import keras
 from keras import ops
 
@@ -9,20 +7,6 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.layers import _common
-
-
-def _check_non_negative(name, value):
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not value >= 0
-        or value == float("inf")
-    ):
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"finite non-negative number. Received: {name}={value!r}"
-        )
-    return float(value)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -104,8 +88,8 @@ class StructuredSelfAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         self.units = _check_positive_int("units", units)
         self.num_hops = _check_positive_int("num_hops", num_hops)
-        self.penalty_coefficient = _check_non_negative(
-            "penalty_coefficient", penalty_coefficient
+        self.penalty_coefficient = _validation.non_negative(
+            "penalty_coefficient", penalty_coefficient, finite=True
         )
         self.flatten = bool(flatten)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

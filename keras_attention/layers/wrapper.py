@@ -28,15 +28,9 @@ def _index(name, value):
 
 
 def _factor(name, value):
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value < float("inf")
-    ):
-        raise _validation.invalid(
-            name, value, "a finite non-negative number or a list of them"
-        )
-    return float(value)
+    return _validation.non_negative(
+        name, value, True, "a finite non-negative number or a list of them"
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

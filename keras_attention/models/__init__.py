@@ -2,8 +2,7 @@
 
 `fitting` is the training scaffold both examples share, `distribute` the
 `--distribute` strategies; `sentiment` and `translation` build, train and
-evaluate each model. (`training` is a deprecated alias of the sentiment
-parts.)
+evaluate each model.
 """
 
 from keras_attention.models.fitting import FitResult as FitResult

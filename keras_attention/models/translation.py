@@ -14,7 +14,6 @@ from keras import ops
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.models import distribute
 from keras_attention.models import fitting
-from keras_attention.models.fitting import FitResult
 from keras_attention.models.losses import SmoothedSequenceLoss
 from keras_attention.models.schedules import TimeLimit
 from keras_attention.models.schedules import learning_rate_schedule
@@ -24,10 +23,6 @@ from keras_attention.seq2seq.translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.translator import Translator as Translator
 from keras_attention.seq2seq.translator import target_text as target_text
 from keras_attention.text import tokenize
-
-#: The former result type of `train_translator`, now the one
-#: `keras_attention.models.fitting.FitResult` of both examples.
-TrainResult = FitResult
 
 
 def build_vocabularies(
@@ -212,22 +207,6 @@ def alignment_accuracy(model, corpus, batch_size=128) -> float:
 # tf.distribute) is imported inside these functions only.
 
 
-def get_strategy(name: str = "none"):
-    """`"none"`, `"mirrored"` or `"multi-worker"` → the distribution.
-
-    See `keras_attention.models.distribute.get_strategy`: `tf.distribute`
-    strategies on TensorFlow (`"multi-worker"` reads the cluster from
-    `TF_CONFIG` and must be created before any other TensorFlow op),
-    `keras.distribution.DataParallel` on JAX.
-    """
-    return distribute.get_strategy(name)
-
-
-def is_chief(strategy=None) -> bool:
-    """Whether this process writes the run's files (worker 0 / no cluster)."""
-    return distribute.is_chief(strategy)
-
-
 def make_dataset(model, corpus, batch_size, shuffle=False, seed=0):
     """`((source_ids, target_input_ids), target_output_ids)` batches.
 
@@ -287,8 +266,9 @@ def train_translator(
         learning_rate: Adam's learning rate. Defaults to `3e-3`.
         patience: Epochs without validation improvement before stopping.
             Defaults to `3`.
-        strategy: From `get_strategy` (a `tf.distribute` strategy or a
-            `keras.distribution`). Defaults to no distribution.
+        strategy: From `keras_attention.models.distribute.get_strategy`
+            (a `tf.distribute` strategy or a `keras.distribution`).
+            Defaults to no distribution.
         seed: Seed of the initialisation and the shuffling. Defaults to `0`.
         verbose: `fit`'s verbosity. Defaults to `1`.
         max_source_tokens: Optional source vocabulary size.
@@ -338,20 +318,7 @@ def train_translator(
         make_dataset(model, train, batch_size, shuffle=True, seed=seed),
         make_dataset(model, validation, batch_size),
         output_dir,
-        compile_args=lambda: {
-            "optimizer": keras.optimizers.Adam(rate, clipnorm=5.0),
-            "loss": loss,
-            # XLA is kept off on TensorFlow: it compiles the training
-            # step since the memory is projected outside the decoder's
-            # loop, but again for each batch shape (`make_dataset` cuts
-            # every batch to its longest sentence), 7 times slower on
-            # Multi30k than the graph (BENCHMARKS.md). On JAX,
-            # whose un-jitted steps run op by op, "auto" compiles the step
-            # with jax.jit.
-            "jit_compile": (
-                False if keras.backend.backend() == "tensorflow" else "auto"
-            ),
-        },
+        compile_args=lambda: _compile_args(rate, loss),
         batch_size=batch_size,
         strategy=strategy,
         epochs=epochs,
@@ -360,17 +327,41 @@ def train_translator(
         callbacks=callbacks,
     )
     if label_smoothing and getattr(result.model, "compiled", False):
-        # The saved model names only built-in Keras classes, so that it
-        # loads after `import keras_attention` alone.
-        result.model.compile(
-            optimizer=keras.optimizers.Adam(learning_rate),
-            loss=keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, ignore_class=0
-            ),
-        )
-        # Built, so that loading finds the variables it expects.
-        result.model.optimizer.build(result.model.trainable_variables)
+        _compile_with_builtin_loss(result.model, learning_rate)
     return result
+
+
+def _compile_args(rate, loss):
+    """`compile`'s arguments of the translator's training."""
+    return {
+        "optimizer": keras.optimizers.Adam(rate, clipnorm=5.0),
+        "loss": loss,
+        # XLA is kept off on TensorFlow: it compiles the training step
+        # since the memory is projected outside the decoder's loop, but
+        # again for each batch shape (`make_dataset` cuts every batch to
+        # its longest sentence), 7 times slower on Multi30k than the graph
+        # (BENCHMARKS.md). On JAX, whose un-jitted steps run op by op,
+        # "auto" compiles the step with jax.jit.
+        "jit_compile": (
+            False if keras.backend.backend() == "tensorflow" else "auto"
+        ),
+    }
+
+
+def _compile_with_builtin_loss(model, learning_rate):
+    """Compiles a trained model with plain cross-entropy before it is saved.
+
+    The saved model names only built-in Keras classes, so that it loads
+    after `import keras_attention` alone.
+    """
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, ignore_class=0
+        ),
+    )
+    # Built, so that loading finds the variables it expects.
+    model.optimizer.build(model.trainable_variables)
 
 
 def evaluate_translator(
@@ -422,8 +413,13 @@ def evaluate_translator(
 def save_alignment_plot(sources, words, alignments, path, count=4):
     """Target × source heatmaps of the first `count` decoded sentences.
 
-    One colour scale for all panels, with a labelled colour bar.
+    One colour scale for all panels, with a labelled colour bar; the same
+    sentences go to an interactive `alignment_view` page beside `path`
+    (`alignment.png` → `alignment.html`).
     """
+    import os
+
+    from keras_attention.visualize import alignment_view
     from keras_attention.visualize import plot_attention_grid
 
     weights_list, x_labels, y_labels, titles = [], [], [], []
@@ -444,4 +440,14 @@ def save_alignment_plot(sources, words, alignments, path, count=4):
         titles,
         path=path,
         colorbar_label="attention weight (each target word's row sums to 1)",
+    )
+    # The same sentences as an interactive page beside the PNG.
+    alignment_view(
+        weights_list,
+        x_labels,
+        y_labels,
+        os.path.splitext(path)[0] + ".html",
+        titles=[
+            f"{t}: {' '.join(w)}" for t, w in zip(titles, y_labels, strict=True)
+        ],
     )

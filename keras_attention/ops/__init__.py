@@ -21,6 +21,9 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   `or_masks`; `mods` holds the usual mods (causal, sliding window, prefix
   LM, document, padding, ALiBi, soft-capping, T5 relative-position bias,
   an additive bias).
+- `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
+  `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
+  mechanisms and decoders.
 
 Masks are boolean with `True` meaning "attend". A row of logits whose keys
 are all masked gets all-zero weights (never NaN, never uniform).
@@ -44,6 +47,10 @@ from keras_attention.ops.flex import apply_mods as apply_mods
 from keras_attention.ops.flex import create_block_mask as create_block_mask
 from keras_attention.ops.flex import flex_attention as flex_attention
 from keras_attention.ops.flex import or_masks as or_masks
+from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
+from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample
+from keras_attention.ops.logits import mask_logits as mask_logits
+from keras_attention.ops.logits import one_hot_argmax as one_hot_argmax
 from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks

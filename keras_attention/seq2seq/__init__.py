@@ -10,6 +10,10 @@ return the alignment history; `Translator` is a complete BiGRU +
 attention-decoder translation model built from them.
 """
 
+# Defined in `keras_attention.scores` with the additive family.
+from keras_attention.scores import (
+    NormalizedAdditiveScore as NormalizedAdditiveScore,
+)
 from keras_attention.seq2seq.attention import (
     AttentionMechanism as AttentionMechanism,
 )
@@ -17,19 +21,16 @@ from keras_attention.seq2seq.attention import (
     BahdanauAttention as BahdanauAttention,
 )
 from keras_attention.seq2seq.attention import LuongAttention as LuongAttention
-from keras_attention.seq2seq.attention import (
-    NormalizedAdditiveScore as NormalizedAdditiveScore,
+from keras_attention.seq2seq.beam_search import BeamHypotheses as BeamHypotheses
+from keras_attention.seq2seq.beam_search import (
+    beam_search_decode as beam_search_decode,
 )
-from keras_attention.seq2seq.cell import AttentionDecoder as AttentionDecoder
 from keras_attention.seq2seq.cell import (
     AttentionDecoderCell as AttentionDecoderCell,
 )
 from keras_attention.seq2seq.cell import compute_attention as compute_attention
-from keras_attention.seq2seq.decoding import BeamHypotheses as BeamHypotheses
+from keras_attention.seq2seq.decoder import AttentionDecoder as AttentionDecoder
 from keras_attention.seq2seq.decoding import DecodeResult as DecodeResult
-from keras_attention.seq2seq.decoding import (
-    beam_search_decode as beam_search_decode,
-)
 from keras_attention.seq2seq.decoding import filter_logits as filter_logits
 from keras_attention.seq2seq.decoding import greedy_decode as greedy_decode
 from keras_attention.seq2seq.decoding import sample_decode as sample_decode

@@ -225,67 +225,6 @@ class AttentionMechanism(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class NormalizedAdditiveScore(scores_lib.AdditiveScore):
-    """Weight-normalised additive score (tfa's `normalize=True`).
-
-    `s(q, k) = (g v / ‖v‖)ᵀ tanh(q W_q + k W_k + b)`.
-
-    Salimans & Kingma's weight normalisation of `v`: the direction of `v`
-    and its length `g` are learnt separately, `g` starting at
-    `sqrt(1 / units)`, and a bias `b` sits inside the `tanh`.
-
-    Args:
-        units: Size of the hidden layer. Defaults to `None`, the key depth.
-        **kwargs: As for `keras_attention.scores.AdditiveScore`;
-            `use_bias` is always `True`.
-
-    Returns:
-        Logits `(..., Tq, Tk)`, in `float32` for half-precision inputs.
-
-    Weights:
-        Those of `AdditiveScore(use_bias=True)` and the scalar `g`.
-
-    Example:
-
-    >>> score = keras_attention.seq2seq.NormalizedAdditiveScore(units=8)
-    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
-    (2, 3, 5)
-
-    References:
-        - [Salimans & Kingma, 2016](https://arxiv.org/abs/1602.07868)
-        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
-    """
-
-    def __init__(self, units=None, **kwargs):
-        kwargs.pop("use_bias", None)
-        super().__init__(units=units, use_bias=True, **kwargs)
-
-    def build(self, query_shape, key_shape):
-        super().build(query_shape, key_shape)
-        units = self.units or key_shape[-1]
-        self.g = self.add_weight(
-            name="g",
-            shape=(),
-            initializer=keras.initializers.Constant((1.0 / units) ** 0.5),
-        )
-
-    def _projected_logits(self, query, projected_keys):
-        hidden = self._hidden(query, projected_keys)
-        v = self._weight(self.v, query.dtype)
-        g = self._weight(self.g, query.dtype)
-        normed_v = g * v / ops.sqrt(ops.sum(ops.square(v)))
-        return ops.sum(hidden * normed_v, axis=-1)
-
-    def _logits(self, query, key):
-        return self._projected_logits(query, self._project_keys(key))
-
-    def get_config(self):
-        config = super().get_config()
-        config.pop("use_bias")
-        return config
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
 class BahdanauAttention(AttentionMechanism):
     """Additive attention over an encoder memory (Bahdanau et al., 2014).
 
@@ -356,7 +295,9 @@ class BahdanauAttention(AttentionMechanism):
                 f"expected a bool. Received: normalize={normalize!r}"
             )
         score_cls = (
-            NormalizedAdditiveScore if normalize else scores_lib.AdditiveScore
+            scores_lib.NormalizedAdditiveScore
+            if normalize
+            else scores_lib.AdditiveScore
         )
         self.score = score_cls(
             units=units,
@@ -462,23 +403,22 @@ class LuongAttention(AttentionMechanism):
                 "The 'location' score needs `max_length`, the longest "
                 f"source. Received: score={score!r}, max_length=None"
             )
-        common = {"dtype": self.dtype_policy, "name": "score"}
-        if score == "dot":
-            self.score = scores_lib.DotScore(**common)
-        elif score == "general":
-            self.score = scores_lib.BilinearScore(
-                kernel_initializer=kernel_initializer, **common
-            )
-        elif score == "concat":
-            self.score = scores_lib.ConcatScore(
-                units=units, kernel_initializer=kernel_initializer, **common
-            )
-        else:
-            self.score = scores_lib.LocationScore(
-                max_length=max_length,
-                kernel_initializer=kernel_initializer,
-                **common,
-            )
+        # The arguments each of Luong's scores takes.
+        arguments = {
+            "dot": {},
+            "general": {"kernel_initializer": kernel_initializer},
+            "concat": {
+                "units": units,
+                "kernel_initializer": kernel_initializer,
+            },
+            "location": {
+                "max_length": max_length,
+                "kernel_initializer": kernel_initializer,
+            },
+        }[score]
+        self.score = scores_lib.get(
+            score, dtype=self.dtype_policy, name="score", **arguments
+        )
         self.score_name = score
         self.units = units
         self.max_length = max_length
@@ -494,3 +434,50 @@ class LuongAttention(AttentionMechanism):
                 self.kernel_initializer
             ),
         }
+
+
+def compute_attention(
+    mechanism,
+    cell_output,
+    memory,
+    memory_mask,
+    previous_alignments,
+    attention_layer,
+    **kwargs,
+):
+    """One mechanism's attention vector: the default `attention_fn`.
+
+    tfa's `_compute_attention`: `c_t, α_t = mechanism(h_t, memory)`, then
+    `a_t = attention_layer([c_t; h_t])` (or `a_t = c_t` without a layer).
+    A custom `attention_fn` of `AttentionDecoderCell` has this signature
+    and usually calls this function.
+
+    Args:
+        mechanism: The attention mechanism.
+        cell_output: `h_t`, `(batch_size, cell_output_size)`.
+        memory: `(batch_size, source_time, depth)`.
+        memory_mask: Boolean `(batch_size, source_time)`.
+        previous_alignments: The mechanism's `α_{t-1}` `(batch_size,
+            source_time)` (used by the monotonic mechanisms).
+        attention_layer: The mechanism's attentional layer, or `None`.
+        **kwargs: Passed to the mechanism (`training`, and `noise` for a
+            monotonic mechanism with sigmoid noise).
+
+    Returns:
+        `(attention, alignments)`: `a_t` `(batch_size, attention_depth)`
+        and `α_t` `(batch_size, source_time)`.
+    """
+    context, alignments = mechanism(
+        cell_output,
+        memory,
+        memory_mask=memory_mask,
+        previous_alignments=previous_alignments,
+        **kwargs,
+    )
+    if attention_layer is not None:
+        context = attention_layer(
+            ops.concatenate(
+                [context, ops.cast(cell_output, context.dtype)], axis=-1
+            )
+        )
+    return context, alignments

@@ -13,12 +13,16 @@ import keras
 from keras import ops
 
 from keras_attention import _policies
-from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention.seq2seq import cell_options
 from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
 from keras_attention.seq2seq.attention import check_memory_mask
+from keras_attention.seq2seq.attention import compute_attention
+from keras_attention.seq2seq.state import DecoderState
+from keras_attention.seq2seq.state import StateIndices
+from keras_attention.seq2seq.state import StateLayout
 
 _PACKAGE = "keras_attention"
 
@@ -27,55 +31,8 @@ def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
-def compute_attention(
-    mechanism,
-    cell_output,
-    memory,
-    memory_mask,
-    previous_alignments,
-    attention_layer,
-    **kwargs,
-):
-    """One mechanism's attention vector: the default `attention_fn`.
-
-    tfa's `_compute_attention`: `c_t, α_t = mechanism(h_t, memory)`, then
-    `a_t = attention_layer([c_t; h_t])` (or `a_t = c_t` without a layer).
-    A custom `attention_fn` of `AttentionDecoderCell` has this signature
-    and usually calls this function.
-
-    Args:
-        mechanism: The attention mechanism.
-        cell_output: `h_t`, `(batch_size, cell_output_size)`.
-        memory: `(batch_size, source_time, depth)`.
-        memory_mask: Boolean `(batch_size, source_time)`.
-        previous_alignments: The mechanism's `α_{t-1}` `(batch_size,
-            source_time)` (used by the monotonic mechanisms).
-        attention_layer: The mechanism's attentional layer, or `None`.
-        **kwargs: Passed to the mechanism (`training`, and `noise` for a
-            monotonic mechanism with sigmoid noise).
-
-    Returns:
-        `(attention, alignments)`: `a_t` `(batch_size, attention_depth)`
-        and `α_t` `(batch_size, source_time)`.
-    """
-    context, alignments = mechanism(
-        cell_output,
-        memory,
-        memory_mask=memory_mask,
-        previous_alignments=previous_alignments,
-        **kwargs,
-    )
-    if attention_layer is not None:
-        context = attention_layer(
-            ops.concatenate(
-                [context, ops.cast(cell_output, context.dtype)], axis=-1
-            )
-        )
-    return context, alignments
-
-
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class AttentionDecoderCell(keras.layers.Layer):
+class AttentionDecoderCell(StateIndices, keras.layers.Layer):
     """Decoder RNN cell with input feeding and attention over a memory.
 
     One step, as in Luong et al. (2015) with input feeding and tfa's
@@ -91,26 +48,14 @@ class AttentionDecoderCell(keras.layers.Layer):
       machine-translation decoder);
     - the step emits `a_t` (`output_attention=True`) or `h_t`.
 
-    The states are the list `[*cell_states, attention, *alignments,
-    *keys, memory, memory_mask]`: the wrapped cell's states, `a_t`
-    `(batch_size, attention_depth)`, each mechanism's `α_t` `(batch_size,
-    source_time)`, the keys (below), and the memory `(batch_size,
-    source_time, depth)` with its mask `(batch_size, source_time)`
-    (stored as `0.0`/`1.0` in the compute dtype because
-    `keras.layers.RNN` casts every state to it), which every step passes
-    on unchanged. The keys are tfa's: the memory through the score's
-    memory-side projection (`W_k h̄_s` of Bahdanau's score, the memory
-    half of Luong's concat score), `(batch_size, source_time, units)`,
-    one per mechanism that has one (`keyed_mechanisms`, at
-    `keys_indices`), computed once by `get_initial_state` instead of at
-    every step; Luong's dot, general and location scores have none. A
-    list without them (the layout before they were added) still works:
-    the mechanisms then project the memory at each step. A cell with a
-    monotonic mechanism with `sigmoid_noise > 0` has one more state
-    before the keys, at `noise_seed_index`: `(batch_size, 3)`, the seed
-    of the noise (drawn by `get_initial_state`, outside the loop) and a
-    step count, so the noise is drawn statelessly in any loop on every
-    backend.
+    The states are one list, `[*cell_states, attention, *alignments,
+    noise_seed?, *keys, memory, memory_mask]`, whose layout
+    `keras_attention.seq2seq.state.StateLayout` owns (`cell.state_layout`;
+    the index properties below read it): the wrapped cell's states, `a_t`,
+    each mechanism's `α_t`, the seed of a monotonic mechanism's sigmoid
+    noise, the memory through each score's memory-side projection (tfa's
+    keys, computed once by `get_initial_state`), and the memory with its
+    mask, which every step passes on unchanged.
     `get_initial_state(memory=...)` makes the list; pass it as
     `initial_state` to `keras.layers.RNN(cell, return_sequences=True)` to
     run teacher-forced over a target sequence (the memory must be known,
@@ -215,15 +160,18 @@ class AttentionDecoderCell(keras.layers.Layer):
         self.mechanisms = mechanisms
         self.output_attention = output_attention
         self.attention_layer_units = attention_layer_units
-        self.attention_layers = self._attention_layers(
-            attention_layer_units, attention_layer
+        self.attention_layers = cell_options.attention_layers(
+            attention_layer_units,
+            attention_layer,
+            len(mechanisms),
+            self.dtype_policy,
         )
-        self.cell_input_fn = _check_callable(
+        self.cell_input_fn = cell_options.check_callable(
             "cell_input_fn",
             cell_input_fn,
             "`(inputs, attention) -> cell_inputs`",
         )
-        self.attention_fn = _check_callable(
+        self.attention_fn = cell_options.check_callable(
             "attention_fn",
             attention_fn,
             "with the signature of `keras_attention.seq2seq.compute_attention`",
@@ -235,55 +183,10 @@ class AttentionDecoderCell(keras.layers.Layer):
         # has nothing to mask, so the mask is accepted and dropped.
         self.supports_masking = True
 
-    def _attention_layers(self, units, layers):
-        """One attentional layer per mechanism, or `None` (the context)."""
-        count = len(self.mechanisms)
-        if units is not None and layers is not None:
-            raise ValueError(
-                "Pass `attention_layer_units` or `attention_layer`, not "
-                f"both. Received: attention_layer_units={units!r}, "
-                f"attention_layer={layers!r}"
-            )
-        if layers is not None:
-            layers = _as_list(layers)
-            if len(layers) != count or not all(
-                isinstance(layer, keras.layers.Layer) for layer in layers
-            ):
-                raise ValueError(
-                    "Received an invalid value for argument "
-                    f"`attention_layer`, expected {count} Keras layer(s), "
-                    f"one per mechanism. Received: attention_layer={layers!r}"
-                )
-            return layers
-        if units is None:
-            return None
-        sizes = _as_list(units)
-        if len(sizes) != count:
-            raise ValueError(
-                f"`attention_layer_units` needs one size per mechanism "
-                f"({count}). Received: attention_layer_units={units!r}"
-            )
-        sizes = [
-            _validation.positive_int("attention_layer_units", size)
-            for size in sizes
-        ]
-        return [
-            keras.layers.Dense(
-                size,
-                activation="tanh",
-                use_bias=False,
-                dtype=self.dtype_policy,
-                name="attention_layer"
-                if count == 1
-                else f"attention_layer_{i}",
-            )
-            for i, size in enumerate(sizes)
-        ]
-
     @property
     def noisy_mechanisms(self):
         """For each mechanism, whether it adds sigmoid noise in training."""
-        return [getattr(m, "sigmoid_noise", 0.0) > 0 for m in self.mechanisms]
+        return monotonic.noisy_mechanisms(self.mechanisms)
 
     @property
     def noisy(self):
@@ -295,7 +198,18 @@ class AttentionDecoderCell(keras.layers.Layer):
         """The attentional layer of the first mechanism, or `None`."""
         return self.attention_layers[0] if self.attention_layers else None
 
-    # Layout of the state list.
+    # Layout of the state list: `StateLayout` owns it; the properties
+    # below are its indices, read by callers that step the cell by hand.
+
+    @property
+    def state_layout(self):
+        """The `keras_attention.seq2seq.state.StateLayout` of the states."""
+        return StateLayout(
+            num_cell_states=len(self._cell_state_sizes),
+            num_mechanisms=len(self.mechanisms),
+            noisy=self.noisy,
+            keyed=self.keyed_mechanisms,
+        )
 
     @property
     def _cell_state_sizes(self):
@@ -305,32 +219,6 @@ class AttentionDecoderCell(keras.layers.Layer):
     def num_cell_states(self):
         """How many of the states belong to the wrapped cell."""
         return len(self._cell_state_sizes)
-
-    @property
-    def attention_index(self):
-        """Index of the attention vector `a_t` in the state list."""
-        return self.num_cell_states
-
-    @property
-    def alignments_index(self):
-        """Index of the first mechanism's weights `α_t` in the state list."""
-        return self.num_cell_states + 1
-
-    @property
-    def alignments_indices(self):
-        """Indices of every mechanism's weights in the state list."""
-        first = self.alignments_index
-        return list(range(first, first + len(self.mechanisms)))
-
-    @property
-    def noise_seed_index(self):
-        """Index of the sigmoid-noise seed in the state list, or `None`.
-
-        Only a cell with a noisy monotonic mechanism has this state.
-        """
-        if not self.noisy:
-            return None
-        return self.alignments_index + len(self.mechanisms)
 
     @property
     def keyed_mechanisms(self):
@@ -353,25 +241,6 @@ class AttentionDecoderCell(keras.layers.Layer):
             and ka_ops.logits_dtype(m.compute_dtype) == cell_dtype
             for m in self.mechanisms
         ]
-
-    @property
-    def keys_indices(self):
-        """For each mechanism, the index of its keys in the state list.
-
-        `None` for a mechanism whose keys are not carried (see
-        `keyed_mechanisms`).
-        """
-        index = self.alignments_index + len(self.mechanisms) + self.noisy
-        indices = []
-        for keyed in self.keyed_mechanisms:
-            indices.append(index if keyed else None)
-            index += keyed
-        return indices
-
-    @property
-    def num_constant_states(self):
-        """The keys, the memory and its mask: the last states, unchanged."""
-        return sum(self.keyed_mechanisms) + 2
 
     def _layer_depth(self, layer):
         shape = (None, self._memory_depth + self._cell_output_size)
@@ -422,10 +291,9 @@ class AttentionDecoderCell(keras.layers.Layer):
         # Source length and memory depth are not fixed by the cell; `None`
         # entries are fine for `keras.layers.RNN` as long as the initial
         # state is passed in.
-        alignments = [None] * len(self.mechanisms)
-        depths = [*self._cell_state_sizes, self.attention_depth, *alignments]
-        seed = [3] if self.noisy else []
-        return depths + seed + [None] * self.num_constant_states
+        return self.state_layout.sizes(
+            self._cell_state_sizes, self.attention_depth, seed_depth=3
+        )
 
     @property
     def output_size(self):
@@ -480,7 +348,8 @@ class AttentionDecoderCell(keras.layers.Layer):
 
     def build(self, inputs_shape, states_shape=None):
         if states_shape is not None:
-            self._build_for_memory(tuple(states_shape[-2]))
+            memory_shape = self.state_layout.memory(states_shape)
+            self._build_for_memory(tuple(memory_shape))
         if self._memory_depth is None:
             raise ValueError(
                 "AttentionDecoderCell needs the memory before it is built: "
@@ -546,38 +415,31 @@ class AttentionDecoderCell(keras.layers.Layer):
             m.initial_alignments(batch, source_length, self.compute_dtype)
             for m in self.mechanisms
         ]
-        seed = [self._initial_noise_seed(batch)] if self.noisy else []
+        seed = None
+        if self.noisy:
+            seed = monotonic.initial_noise_seed(
+                self.mechanisms, batch, self.compute_dtype
+            )
         keys = [
             ops.cast(m.project_memory(memory), self.compute_dtype)
+            if keyed
+            else None
             for m, keyed in zip(
                 self.mechanisms, self.keyed_mechanisms, strict=True
             )
-            if keyed
         ]
-        return [
-            *cell_state,
-            attention,
-            *alignments,
-            *seed,
-            *keys,
-            memory,
-            mask,
-        ]
-
-    def _initial_noise_seed(self, batch):
-        """`[s_0, s_1, step]` per row: a fresh seed of this sequence's noise.
-
-        Drawn here, outside the loop that runs the cell, from the first
-        noisy mechanism's seed generator; each step derives its noise
-        from it statelessly and counts itself in `step`, so the noise
-        works in any loop (`keras.layers.RNN`, `AttentionDecoder`,
-        `ScheduledSamplingDecoder`) on every backend.
-        """
-        noisy = self.mechanisms[self.noisy_mechanisms.index(True)]
-        seed = noisy.draw_seed(self.compute_dtype)
-        row = ops.concatenate([seed, ops.zeros((1,), "int32")], axis=0)
-        row = ops.cast(row, self.compute_dtype)
-        return ops.broadcast_to(row[None, :], (batch, 3))
+        return self.state_layout.pack(
+            DecoderState(
+                cell_states=cell_state,
+                attention=attention,
+                alignments=alignments,
+                noise_seed=seed,
+                keys=keys,
+                memory=memory,
+                memory_mask=mask,
+                constants=None,
+            )
+        )
 
     def _initial_cell_state(self, batch, cell_state):
         if cell_state is None:
@@ -599,25 +461,46 @@ class AttentionDecoderCell(keras.layers.Layer):
         return [ops.cast(s, dtype=self.compute_dtype) for s in cell_state]
 
     def call(self, inputs, states, training=None):
-        states = list(states)
-        n = self.num_cell_states
-        cell_states = states[:n]
-        previous_attention = states[n]
-        count = len(self.mechanisms)
-        previous_alignments = states[n + 1 : n + 1 + count]
-        seed_state = states[n + 1 + count] if self.noisy else None
-        memory, memory_mask = states[-2], states[-1]
-        keys, constants = self._carried_keys(states)
-        previous = ops.cast(previous_attention, inputs.dtype)
+        layout = self.state_layout
+        state = layout.unpack(states)
+        previous = ops.cast(state.attention, inputs.dtype)
         if self.cell_input_fn is None:
             cell_inputs = ops.concatenate([inputs, previous], axis=-1)
         else:
             cell_inputs = self.cell_input_fn(inputs, previous)
         cell_output, new_cell_states = self.cell(
-            cell_inputs, cell_states, training=training
+            cell_inputs, state.cell_states, training=training
         )
-        noise = self._step_noise(seed_state, memory, training)
+        attention, alignments = self._attend(cell_output, state, training)
+        output = attention if self.output_attention else cell_output
+        # Each state keeps the dtype it came in with: a compiled loop (JAX's
+        # `scan`) rejects a carry whose dtype changes, as it does when a
+        # mixed-precision `RNN` hands float16 states to a float32 cell.
+        dtype = state.attention.dtype
+        seed = state.noise_seed
+        new_state = state._replace(
+            cell_states=[
+                ops.cast(new, old.dtype)
+                for new, old in zip(
+                    _as_list(new_cell_states), state.cell_states, strict=True
+                )
+            ],
+            attention=ops.cast(attention, dtype),
+            alignments=[ops.cast(a, dtype) for a in alignments],
+            noise_seed=None
+            if seed is None
+            else monotonic.next_noise_seed(seed),
+        )
+        return output, layout.pack_step(new_state)
+
+    def _attend(self, cell_output, state, training):
+        """`(a_t, [α_t per mechanism])` for the cell output `h_t`."""
+        noise = monotonic.step_noise(
+            self.mechanisms, state.noise_seed, state.memory, training
+        )
+        keys = self._usable_keys(state.keys)
         attention_fn = self.attention_fn or compute_attention
+        memory_mask = ops.cast(state.memory_mask, "bool")
         attentions, alignments = [], []
         for i, mechanism in enumerate(self.mechanisms):
             extra = {}
@@ -628,9 +511,9 @@ class AttentionDecoderCell(keras.layers.Layer):
             context, weights = attention_fn(
                 mechanism,
                 cell_output,
-                memory,
-                ops.cast(memory_mask, "bool"),
-                previous_alignments[i],
+                state.memory,
+                memory_mask,
+                state.alignments[i],
                 self.attention_layers[i] if self.attention_layers else None,
                 training=training,
                 **extra,
@@ -638,91 +521,26 @@ class AttentionDecoderCell(keras.layers.Layer):
             attentions.append(context)
             alignments.append(weights)
         if len(attentions) == 1:
-            attention = attentions[0]
-        else:
-            dtype = attentions[0].dtype
-            attention = ops.concatenate(
-                [ops.cast(a, dtype) for a in attentions], axis=-1
-            )
-        output = attention if self.output_attention else cell_output
-        # Each state keeps the dtype it came in with: a compiled loop (JAX's
-        # `scan`) rejects a carry whose dtype changes, as it does when a
-        # mixed-precision `RNN` hands float16 states to a float32 cell.
-        new_states = [
-            *(
-                ops.cast(new, old.dtype)
-                for new, old in zip(
-                    _as_list(new_cell_states), cell_states, strict=True
-                )
-            ),
-            ops.cast(attention, previous_attention.dtype),
-            *(ops.cast(a, previous_attention.dtype) for a in alignments),
-            *([] if seed_state is None else [self._next_seed(seed_state)]),
-            *constants,
-        ]
-        return output, new_states
+            return attentions[0], alignments
+        dtype = attentions[0].dtype
+        attention = ops.concatenate(
+            [ops.cast(a, dtype) for a in attentions], axis=-1
+        )
+        return attention, alignments
 
-    def _carried_keys(self, states):
-        """Each mechanism's keys from the state list (or `None`), and the
-        constant states (keys, memory, mask), which a step passes on.
-
-        A list without the keys (made before they were carried, or by
-        hand as `[*cell_states, attention, *alignments, memory,
-        memory_mask]`) gets `None` for all: the mechanisms then project
-        the memory themselves, at each step.
-        """
-        if len(states) != len(self.state_size):
-            return [None] * len(self.mechanisms), states[-2:]
-        keys = []
-        for mechanism, index in zip(
-            self.mechanisms, self.keys_indices, strict=True
-        ):
-            carried = None if index is None else states[index]
+    def _usable_keys(self, keys):
+        """The carried keys, `None` where a loop of another dtype cast them
+        (rounded, so not used: the mechanism projects the memory)."""
+        usable = []
+        for mechanism, carried in zip(self.mechanisms, keys, strict=True):
             dtype = ka_ops.logits_dtype(mechanism.compute_dtype)
             if (
                 carried is not None
                 and keras.backend.standardize_dtype(carried.dtype) != dtype
             ):
-                # Cast by a loop of another dtype: rounded, so not used.
                 carried = None
-            keys.append(carried)
-        return keys, states[len(states) - self.num_constant_states :]
-
-    def _step_noise(self, seed_state, memory, training):
-        """Each mechanism's sigmoid noise `(batch_size, source_time)`.
-
-        `None` for a mechanism without noise, and outside training. The
-        seed of mechanism `i` at step `t` is `(s_0 R + s_1, t M + i)` (`R`
-        the seed range, `M` the number of mechanisms), a stateless draw.
-        """
-        count = len(self.mechanisms)
-        if not (training and self.noisy):
-            return [None] * count
-        # The largest row: a padded row of `AttentionDecoder` keeps its
-        # old state, but every row holds the same seed.
-        seed = ops.cast(ops.max(seed_state, axis=0), "int32")
-        size = monotonic.seed_range(seed_state.dtype)
-        shape = ops.shape(memory)[:2]
-        noise = []
-        for i, (mechanism, noisy) in enumerate(
-            zip(self.mechanisms, self.noisy_mechanisms, strict=True)
-        ):
-            step_seed = ops.stack(
-                [seed[0] * size + seed[1], seed[2] * count + i]
-            )
-            noise.append(
-                mechanism.draw_noise(shape, memory.dtype, seed=step_seed)
-                if noisy
-                else None
-            )
-        return noise
-
-    @staticmethod
-    def _next_seed(seed_state):
-        """The step count advanced, modulo the seed range."""
-        size = monotonic.seed_range(seed_state.dtype)
-        step = ops.mod(seed_state[:, 2:] + 1.0, float(size))
-        return ops.concatenate([seed_state[:, :2], step], axis=-1)
+            usable.append(carried)
+        return usable
 
     def compute_mask(self, inputs, previous_mask=None):
         return None
@@ -778,247 +596,4 @@ class AttentionDecoderCell(keras.layers.Layer):
         for name in ("cell_input_fn", "attention_fn"):
             if config.get(name) is not None:
                 config[name] = probability.deserialize(config[name])
-        return cls(**config)
-
-
-def _check_callable(name, function, expected):
-    if function is not None and not callable(function):
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"callable {expected} or None. Received: {name}={function!r}"
-        )
-    return function
-
-
-class _AlignmentOutputCell(keras.layers.Layer):
-    """Lets `keras.layers.RNN` emit the alignments, and masks the steps.
-
-    `RNN` returns one output tensor per step, so this adapter concatenates
-    `α_t` to the decoder cell's output; `AttentionDecoder` splits them.
-
-    The target mask comes in as the last feature of each step input (`1.0`
-    keep, `0.0` padding) instead of through `RNN(mask=...)`: Keras's JAX
-    `rnn` (3.15) broadcasts a `(batch_size, 1)` step mask against every
-    state, which fails for the rank-3 memory state. A padded step emits
-    zeros and leaves every state unchanged, as `RNN` does with a mask and
-    `zero_output_for_mask=True`.
-    """
-
-    def __init__(self, cell, **kwargs):
-        super().__init__(**kwargs)
-        self.cell = cell
-
-    @property
-    def state_size(self):
-        return self.cell.state_size
-
-    @property
-    def output_size(self):
-        return self.cell.output_size
-
-    def build(self, inputs_shape, states_shape=None):
-        if not self.cell.built:
-            cell_inputs_shape = (inputs_shape[0], inputs_shape[-1] - 1)
-            self.cell.build(cell_inputs_shape, states_shape)
-        self.built = True
-
-    def call(self, inputs, states, training=None):
-        keep = ops.greater(inputs[:, -1:], 0.5)
-        states = list(states)
-        output, new_states = self.cell(
-            inputs[:, :-1], states, training=training
-        )
-        alignments = new_states[self.cell.alignments_index]
-        packed = ops.concatenate(
-            [output, ops.cast(alignments, output.dtype)], axis=-1
-        )
-        packed = ops.cast(packed, self.compute_dtype)
-        packed = ops.where(keep, packed, ops.zeros_like(packed))
-        # The states go back in the dtypes they came in (JAX's `scan` wants
-        # the same carry types), also when the cell's dtype policy is not
-        # the decoder's, e.g. a float32 cell in a mixed-precision decoder.
-        kept_states = []
-        for new, old in zip(new_states, states, strict=True):
-            if new is old:
-                # A constant (keys, memory, mask) goes on as the same
-                # tensor: TensorFlow's loop then treats it as invariant
-                # and keeps no copy of it per step for the gradient.
-                kept_states.append(old)
-                continue
-            step_keep = ops.reshape(keep, (-1,) + (1,) * (len(old.shape) - 1))
-            kept_states.append(
-                ops.where(step_keep, ops.cast(new, old.dtype), old)
-            )
-        return packed, kept_states
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class AttentionDecoder(keras.layers.Layer):
-    """Runs an `AttentionDecoderCell` over a target sequence (teacher forcing).
-
-    For each step `t` of `inputs` (the embedded target shifted right,
-    `y_0 = <start>, y_1, ...`) the cell computes `h_t`, the context
-    `c_t = Σ_s α_ts h̄_s` and the attention vector `a_t` (see
-    `AttentionDecoderCell`). The loop is a `keras.layers.RNN` whose initial
-    state carries the memory, so target padding (the Keras mask of
-    `inputs`) works as in any Keras RNN: padded steps emit zeros and leave
-    the state unchanged.
-
-    Args:
-        cell: An `AttentionDecoderCell`.
-        return_alignments: Whether to also return the alignment history.
-            Defaults to `False`.
-        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
-
-    Call arguments:
-        inputs: `(batch_size, target_time, input_depth)`.
-        memory: The encoder outputs `(batch_size, source_time, depth)`.
-        memory_mask: Optional boolean `(batch_size, source_time)`. Taken
-            from `memory`'s Keras mask when not given.
-        initial_state: Optional initial state of the wrapped cell (a tensor
-            or a list). Defaults to zeros.
-        inputs_mask: Optional boolean `(batch_size, target_time)`, `False`
-            on target padding. Taken from `inputs`' Keras mask when not
-            given.
-        training: Passed to the cell.
-
-    Returns:
-        The outputs `(batch_size, target_time, output_size)` and, with
-        `return_alignments=True`, the weights `(batch_size, target_time,
-        source_time)` (row `t` is `α_t`, zero on padded source positions).
-
-    Example:
-
-    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
-    ...     keras.layers.GRUCell(8),
-    ...     keras_attention.seq2seq.LuongAttention("dot"),
-    ...     attention_layer_units=8,
-    ... )
-    >>> decoder = keras_attention.seq2seq.AttentionDecoder(
-    ...     cell, return_alignments=True
-    ... )
-    >>> targets = np.random.rand(2, 3, 4).astype("float32")
-    >>> memory = np.random.rand(2, 5, 8).astype("float32")
-    >>> outputs, alignments = decoder(targets, memory)
-    >>> tuple(outputs.shape), tuple(alignments.shape)
-    ((2, 3, 8), (2, 3, 5))
-
-    References:
-        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
-        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
-    """
-
-    def __init__(self, cell, return_alignments=False, **kwargs):
-        super().__init__(**kwargs)
-        if not isinstance(cell, AttentionDecoderCell):
-            raise ValueError(
-                "Received an invalid value for argument `cell`, expected an "
-                f"AttentionDecoderCell. Received: cell={cell!r}"
-            )
-        if not isinstance(return_alignments, bool):
-            raise ValueError(
-                "Received an invalid value for argument `return_alignments`"
-                f", expected a bool. Received: return_alignments="
-                f"{return_alignments!r}"
-            )
-        self.cell = cell
-        self.return_alignments = return_alignments
-        self.supports_masking = True
-        self._rnn = keras.layers.RNN(
-            _AlignmentOutputCell(cell, dtype=self.dtype_policy),
-            return_sequences=True,
-            dtype=self.dtype_policy,
-        )
-
-    def _check_shapes(self, inputs_shape, memory_shape):
-        if len(inputs_shape) != 3 or len(memory_shape) != 3:
-            raise ValueError(
-                "AttentionDecoder expects `inputs` of shape `(batch_size, "
-                "target_time, depth)` and `memory` of shape `(batch_size, "
-                "source_time, depth)`. Received: "
-                f"inputs.shape={tuple(inputs_shape)}, "
-                f"memory.shape={tuple(memory_shape)}"
-            )
-
-    def build(self, inputs_shape, memory_shape):
-        self._check_shapes(inputs_shape, memory_shape)
-        if not self.cell.built:
-            states_shape = [None] * (self.cell.num_cell_states + 2)
-            states_shape += [tuple(memory_shape), None]
-            self.cell.build(
-                (inputs_shape[0], inputs_shape[-1]), states_shape=states_shape
-            )
-        self.built = True
-
-    def call(
-        self,
-        inputs,
-        memory,
-        inputs_mask=None,
-        memory_mask=None,
-        initial_state=None,
-        training=None,
-    ):
-        self._check_shapes(inputs.shape, memory.shape)
-        states = self.cell.get_initial_state(
-            memory=memory, memory_mask=memory_mask, cell_state=initial_state
-        )
-        if inputs_mask is None:
-            keep = ops.ones_like(inputs[..., :1])
-        else:
-            keep = ops.expand_dims(
-                ops.cast(ops.cast(inputs_mask, "bool"), inputs.dtype), -1
-            )
-        packed = self._rnn(
-            ops.concatenate([inputs, keep], axis=-1),
-            initial_state=states,
-            training=training,
-        )
-        depth = self.cell.output_size
-        outputs = packed[..., :depth]
-        if not self.return_alignments:
-            return outputs
-        return outputs, packed[..., depth:]
-
-    def compute_mask(self, inputs, previous_mask=None):
-        if self.return_alignments:
-            return [previous_mask, previous_mask]
-        return previous_mask
-
-    def compute_output_shape(self, inputs_shape, memory_shape):
-        self._check_shapes(inputs_shape, memory_shape)
-        if self.cell.output_size is None:
-            self.build(inputs_shape, memory_shape)
-        steps = (inputs_shape[0], inputs_shape[1])
-        outputs_shape = steps + (self.cell.output_size,)
-        if not self.return_alignments:
-            return outputs_shape
-        return outputs_shape, steps + (memory_shape[1],)
-
-    def compute_output_spec(
-        self,
-        inputs,
-        memory,
-        inputs_mask=None,
-        memory_mask=None,
-        initial_state=None,
-        training=None,
-    ):
-        shapes = self.compute_output_shape(inputs.shape, memory.shape)
-        dtype = self.compute_dtype
-        if not self.return_alignments:
-            return keras.KerasTensor(shapes, dtype=dtype)
-        return tuple(keras.KerasTensor(s, dtype=dtype) for s in shapes)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "cell": keras.saving.serialize_keras_object(self.cell),
-            "return_alignments": self.return_alignments,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["cell"] = keras.saving.deserialize_keras_object(config["cell"])
         return cls(**config)

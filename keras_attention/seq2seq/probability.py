@@ -13,7 +13,6 @@ from keras import ops
 from keras_attention import ops as ka_ops
 
 PROBABILITY_FNS = ("softmax", "hardmax", "sparsemax")
-_MASKED = -1e30
 
 
 def hardmax(logits, axis=-1):
@@ -29,10 +28,7 @@ def hardmax(logits, axis=-1):
     Returns:
         A tensor of the shape and dtype of `logits`.
     """
-    logits = ops.convert_to_tensor(logits)
-    winner = ops.argmax(logits, axis=axis)
-    one_hot = ops.one_hot(winner, ops.shape(logits)[axis], dtype=logits.dtype)
-    return ops.moveaxis(one_hot, -1, axis)
+    return ka_ops.one_hot_argmax(logits, axis)
 
 
 def sparsemax(logits, axis=-1):
@@ -95,7 +91,7 @@ def normalize(logits, mask, probability_fn):
     if mask is None:
         return ops.cast(function(logits), logits.dtype)
     mask = ops.broadcast_to(ops.cast(mask, "bool"), ops.shape(logits))
-    filled = ops.where(mask, logits, ops.full_like(logits, _MASKED))
+    filled = ka_ops.mask_logits(logits, mask)
     weights = ops.cast(function(filled), logits.dtype)
     return weights * ops.cast(mask, logits.dtype)
 

@@ -20,6 +20,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import ops as ka_ops
 from keras_attention.seq2seq.cell import AttentionDecoderCell
 
 _PACKAGE = "keras_attention"
@@ -50,16 +51,6 @@ def linear_decay(c, k=1.0, minimum=0.0):
     return lambda step: 1.0 - max(minimum, k - c * step)
 
 
-def _inverse_cdf(logits, uniform):
-    """A sample of `softmax(logits)` per row, at the uniform numbers."""
-    cumulative = ops.cumsum(ops.softmax(logits, axis=-1), axis=-1)
-    index = ops.sum(
-        ops.cast(cumulative <= uniform[:, None] * cumulative[:, -1:], "int32"),
-        axis=-1,
-    )
-    return ops.minimum(index, logits.shape[-1] - 1)
-
-
 class _ScheduledStepCell(keras.layers.Layer):
     """One step: pick the gold or the sampled token, embed it, decode it.
 
@@ -88,7 +79,7 @@ class _ScheduledStepCell(keras.layers.Layer):
     def call(self, inputs, states, training=None):
         *states, previous_logits = states
         gold = ops.cast(ops.round(inputs[:, 0]), "int32")
-        sampled = _inverse_cdf(
+        sampled = ka_ops.inverse_cdf_sample(
             ops.stop_gradient(ops.cast(previous_logits, "float32")),
             ops.cast(inputs[:, 2], "float32"),
         )
@@ -196,8 +187,7 @@ class ScheduledSamplingDecoder(keras.layers.Layer):
             # As `AttentionDecoder` builds it: the memory shape is recorded
             # in the cell's build config, so a loaded cell builds too.
             depth = self.embedding.compute_output_shape((None,))[-1]
-            states_shape = [None] * (len(self.cell.state_size) - 2)
-            states_shape += [tuple(memory_shape), None]
+            states_shape = self.cell.state_layout.build_shapes(memory_shape)
             self.cell.build((None, depth), states_shape=states_shape)
         if not self.output_layer.built:
             self.output_layer.build((None, self.cell.output_size))

@@ -19,9 +19,9 @@ from keras_attention import text as text_lib
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
-from keras_attention.seq2seq.cell import AttentionDecoder
+from keras_attention.seq2seq.beam_search import beam_search_decode
 from keras_attention.seq2seq.cell import AttentionDecoderCell
-from keras_attention.seq2seq.decoding import beam_search_decode
+from keras_attention.seq2seq.decoder import AttentionDecoder
 from keras_attention.seq2seq.decoding import greedy_decode
 from keras_attention.seq2seq.decoding import sample_decode
 from keras_attention.seq2seq.monotonic import BahdanauMonotonicAttention
@@ -229,23 +229,9 @@ class Translator(keras.Model):
             embeddings_initializer=_EMBEDDINGS_INITIALIZER,
             name="target_embedding",
         )
-        if self.attention == "bahdanau":
-            mechanism = BahdanauAttention(units, name="attention")
-        elif self.attention == "bahdanau_monotonic":
-            mechanism = BahdanauMonotonicAttention(
-                units, normalize=True, name="attention"
-            )
-        elif self.attention == "luong_monotonic":
-            mechanism = LuongMonotonicAttention(
-                "general", scale=True, name="attention"
-            )
-        else:
-            mechanism = LuongAttention(
-                self.attention, units=units, name="attention"
-            )
         self.decoder_cell = AttentionDecoderCell(
             keras.layers.GRUCell(units, name="gru_cell"),
-            mechanism,
+            _mechanism(self.attention, units),
             attention_layer_units=units,
             name="decoder_cell",
         )
@@ -463,3 +449,16 @@ class Translator(keras.Model):
             "start_token": self.start_token,
             "end_token": self.end_token,
         }
+
+
+def _mechanism(attention, units):
+    """The `Translator`'s attention mechanism for its `attention` name."""
+    if attention == "bahdanau":
+        return BahdanauAttention(units, name="attention")
+    if attention == "bahdanau_monotonic":
+        return BahdanauMonotonicAttention(
+            units, normalize=True, name="attention"
+        )
+    if attention == "luong_monotonic":
+        return LuongMonotonicAttention("general", scale=True, name="attention")
+    return LuongAttention(attention, units=units, name="attention")

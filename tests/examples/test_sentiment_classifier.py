@@ -126,6 +126,8 @@ def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
         "metrics.json",
         "attention.png",
         "attention.html",
+        "attention_hops.html",
+        "rollout.txt",
     ):
         assert os.path.getsize(os.path.join(output, name)) > 0
     with open(os.path.join(output, "metrics.json")) as f:

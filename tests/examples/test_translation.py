@@ -77,7 +77,12 @@ def test_synthetic_run_translates_and_attends_to_the_right_words(
     synthetic_run,
 ):
     output, metrics = synthetic_run
-    for name in ("model.keras", "metrics.json", "alignment.png"):
+    for name in (
+        "model.keras",
+        "metrics.json",
+        "alignment.png",
+        "alignment.html",
+    ):
         assert os.path.exists(os.path.join(output, name))
     with open(os.path.join(output, "metrics.json")) as f:
         written = json.load(f)

@@ -2,7 +2,6 @@
 
 import json
 import os
-import warnings
 
 import keras
 import pytest
@@ -132,20 +131,3 @@ def test_write_run_writes_model_and_metrics_on_the_chief(tmp_path):
     with open(tmp_path / "run" / "metrics.json") as f:
         assert json.load(f) == {"bleu": 1.0}
     assert os.path.getsize(tmp_path / "run" / "model.keras") > 0
-
-
-def test_old_training_module_warns_and_keeps_its_names():
-    import importlib
-    import sys
-
-    sys.modules.pop("keras_attention.models.training", None)
-    with pytest.warns(DeprecationWarning, match="models.training"):
-        training = importlib.import_module("keras_attention.models.training")
-    assert training.train_sentiment_classifier is (
-        sentiment.train_sentiment_classifier
-    )
-    assert training.TrainingResult is fitting.FitResult
-    assert training.load_sentiment_splits is load_sentiment_splits
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert training.worker_index is distribute.tf_config_index

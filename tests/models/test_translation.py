@@ -125,8 +125,3 @@ def test_decode_corpus_invalid_beam_width_or_decoding_raises():
 def test_alignment_accuracy_without_gold_raises():
     with pytest.raises(ValueError, match="needs gold alignments"):
         translation.alignment_accuracy(_model(), ParallelCorpus(["a"], ["b"]))
-
-
-def test_unknown_strategy_raises():
-    with pytest.raises(ValueError, match="distribute='tpu'"):
-        translation.get_strategy("tpu")

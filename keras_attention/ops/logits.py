@@ -1,0 +1,103 @@
+"""What is done to logits besides the softmax: masking, argmax, sampling.
+
+One definition each, which the layers, the seq2seq mechanisms and the
+decoders call: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
+the one-hot of the arg max (`one_hot_argmax`, hard attention and
+`hardmax`) and sampling by inverting the cumulative distribution
+(`inverse_cdf_sample`, sampling decoders and scheduled sampling).
+"""
+
+from keras import ops
+
+#: The logit of a masked position. It only has to lose to every kept
+#: logit: its `exp` underflows to exactly 0 in a float32 softmax (and it
+#: is `-inf` in float16). Finite, so that `0 * MASKED_LOGIT` is 0.
+MASKED_LOGIT = -1e30
+
+# A logit above this was not masked (a margin below any real logit, above
+# `MASKED_LOGIT` whatever the rounding).
+_KEPT_ABOVE = -1e29
+
+
+def mask_logits(logits, mask):
+    """`logits` where `mask` is `True`, `MASKED_LOGIT` elsewhere.
+
+    Args:
+        logits: Float tensor.
+        mask: Boolean tensor broadcastable to `logits`, `True` = keep.
+
+    Returns:
+        A tensor of the shape (broadcast) and dtype of `logits`.
+
+    Example:
+
+    >>> logits = keras_attention.ops.mask_logits(
+    ...     np.array([1.0, 2.0]), np.array([True, False])
+    ... )
+    >>> (keras.ops.convert_to_numpy(logits) < -1e29).tolist()
+    [False, True]
+    """
+    return ops.where(mask, logits, MASKED_LOGIT)
+
+
+def one_hot_argmax(logits, axis: int = -1):
+    """The one-hot of the arg max of `logits` over `axis` (ties: the first).
+
+    Its gradient is zero (it is a constant of the logits).
+
+    Args:
+        logits: Float tensor.
+        axis: Axis of the choice. Defaults to `-1`.
+
+    Returns:
+        A tensor of the shape and dtype of `logits`, `1` at the arg max.
+
+    Example:
+
+    >>> hot = keras_attention.ops.one_hot_argmax(np.array([[1.0, 3.0, 3.0]]))
+    >>> keras.ops.convert_to_numpy(hot).tolist()
+    [[0.0, 1.0, 0.0]]
+    """
+    logits = ops.convert_to_tensor(logits)
+    last = axis in (-1, len(logits.shape) - 1)
+    moved = logits if last else ops.moveaxis(logits, axis, -1)
+    choice = ops.argmax(moved, axis=-1)
+    positions = ops.arange(ops.shape(moved)[-1], dtype=choice.dtype)
+    hot = ops.cast(
+        ops.equal(ops.expand_dims(choice, -1), positions), logits.dtype
+    )
+    return hot if last else ops.moveaxis(hot, -1, axis)
+
+
+def inverse_cdf_sample(logits, uniform):
+    """One sample of `softmax(logits)` per row, at the uniform numbers.
+
+    The first index whose cumulative probability exceeds `uniform` times
+    the total (which rounding keeps near 1): a draw of the distribution
+    when `uniform` is uniform in `[0, 1)`. Never a masked position after
+    the last kept one (`MASKED_LOGIT`), whatever the rounding.
+
+    Args:
+        logits: `(batch_size, num_classes)` float logits.
+        uniform: `(batch_size,)` numbers in `[0, 1)`.
+
+    Returns:
+        `int32` `(batch_size,)` indices.
+
+    Example:
+
+    >>> logits = np.log(np.array([[0.25, 0.75], [0.25, 0.75]]))
+    >>> index = keras_attention.ops.inverse_cdf_sample(
+    ...     logits, np.array([0.2, 0.3])
+    ... )
+    >>> keras.ops.convert_to_numpy(index).tolist()
+    [0, 1]
+    """
+    cumulative = ops.cumsum(ops.softmax(logits, axis=-1), axis=-1)
+    u = ops.cast(uniform, cumulative.dtype)[:, None] * cumulative[:, -1:]
+    index = ops.sum(ops.cast(cumulative <= u, "int32"), axis=-1)
+    last = ops.argmax(
+        ops.cast(logits > _KEPT_ABOVE, "int32") * ops.arange(logits.shape[-1]),
+        axis=-1,
+    )
+    return ops.minimum(index, ops.cast(last, "int32"))

@@ -1,0 +1,300 @@
+"""Every attention layer's weights from one forward pass of a model.
+
+How the weights are reached, with public Keras API only: the model's
+layers are called again, on new `keras.Input`s, by
+`keras.models.clone_model(model, clone_function=lambda layer: layer,
+call_function=...)`. The clone function returns each layer itself (no
+copy: the weights are the model's), and the call function calls every
+layer whose `call` takes `return_attention_scores` with
+`return_attention_scores=True`, keeping the weights aside and passing the
+output on as before. A probe `keras.Model` from the new inputs to those
+weights then runs once, eagerly (`predict_on_batch` for text models). A
+nested functional or Sequential model gets a probe of its own, called in
+its place, whose outputs are the nested model's outputs followed by its
+weights; a Sequential model's layers are called in order the same way.
+
+Keras offers no other public way: a layer's `output` is its first output
+only, and reading the nodes of the graph (`_inbound_nodes`) is private.
+The layers are only called, as Keras's layer sharing does: the model's
+config, weights and outputs stay what they were, nothing is retrained.
+
+Example:
+
+>>> x = keras.Input((5, 8))
+>>> h = keras_attention.SelfAttention(num_heads=2, name="encoder")(x)
+>>> model = keras.Model(x, keras.layers.GlobalAveragePooling1D()(h))
+>>> maps = keras_attention.visualize.collect_attention(
+...     model, np.ones((3, 5, 8), "float32")
+... )
+>>> {path: w.shape for path, w in maps.items()}
+{'encoder': (3, 2, 5, 5)}
+"""
+
+import inspect
+
+import keras
+import numpy as np
+
+from keras_attention import text as text_lib
+from keras_attention.layers.structured import StructuredSelfAttention
+from keras_attention.seq2seq.translator import Translator
+
+_SCORES = "return_attention_scores"
+
+
+class AttentionMaps(dict):
+    """`{layer path: weights (batch, heads, query_time, key_time)}`.
+
+    A plain `dict` of float32 NumPy arrays, first layer first (in the order the
+    layers are called), with the tokens when the model takes text.
+
+    Attributes:
+        tokens: One list of key-side tokens per example (the source words
+            of a `Translator`), without padding; `None` when the model does
+            not take text. The weights' key axis is the batch's padded
+            length: `weights[..., :len(tokens[i])]` are the real ones.
+        query_tokens: One list of query-side tokens per example where they
+            differ from `tokens` (a `Translator`'s decoded words); `None`
+            when the queries are the tokens themselves.
+    """
+
+    def __init__(self, weights, tokens=None, query_tokens=None):
+        super().__init__(weights)
+        self.tokens = tokens
+        self.query_tokens = query_tokens
+
+
+def collect_attention(model, inputs) -> AttentionMaps:
+    """Every attention layer's weights from one forward pass of `model`.
+
+    Works on a functional or `Sequential` Keras model (nested ones too)
+    and on a `keras_attention.seq2seq.Translator`, on every backend. An
+    attention layer is one whose `call` takes `return_attention_scores`:
+    this package's layers and Keras's `MultiHeadAttention`,
+    `GroupQueryAttention`, `Attention` and `AdditiveAttention`. The model is
+    not changed and not trained (see the module docstring for how).
+
+    Each layer's weights come back as `(batch, heads, query_time,
+    key_time)`: multi-head weights as they are; single-head ones `(batch,
+    query_time, key_time)` get a heads axis of 1; one query vector's
+    `(batch, key_time)` becomes `(batch, 1, 1, key_time)`;
+    `StructuredSelfAttention`'s hops `(batch, hops, time)` are its heads,
+    `(batch, hops, 1, time)`, each hop one query over the tokens. A
+    `Translator` gives its decoder's alignments `(batch, 1,
+    max_output_length, source_time)`, decoded as `model.decode` does.
+
+    Args:
+        model: A functional or `Sequential` model, or a `Translator`.
+        inputs: What `model.predict_on_batch` takes: arrays, a dict of
+            them, or text for a model with a string input (a
+            `keras_attention.text.TextModel`) or a `Translator` (a string,
+            a list of strings, or source ids `(batch, source_time)`).
+
+    Returns:
+        An `AttentionMaps`: `{layer path: weights}`, the path being the
+        layer's name, prefixed by the names of the models that nest it
+        (`"inner_model/self_attention"`); a layer called more than once
+        gets `"path:1"`, `"path:2"`, ... for its later calls. Its
+        `tokens` (and `query_tokens`) hold the words for text models.
+
+    Raises:
+        ValueError: If `model` is a subclassed model (its layer graph
+            cannot be read), a `Sequential` model that was never built, or
+            has no attention layer.
+    """
+    if isinstance(model, Translator):
+        return _translator_attention(model, inputs)
+    found = []
+    probe_inputs = _new_inputs(model)
+    _run_layers(model, probe_inputs, found, "")
+    if not found:
+        raise ValueError(
+            "`model` has no attention layer (a layer whose `call` takes "
+            "`return_attention_scores`). Received: model with layers "
+            f"{[layer.name for layer in model.layers]}"
+        )
+    probe_class = keras.Model
+    if any(_is_text(t) for t in keras.tree.flatten(probe_inputs)):
+        probe_class = text_lib.TextModel
+    probe = probe_class(probe_inputs, [weights for _, weights, _ in found])
+    if probe_class is text_lib.TextModel:
+        values = probe.predict_on_batch(inputs)
+    else:
+        # One eager call: `predict_on_batch` would compile the probe first
+        # (XLA on JAX), which costs more than the pass itself.
+        values = probe(inputs, training=False)
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    values = [keras.ops.convert_to_numpy(v) for v in values]
+    maps = {
+        path: _as_heads(np.asarray(value, dtype="float32"), layer)
+        for (path, _, layer), value in zip(found, values, strict=True)
+    }
+    tokens = None
+    if probe_class is text_lib.TextModel:
+        tokens = _text_tokens(model, inputs)
+    return AttentionMaps(maps, tokens=tokens)
+
+
+def _is_text(tensor) -> bool:
+    return keras.backend.standardize_dtype(tensor.dtype) == "string"
+
+
+def _new_inputs(model):
+    """New `keras.Input`s in the structure of `model.input`."""
+    try:
+        if isinstance(model, keras.Sequential):
+            # A Sequential model has one input; `input` is unset until the
+            # model is called, `inputs` is set once it is built.
+            structure = model.inputs[0]
+        else:
+            structure = model.input
+    except (AttributeError, ValueError, TypeError, IndexError) as error:
+        raise ValueError(
+            "`collect_attention` reads the layer graph of a functional or "
+            "Sequential model (or a Translator): give a model built on "
+            "`keras.Input`. Received: model of type "
+            f"{type(model).__name__} without defined inputs"
+        ) from error
+    return keras.tree.map_structure(
+        lambda t: keras.Input(batch_shape=t.shape, dtype=t.dtype), structure
+    )
+
+
+def _run_layers(model, inputs, found, prefix):
+    """`model`'s outputs on `inputs`, its attention weights in `found`."""
+    counts = {}
+
+    def call_function(layer, *args, **kwargs):
+        return _call_layer(layer, args, kwargs, found, prefix, counts)
+
+    if isinstance(model, keras.Sequential):
+        x = inputs
+        for layer in model.layers:
+            x = call_function(layer, x)
+        return x
+    clone = keras.models.clone_model(
+        model,
+        input_tensors=inputs,
+        clone_function=lambda layer: layer,
+        call_function=call_function,
+    )
+    return keras.tree.pack_sequence_as(model.output, clone.outputs)
+
+
+def _call_layer(layer, args, kwargs, found, prefix, counts):
+    """Calls `layer` as the model does, keeping its attention weights."""
+    name = prefix + layer.name
+    if isinstance(layer, (keras.Sequential, keras.Model)):
+        return _call_nested(layer, args, kwargs, found, name + "/")
+    if _SCORES not in inspect.signature(layer.call).parameters:
+        return layer(*args, **kwargs)
+    wanted = bool(kwargs.get(_SCORES, False))
+    result = _WithScores(layer)(*args, **kwargs)
+    count = counts.get(name, 0)
+    counts[name] = count + 1
+    path = name if count == 0 else f"{name}:{count}"
+    found.append((path, result[1], layer))
+    if wanted:
+        return result
+    if len(result) > 2:
+        # (output, scores, cache): the caller asked for (output, cache).
+        return (result[0], *result[2:])
+    return result[0]
+
+
+class _WithScores(keras.layers.Layer):
+    """Calls `layer` with `return_attention_scores=True`.
+
+    A graph node of its own: Keras reads how many outputs a layer has from
+    its first call, so calling the model's layer itself with another
+    number of outputs leaves the weights unconnected in a new model.
+    `layer` is called, never bypassed, on the tensors (and their masks)
+    that the model gives it.
+    """
+
+    def __init__(self, layer):
+        super().__init__(
+            # Keras's own unique name: a shared layer gets one per call.
+            dtype=layer.dtype_policy,
+            autocast=False,
+        )
+        self.layer = layer
+        self.supports_masking = True
+        self.built = True
+
+    def call(self, *args, **kwargs):
+        return self.layer(*args, **{**kwargs, _SCORES: True})
+
+
+def _call_nested(model, args, kwargs, found, prefix):
+    """A nested model's outputs, through a probe that also returns its
+    weights (so they are tensors of the outer graph)."""
+    inner_found = []
+    inner_inputs = _new_inputs(model)
+    outputs = _run_layers(model, inner_inputs, inner_found, prefix)
+    flat = keras.tree.flatten(outputs)
+    probe = keras.Model(
+        inner_inputs, flat + [weights for _, weights, _ in inner_found]
+    )
+    kwargs = {k: v for k, v in kwargs.items() if k == "training"}
+    values = probe(*args, **kwargs)
+    found.extend(
+        (path, value, layer)
+        for (path, _, layer), value in zip(
+            inner_found, values[len(flat) :], strict=True
+        )
+    )
+    return keras.tree.pack_sequence_as(outputs, values[: len(flat)])
+
+
+def _as_heads(weights: np.ndarray, layer) -> np.ndarray:
+    """Weights as `(batch, heads, query_time, key_time)`."""
+    if weights.ndim == 2:
+        return weights[:, None, None, :]
+    if weights.ndim == 3 and isinstance(layer, StructuredSelfAttention):
+        return weights[:, :, None, :]
+    if weights.ndim == 3:
+        return weights[:, None]
+    return weights
+
+
+def _vectorizers(model):
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.TextVectorization):
+            yield layer
+        elif isinstance(layer, keras.Model):
+            yield from _vectorizers(layer)
+
+
+def _text_tokens(model, inputs):
+    """The tokens of each text, from the model's `TextVectorization`."""
+    vectorizer = next(_vectorizers(model), None)
+    if vectorizer is None:
+        return None
+    texts = text_lib.as_text_list(inputs, "inputs")
+    vocabulary = vectorizer.get_vocabulary()
+    ids = keras.ops.convert_to_numpy(vectorizer(np.array(texts, dtype=object)))
+    return [[vocabulary[i] for i in row if i != 0] for row in ids]
+
+
+def _translator_attention(model, inputs) -> AttentionMaps:
+    """A `Translator`'s decoder alignments over its source words."""
+    if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "iu":
+        ids = inputs
+        vocabulary = model.source_vocabulary
+        tokens = [[vocabulary[i] for i in row if i != 0] for row in ids]
+    else:
+        texts = text_lib.as_text_list(inputs, "inputs")
+        ids = model.vectorize_sources(texts)
+        tokens = [text_lib.tokenize(t).split() for t in texts]
+    result = model.decode(ids)
+    decoded = keras.ops.convert_to_numpy(result.tokens)
+    weights = keras.ops.convert_to_numpy(result.alignments)
+    decoder = getattr(model, "decoder", None)
+    path = f"{model.name}/{getattr(decoder, 'name', 'decoder')}"
+    return AttentionMaps(
+        {path: weights[:, None].astype("float32")},
+        tokens=tokens,
+        query_tokens=[model.tokens_to_words(row) for row in decoded],
+    )
