@@ -35,3 +35,5 @@ from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks
 from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask
+from keras_attention.ops.rotary import apply_rotary as apply_rotary
+from keras_attention.ops.rotary import rotary_angles as rotary_angles

@@ -11,6 +11,7 @@ PUBLIC_LAYERS = (
     "HardAttention",
     "MultiHead",
     "MultiHeadAttention",
+    "RotaryEmbedding",
     "SelfAttention",
     "StructuredSelfAttention",
 )
