@@ -6,6 +6,9 @@ from keras_attention import saving as saving
 from keras_attention import scores as scores
 from keras_attention import seq2seq as seq2seq
 from keras_attention import text as text
+from keras_attention.layers.additive import (
+    AdditiveAttention as AdditiveAttention,
+)
 from keras_attention.layers.attention import Attention as Attention
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss

@@ -1,5 +1,8 @@
 """The attention layers, one public layer (or small family) per module."""
 
+from keras_attention.layers.additive import (
+    AdditiveAttention as AdditiveAttention,
+)
 from keras_attention.layers.attention import Attention as Attention
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.multi_head import (

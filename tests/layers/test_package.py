@@ -6,6 +6,7 @@ import keras_attention
 import keras_attention.layers
 
 PUBLIC_LAYERS = (
+    "AdditiveAttention",
     "Attention",
     "AttentionPooling",
     "HardAttention",
