@@ -10,6 +10,12 @@ from keras_attention.layers.additive import (
     AdditiveAttention as AdditiveAttention,
 )
 from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.grouped_query import (
+    GroupedQueryAttention as GroupedQueryAttention,
+)
+from keras_attention.layers.grouped_query import (
+    GroupQueryAttention as GroupQueryAttention,
+)
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss
 from keras_attention.layers.multi_head import (

@@ -4,6 +4,12 @@ from keras_attention.layers.additive import (
     AdditiveAttention as AdditiveAttention,
 )
 from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.grouped_query import (
+    GroupedQueryAttention as GroupedQueryAttention,
+)
+from keras_attention.layers.grouped_query import (
+    GroupQueryAttention as GroupQueryAttention,
+)
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.multi_head import (
     MultiHeadAttention as MultiHeadAttention,

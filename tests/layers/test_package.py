@@ -9,6 +9,8 @@ PUBLIC_LAYERS = (
     "AdditiveAttention",
     "Attention",
     "AttentionPooling",
+    "GroupQueryAttention",
+    "GroupedQueryAttention",
     "HardAttention",
     "MultiHead",
     "MultiHeadAttention",
