@@ -13,6 +13,8 @@ the projected queries and keys at their absolute positions, which follow
 import keras
 from keras import ops
 
+from keras_attention import ops as ka_ops
+
 
 def check_cache(layer_name, cache, cache_update_index):
     """`cache_update_index` needs a cache; a cache is rank 5 with 2 slots."""
@@ -80,3 +82,99 @@ def outputs(output, scores, cache, return_attention_scores):
     if cache is not None:
         result += (cache,)
     return result[0] if len(result) == 1 else result
+
+
+class CacheMixin:
+    """`rotary_embedding=` and the cached call of the multi-head layers.
+
+    Mixed in before `MultiHeadBase`: it takes `rotary_embedding` out of
+    the constructor's keyword arguments, serialises it, and runs a call
+    with a cache or rotary embeddings through the layer's own sublayers
+    and Keras hooks (`_compute_attention_mask`, `_compute_attention`).
+    """
+
+    def __init__(self, *args, rotary_embedding=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rotary_embedding = get_rotary(rotary_embedding)
+
+    def _uses_cache_path(self, cache, cache_update_index):
+        check_cache(type(self).__name__, cache, cache_update_index)
+        return cache is not None or self.rotary_embedding is not None
+
+    def _cached_call(
+        self,
+        query,
+        value,
+        key,
+        masks,
+        training,
+        return_attention_scores,
+        cache,
+        cache_update_index,
+    ):
+        """Projections, rotary, cache update, attention, output: keras-hub's
+        `CachedMultiHeadAttention.call` on this layer's sublayers.
+
+        With a cache only the caller's `attention_mask (B, Tq, max_length)`
+        and `use_causal_mask` (queries at `cache_update_index` onwards)
+        apply; the padding masks of the call's inputs do not describe the
+        cache.
+        """
+        if self._axes is not None and not self._axes.is_plain:
+            raise ValueError(
+                f"{type(self).__name__}: `cache` and `rotary_embedding` "
+                "need inputs `(batch_size, time, dim)` attended over time. "
+                "Received: attention_axes="
+                f"{getattr(self, 'attention_axes', None)!r}"
+            )
+        start = start_of(cache_update_index)
+        q = rotate(self.rotary_embedding, self._query_dense(query), start)
+
+        def project_key():
+            return rotate(self.rotary_embedding, self._key_dense(key), start)
+
+        if cache is None:
+            k, v = project_key(), self._value_dense(value)
+            mask = self._compute_attention_mask(query, value, **masks)
+        else:
+            cache = ops.cast(cache, self.compute_dtype)
+            k, v, cache = cached_keys_values(
+                cache,
+                cache_update_index,
+                project_key,
+                lambda: self._value_dense(value),
+            )
+            mask = cache_mask(query, k, masks, start)
+        context, weights = self._compute_attention(
+            q, k, v, mask, training, return_attention_scores
+        )
+        if getattr(self, "use_gate", False):
+            context = context * self._gate_dense(query)
+        output = self._output_dense(context)
+        return outputs(output, weights, cache, return_attention_scores)
+
+    def get_config(self):
+        rotary = self.rotary_embedding
+        return {
+            **super().get_config(),
+            "rotary_embedding": None
+            if rotary is None
+            else keras.saving.serialize_keras_object(rotary),
+        }
+
+
+def cache_mask(query, key, masks, start, heads_axis=True):
+    """The mask over the cache slots: `attention_mask`, and causality from
+    the first query's position `start`, with a heads axis."""
+    attention_mask = masks.get("attention_mask")
+    if attention_mask is not None:
+        attention_mask = ops.cast(attention_mask, "bool")
+    mask = ka_ops.combine_masks(
+        ops.shape(query)[1],
+        ops.shape(key)[1],
+        attention_mask=attention_mask,
+        use_causal_mask=bool(masks.get("use_causal_mask")),
+        query_offset=start,
+        heads_axis=heads_axis,
+    )
+    return mask

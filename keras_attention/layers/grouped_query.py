@@ -368,15 +368,24 @@ class GroupedQueryAttention(keras.layers.Layer):
         key_heads, value_heads, cache = self._keys_values(
             key, value, cache, cache_update_index
         )
-        mask = self._compute_attention_mask(
-            query_heads,
-            value_heads,
-            query_mask=query_mask,
-            value_mask=None if cache is not None else value_mask,
-            key_mask=None if cache is not None else key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-        )
+        if cache is None:
+            mask = self._compute_attention_mask(
+                query,
+                value,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+            )
+        else:
+            masks = {
+                "attention_mask": attention_mask,
+                "use_causal_mask": use_causal_mask,
+            }
+            mask = _cache.cache_mask(
+                query, key_heads, masks, start, heads_axis=False
+            )
         self._return_attention_scores = return_attention_scores
         self._call_mods = (score_mod, mask_mod)
         output, scores = self._compute_attention(

@@ -3,12 +3,13 @@
 import keras
 
 from keras_attention import _validation
+from keras_attention.layers import _cache
 from keras_attention.layers import _common
 from keras_attention.layers._heads import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class SelfAttention(MultiHeadBase):
+class SelfAttention(_cache.CacheMixin, MultiHeadBase):
     """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
 
     With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
@@ -199,6 +200,8 @@ class SelfAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         inputs_mask=None,
+        cache=None,
+        cache_update_index=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         if mask is None:
@@ -210,6 +213,17 @@ class SelfAttention(MultiHeadBase):
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
+        if self._uses_cache_path(cache, cache_update_index):
+            return self._cached_call(
+                inputs,
+                inputs,
+                inputs,
+                masks,
+                training,
+                return_attention_scores,
+                cache,
+                cache_update_index,
+            )
         return self._multi_head_call(
             inputs, inputs, inputs, masks, training, return_attention_scores
         )
