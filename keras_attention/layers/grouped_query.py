@@ -178,7 +178,11 @@ class GroupedQueryAttention(keras.layers.Layer):
             "sliding_window", sliding_window
         )
         self.flash_attention = flash_attention
-        checks.flash_attention(bool(flash_attention), _Dot, self.dropout)
+        # Keras's rule: the argument, or else the global setting.
+        self._flash_attention = bool(
+            flash_attention or keras.config.is_flash_attention_enabled()
+        )
+        checks.flash_attention(self._flash_attention, _Dot, self.dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
@@ -306,7 +310,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         return_attention_scores = self._return_attention_scores
         if use_causal_mask:
             mask_mod = _and_mods(ka_ops.mods.causal(), mask_mod)
-        if self.flash_attention and return_attention_scores:
+        if self._flash_attention and return_attention_scores:
             raise ValueError(
                 "Returning attention scores is not supported when flash "
                 "attention is enabled. Please disable flash attention to "
