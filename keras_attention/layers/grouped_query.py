@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
@@ -500,7 +501,16 @@ class GroupedQueryAttention(keras.layers.Layer):
             "rotary_embedding": None
             if self.rotary_embedding is None
             else serialize(self.rotary_embedding),
+            "dtype": self._dtype_policy_config(),
         }
+
+    def _dtype_policy_config(self):
+        """The dtype policy, with the projections' own after `quantize`."""
+        if not self.built:
+            return keras.dtype_policies.serialize(self.dtype_policy)
+        denses = [self._query_dense, self._key_dense, self._value_dense]
+        denses += [getattr(self, "_gate_dense", None), self._output_dense]
+        return _policies.policy_config(self, denses)
 
 
 class _DotScore:
