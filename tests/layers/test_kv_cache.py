@@ -13,6 +13,11 @@ from tests.layer_basics import to_np
 B, T, D = 2, 5, 8
 
 
+def _index(i):
+    """A tensor index: on JAX one compiled update for every position."""
+    return keras.ops.convert_to_tensor(i, "int32")
+
+
 def _mha(rotary):
     return keras_attention.MultiHeadAttention(
         num_heads=2, key_dim=4, rotary_embedding=rotary
@@ -58,7 +63,7 @@ def test_decoding_token_by_token_equals_the_full_causal_pass(
             layer,
             x[:, i : i + 1],
             cache=cache,
-            cache_update_index=i,
+            cache_update_index=_index(i),
             use_causal_mask=True,
             return_attention_scores=True,
         )
@@ -84,7 +89,7 @@ def test_prefill_then_decode_with_an_explicit_mask(rand):
         layer,
         x[:, :3],
         cache=cache,
-        cache_update_index=0,
+        cache_update_index=_index(0),
         attention_mask=causal[:, :3],
     )
     np.testing.assert_allclose(to_np(prefix), full[:, :3], atol=1e-5)
@@ -92,7 +97,7 @@ def test_prefill_then_decode_with_an_explicit_mask(rand):
         layer,
         x[:, 3:4],
         cache=cache,
-        cache_update_index=3,
+        cache_update_index=_index(3),
         attention_mask=causal[:, 3:4],
     )
     np.testing.assert_allclose(to_np(out)[:, 0], full[:, 3], atol=1e-5)
@@ -104,7 +109,10 @@ def test_prefill_then_decode_with_an_explicit_mask(rand):
     np.testing.assert_array_equal(to_np(same), to_np(cache))
 
 
+@pytest.mark.tensorflow_lane
 def test_steps_equal_keras_hub_cached_attention(rand):
+    """TensorFlow lane (the cache code is the same on every backend); the
+    other lanes: the token-by-token tests against the full causal pass."""
     keras_hub = pytest.importorskip(
         "keras_hub",
         reason="keras-hub's CachedMultiHeadAttention is the reference",
@@ -121,7 +129,7 @@ def test_steps_equal_keras_hub_cached_attention(rand):
     cache_a = cache_b = np.zeros((B, 2, T, 2, 4), "float32")
     for i in range(T):
         step = dict(
-            cache_update_index=i,
+            cache_update_index=_index(i),
             attention_mask=mask[:, i : i + 1],
             return_attention_scores=True,
         )
@@ -163,7 +171,10 @@ def test_decoding_runs_under_jit_compile(rand):
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
+@pytest.mark.tensorflow_lane
 def test_rotary_changes_the_scores_and_saves_with_the_layer(rand):
+    """TensorFlow lane; the other lanes: `test_basics` of
+    tests/layers/test_grouped_query.py saves a rotary layer."""
     x = rand(B, T, D)
     plain, rotated = _mha(None), _mha(keras_attention.RotaryEmbedding())
     plain(x, x)
