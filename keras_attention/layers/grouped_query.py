@@ -44,6 +44,37 @@ def grouped_weighted_sum(weights, value):
     return ops.reshape(out, (batch, q_len, heads, ops.shape(value)[-1]))
 
 
+def folded_attention(query, key, value, mask, scale):
+    """Grouped attention through the fused kernel, K/V heads not repeated.
+
+    The `groups` query heads of a K/V head are folded into its query axis,
+    `(B, Tq, Hkv·G, D)` -> `(B, Tq·G, Hkv, D)`, so that
+    `keras_attention.ops.dot_product_attention` (FlashAttention's backward)
+    attends each K/V head once with `G` times the queries; the mask
+    `(B, Tq, Tk)` is repeated over the groups (booleans), the keys and
+    values are not. Query head `h` uses K/V head `h // G`, as in Keras.
+    """
+    batch, q_len, heads, depth = ops.shape(query)
+    kv_heads = ops.shape(key)[2]
+    groups = heads // kv_heads
+    q = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
+    q = ops.reshape(
+        ops.swapaxes(q, 2, 3), (batch, q_len * groups, kv_heads, depth)
+    )
+    if mask is not None:
+        mask = ops.broadcast_to(
+            ops.expand_dims(ops.expand_dims(mask, -2), 1),
+            (batch, 1, q_len, groups, ops.shape(key)[1]),
+        )
+        mask = ops.reshape(mask, (batch, 1, q_len * groups, ops.shape(key)[1]))
+    out = ka_ops.dot_product_attention(q, key, value, mask, scale=scale)
+    out = ops.reshape(out, (batch, q_len, groups, kv_heads, -1))
+    return ops.reshape(ops.swapaxes(out, 2, 3), (batch, q_len, heads, -1))
+
+
+_FOLDED_MAX_BYTES = 2**31
+
+
 def _positive_or_none(name, value):
     return _validation.positive_int(name, value, allow_none=True)
 
@@ -317,14 +348,26 @@ class GroupedQueryAttention(keras.layers.Layer):
                 "attention is enabled. Please disable flash attention to "
                 "access attention scores."
             )
+        dropout = self.dropout > 0 and training
+        need_weights = return_attention_scores or dropout
+        if not (need_weights or score_mod or mask_mod) and self._folds(
+            query, key
+        ):
+            if attention_mask is not None:
+                attention_mask = ops.broadcast_to(
+                    ops.cast(attention_mask, "bool"),
+                    (ops.shape(query)[0], query.shape[1], key.shape[1]),
+                )
+            scale = 1.0 / float(self.head_dim) ** 0.5
+            return folded_attention(
+                query, key, value, attention_mask, scale
+            ), None
         batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         k_len = ops.shape(key)[1]
         tensor_mask = None
         if attention_mask is not None:
             tensor_mask = TensorMask(attention_mask, batch, q_len, k_len)
         mask_mod = _and_mods(tensor_mask, mask_mod)
-        dropout = self.dropout > 0 and training
-        need_weights = return_attention_scores or dropout
         result = ka_ops.flex_attention(
             query,
             key,
@@ -343,6 +386,20 @@ class GroupedQueryAttention(keras.layers.Layer):
                 dropped, ops.cast(value, dropped.dtype)
             )
         return output, weights
+
+    def _folds(self, query, key):
+        """Whether the fused kernel runs: dense (`chunk_size` 0, or `None`
+        with weights under 2 GiB) and the lengths known."""
+        if self.chunk_size:
+            return False
+        q_len, k_len = query.shape[1], key.shape[1]
+        if q_len is None or k_len is None:
+            return False
+        if self.chunk_size == 0:
+            return True
+        batch = query.shape[0] or 1
+        size = 4 * batch * self.num_query_heads * q_len * k_len
+        return size <= _FOLDED_MAX_BYTES
 
     def call(
         self,
