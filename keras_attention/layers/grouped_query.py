@@ -90,10 +90,12 @@ class GroupedQueryAttention(keras.layers.Layer):
     Keras's constructor, call and variables (`query`, `key`, [`gate`],
     `value`, `attention_output`, in that order and shape), so
     `ours.set_weights(keras_layer.get_weights())` gives Keras's outputs and
-    scores. The K/V heads are broadcast over their query heads inside
-    `keras_attention.ops.flex_attention`, never repeated in memory (Keras
-    repeats them), and long sequences go through its blocks (memory
-    linear in the length). Beyond Keras: `score_mod` / `mask_mod`,
+    scores. The K/V heads are never repeated in memory (Keras repeats
+    them): the query heads of a group are folded into the query axis of
+    the fused kernel `keras_attention.ops.dot_product_attention`, or, when
+    the weights are returned, with dropout or mods, broadcast inside
+    `keras_attention.ops.flex_attention`, whose blocks take long sequences
+    (memory linear in the length). Beyond Keras: `score_mod` / `mask_mod`,
     `chunk_size`, `rotary_embedding`, a key/value cache for decoding, and
     a query whose keys are all masked gets zero weights and a zero context
     (Keras: uniform weights).
