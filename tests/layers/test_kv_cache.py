@@ -37,6 +37,17 @@ def _gqa(rotary):
     )
 
 
+def _gqa_chunked(rotary):
+    """The cache attended in blocks of 2 (`flex_attention`'s chunked path)."""
+    return keras_attention.GroupedQueryAttention(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rotary_embedding=rotary,
+        chunk_size=2,
+    )
+
+
 def _call(layer, x, **kwargs):
     if isinstance(layer, keras_attention.SelfAttention):
         return layer(x, **kwargs)
@@ -76,6 +87,27 @@ def test_decoding_token_by_token_equals_the_full_causal_pass(
             rtol=1e-5,
             atol=1e-6,
         )
+
+
+def test_chunked_cache_decoding_equals_the_dense_pass(rand):
+    layer = _gqa_chunked(keras_attention.RotaryEmbedding())
+    x = rand(B, T, D)
+    dense = _gqa(keras_attention.RotaryEmbedding())
+    dense(x, x)
+    layer(x, x)
+    layer.set_weights(dense.get_weights())
+    full = to_np(dense(x, x, use_causal_mask=True))
+    cache = np.zeros((B, 2, T, 2, 4), "float32")
+    for i in range(T):
+        token = x[:, i : i + 1]
+        out, cache = layer(
+            token,
+            token,
+            cache=cache,
+            cache_update_index=_index(i),
+            use_causal_mask=True,
+        )
+        np.testing.assert_allclose(to_np(out)[:, 0], full[:, i], atol=1e-5)
 
 
 def test_prefill_then_decode_with_an_explicit_mask(rand):
