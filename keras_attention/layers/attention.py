@@ -47,6 +47,10 @@ def _unpack(query, value, key):
     return query[0], query[1], query[2] if len(query) == 3 else None
 
 
+def _is_list_of_shapes(shape):
+    return bool(shape) and isinstance(shape[0], (list, tuple))
+
+
 def _list_masks(query_mask, value_mask, key_mask, mask):
     """The masks of a list call.
 
@@ -177,6 +181,10 @@ class Attention(keras.layers.Layer):
           https://github.com/CyberZHG/keras-self-attention)
     """
 
+    # Whether `call` takes keras.layers.Attention's list `[query, value]`
+    # (a subclass whose `call` does not sets it to `False`).
+    accepts_list_call = True
+
     def __init__(
         self,
         score=None,
@@ -223,7 +231,7 @@ class Attention(keras.layers.Layer):
     ):
         # Keras's `build(input_shape=[query_shape, value_shape])`.
         query_shape = kwargs.pop("input_shape", query_shape)
-        if query_shape and isinstance(query_shape[0], (list, tuple)):
+        if self.accepts_list_call and _is_list_of_shapes(query_shape):
             query_shape, value_shape, key_shape = _unpack(
                 query_shape, value_shape, key_shape
             )
@@ -388,7 +396,7 @@ class Attention(keras.layers.Layer):
         self, query_shape=None, value_shape=None, key_shape=None, **kwargs
     ):
         query_shape = kwargs.pop("input_shape", query_shape)
-        if query_shape and isinstance(query_shape[0], (list, tuple)):
+        if self.accepts_list_call and _is_list_of_shapes(query_shape):
             query_shape, value_shape, key_shape = _unpack(
                 query_shape, value_shape, key_shape
             )
