@@ -89,7 +89,10 @@ def test_decoding_token_by_token_equals_the_full_causal_pass(
         )
 
 
+@pytest.mark.tensorflow_lane
 def test_chunked_cache_decoding_equals_the_dense_pass(rand):
+    """TensorFlow lane; the other lanes: `test_chunked_equals_dense` of
+    tests/layers/test_grouped_query.py runs the same blocks."""
     layer = _gqa_chunked(keras_attention.RotaryEmbedding())
     x = rand(B, T, D)
     dense = _gqa(keras_attention.RotaryEmbedding())
