@@ -75,6 +75,28 @@ def folded_attention(query, key, value, mask, scale):
 _FOLDED_MAX_BYTES = 2**31
 
 
+def _get_mod(name, mod):
+    """A mod, from itself or its saved config (`keras_attention.ops.mods`)."""
+    if isinstance(mod, dict):
+        mod = keras.saving.deserialize_keras_object(mod)
+    if mod is not None and not callable(mod):
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"callable mod or None. Received: {name}={mod!r}"
+        )
+    return mod
+
+
+def _serialize_mod(mod):
+    return None if mod is None else keras.saving.serialize_keras_object(mod)
+
+
+def _chain(first, second):
+    if first is None or second is None:
+        return first if second is None else second
+    return ka_ops.mods.chain(first, second)
+
+
 def _positive_or_none(name, value):
     return _validation.positive_int(name, value, allow_none=True)
 
@@ -125,6 +147,11 @@ class GroupedQueryAttention(keras.layers.Layer):
         rotary_embedding: Optional `keras_attention.RotaryEmbedding`,
             applied to the projected queries and keys at their positions
             (which follow `cache_update_index`). Defaults to `None`.
+        score_mod: Optional score mod of `keras_attention.ops.mods` (e.g.
+            `soft_cap(cap)`, `alibi(num_heads)`) on every call, saved with
+            the layer. Defaults to `None`.
+        mask_mod: Optional mask mod (e.g. `sliding_window(w)`,
+            `prefix_lm(n)`) on every call. Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -143,8 +170,10 @@ class GroupedQueryAttention(keras.layers.Layer):
             head_dim)` keys and values (keras-hub's layout).
         cache_update_index: Where the call's keys and values are written
             in `cache`; `None` attends to the cache as it is.
-        score_mod: Optional `flex_attention` score mod.
-        mask_mod: Optional `flex_attention` mask mod.
+        score_mod: Optional `flex_attention` score mod, after the
+            constructor's.
+        mask_mod: Optional `flex_attention` mask mod, ANDed with the
+            constructor's.
 
     Returns:
         The output `(batch_size, Tq, dim)`; then the scores with
@@ -186,6 +215,8 @@ class GroupedQueryAttention(keras.layers.Layer):
         seed=None,
         chunk_size=None,
         rotary_embedding=None,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -229,6 +260,8 @@ class GroupedQueryAttention(keras.layers.Layer):
         self.seed = seed
         self.chunk_size = checks.chunk_size(chunk_size, _Dot, self.dropout)
         self.rotary_embedding = _cache.get_rotary(rotary_embedding)
+        self.score_mod = _get_mod("score_mod", score_mod)
+        self.mask_mod = _get_mod("mask_mod", mask_mod)
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -451,7 +484,10 @@ class GroupedQueryAttention(keras.layers.Layer):
                 query, key_heads, masks, start, heads_axis=False
             )
         self._return_attention_scores = return_attention_scores
-        self._call_mods = (score_mod, mask_mod)
+        self._call_mods = (
+            _chain(self.score_mod, score_mod),
+            _and_mods(self.mask_mod, mask_mod),
+        )
         output, scores = self._compute_attention(
             query_heads, key_heads, value_heads, mask, training
         )
@@ -560,6 +596,8 @@ class GroupedQueryAttention(keras.layers.Layer):
             "rotary_embedding": None
             if self.rotary_embedding is None
             else serialize(self.rotary_embedding),
+            "score_mod": _serialize_mod(self.score_mod),
+            "mask_mod": _serialize_mod(self.mask_mod),
             "dtype": self._dtype_policy_config(),
         }
 

@@ -168,3 +168,33 @@ def test_shape_errors_name_both_shapes(rand):
     layer = GQA(head_dim=2, num_query_heads=2, num_key_value_heads=1)
     with pytest.raises(ValueError, match=r"query_shape=\(2, 3, 4\)"):
         layer(rand(2, 3, 4), rand(2, 3, 5))
+
+
+def test_constructor_mods_equal_the_keras_window_and_round_trip(rand):
+    from keras_attention.ops import mods
+
+    x = rand(2, 5, 8)
+    window = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, sliding_window=2
+    )
+    modded = GQA(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        mask_mod=mods.sliding_window(2),
+    )
+    window(x, x)
+    modded(x, x)
+    modded.set_weights(window.get_weights())
+    want = to_np(window(x, x, return_attention_scores=True)[1])
+    got = to_np(modded(x, x, return_attention_scores=True)[1])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    clone = GQA.from_config(modded.get_config())
+    assert clone.mask_mod == modded.mask_mod
+    # The call's mod is ANDed with the constructor's.
+    both = to_np(
+        modded(x, x, mask_mod=mods.causal(), return_attention_scores=True)[1]
+    )
+    np.testing.assert_array_equal(
+        both[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]], 0.0
+    )
