@@ -15,6 +15,9 @@ from keras_attention.layers.multi_head import (
     MultiHeadAttention as MultiHeadAttention,
 )
 from keras_attention.layers.pooling import AttentionPooling as AttentionPooling
+from keras_attention.layers.relative_position import (
+    RelativePositionBias as RelativePositionBias,
+)
 from keras_attention.layers.rotary import RotaryEmbedding as RotaryEmbedding
 from keras_attention.layers.self_attention import SelfAttention as SelfAttention
 from keras_attention.layers.structured import (

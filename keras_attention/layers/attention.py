@@ -8,6 +8,7 @@ from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _common
 from keras_attention.layers import _keras_scores
+from keras_attention.layers import _mods
 
 _SCORE_MODES = {
     "dot": _keras_scores.KerasDotScore,
@@ -129,6 +130,12 @@ class Attention(keras.layers.Layer):
             every value masked) gets zero weights where Keras returns its
             softmax; the returned weights are those before dropout; inputs
             of rank above 3 are refused.
+        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
+            kv_idx)` (`keras_attention.ops.mods`; `head` is `0`), applied
+            to the logits after `attention_activation`, saved in the
+            config. Defaults to `None`.
+        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
+            ANDed with the other masks. Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -150,6 +157,12 @@ class Attention(keras.layers.Layer):
             Defaults to `False`.
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
+        score_mod: Optional score mod of this call (after the
+            constructor's); `head` is `0`.
+        mask_mod: Optional mask mod of this call, e.g.
+            `keras_attention.ops.mods.document(segment_ids)`.
+        attention_bias: Optional float tensor added to the logits,
+            broadcastable to `(batch_size, Tq, Tv)`.
         training: Whether dropout is active.
         mask: The Keras mask of `query` in the one-input form
             `Attention()(x)`, filled in by Keras (it fills `query_mask` and
@@ -194,11 +207,14 @@ class Attention(keras.layers.Layer):
         attention_activation=None,
         use_attention_bias=False,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         use_scale=False,
         score_mode=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
         self.use_scale = bool(use_scale)
         self.score_mode = score_mode
         score = _score_from(score, self.use_scale, score_mode)
@@ -337,6 +353,9 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         query, value, key = _unpack(query, value, key)
         query_mask, value_mask, key_mask, mask = _list_masks(
@@ -354,6 +373,12 @@ class Attention(keras.layers.Layer):
             key_mask,
             attention_mask,
             use_causal_mask,
+        )
+        logits, mask = _mods.apply_to_logits(
+            logits,
+            mask,
+            (self.score_mod, self.mask_mod),
+            (score_mod, mask_mod, attention_bias),
         )
         context, weights = ka_ops.attend(
             logits,
@@ -416,6 +441,9 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         query, value, key = _unpack(query, value, key)
         query_mask, value_mask, key_mask, mask = _list_masks(
@@ -457,6 +485,8 @@ class Attention(keras.layers.Layer):
             ),
             "use_attention_bias": self.use_attention_bias,
             "penalty_coefficient": self.penalty_coefficient,
+            "score_mod": _mods.serialize("score_mod", self.score_mod),
+            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
             **self._keras_config(),
         }
 

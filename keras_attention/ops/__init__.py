@@ -40,6 +40,7 @@ from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
 from keras_attention.ops.flex import BlockMask as BlockMask
 from keras_attention.ops.flex import and_masks as and_masks
+from keras_attention.ops.flex import apply_mods as apply_mods
 from keras_attention.ops.flex import create_block_mask as create_block_mask
 from keras_attention.ops.flex import flex_attention as flex_attention
 from keras_attention.ops.flex import or_masks as or_masks

@@ -113,7 +113,8 @@ class MaskCombination:
         return cls(config["op"], mods)
 
 
-def _pair(value, name):
+def _pair(received, name):
+    value = received
     if isinstance(value, int) and not isinstance(value, bool):
         value = (value, value)
     ok = isinstance(value, (tuple, list)) and len(value) == 2
@@ -123,7 +124,7 @@ def _pair(value, name):
     if not ok:
         raise ValueError(
             f"Expected `{name}` to be a positive integer or a pair of "
-            f"positive integers. Received: {name}={value!r}"
+            f"positive integers. Received: {name}={received!r}"
         )
     return tuple(value)
 
@@ -166,8 +167,10 @@ def create_block_mask(
 ):
     """The `BlockMask` of `mask_mod`: each block empty, partial or full.
 
-    The mask is evaluated once here, on every pair; `flex_attention` then
-    skips the empty blocks and evaluates it only in the partial ones.
+    The mask is evaluated once here, on every pair (one row of query
+    blocks at a time); `flex_attention` then skips the empty blocks and
+    evaluates it only in the partial ones. `flex_attention` makes one
+    itself for a `mask_mod` on its chunked path.
 
     Args:
         mask_mod: `mask_mod(batch, head, q_idx, kv_idx) -> bool`.
@@ -204,24 +207,47 @@ def create_block_mask(
                 f"{name}={value!r}"
             )
     qb, kb = _pair(block_size, "block_size")
-    nq, nk = -(-q_len // qb), -(-kv_len // kb)
-    q_pos, kv_pos = ops.arange(nq * qb), ops.arange(nk * kb)
-    b, h, q, kv = index_tensors(batch or 1, heads or 1, 1, q_pos, kv_pos)
-    b, h = ops.squeeze(b, 2), ops.squeeze(h, 2)
-    q, kv = ops.squeeze(q, 2), ops.squeeze(kv, 2)
-    keep = ops.cast(
-        mask_mod(b, h, ops.minimum(q, q_len - 1), ops.minimum(kv, kv_len - 1)),
-        "bool",
-    )
-    inside = ops.logical_and(ops.less(q, q_len), ops.less(kv, kv_len))
-    keep = ops.logical_and(keep, inside)
-    keep = ops.broadcast_to(keep, (batch or 1, heads or 1, nq * qb, nk * kb))
-    keep = ops.reshape(keep, (batch or 1, heads or 1, nq, qb, nk, kb))
-    some = ops.any(keep, axis=(3, 5))
-    every = ops.all(keep, axis=(3, 5))
-    kinds = ops.where(every, FULL, ops.where(some, PARTIAL, EMPTY))
+    rows = [
+        _block_row(mask_mod, batch, heads, (q_len, kv_len), (qb, kb), r)
+        for r in range(-(-q_len // qb))
+    ]
+    kinds = ops.concatenate(rows, axis=2) if len(rows) > 1 else rows[0]
     shape = (batch, heads, q_len, kv_len)
     return BlockMask(mask_mod, ops.cast(kinds, "int32"), (qb, kb), shape)
+
+
+def _block_row(mask_mod, batch, heads, lengths, sizes, row):
+    """The kinds of query block `row`, `(b, h, 1, num_key_blocks)`.
+
+    One row at a time: the mask of `(b, h, qb, kv_len)` pairs is all that
+    is held, with `b` and `h` of size 1 where the mask does not depend on
+    them.
+    """
+    (q_len, kv_len), (qb, kb) = lengths, sizes
+    nk = -(-kv_len // kb)
+    q_pos = row * qb + ops.arange(qb)
+    kv_pos = ops.arange(nk * kb)
+    b, h, q, kv = index_tensors(
+        1 if batch is None else batch,
+        1 if heads is None else heads,
+        1,
+        q_pos,
+        kv_pos,
+    )
+    b, h, q, kv = (ops.squeeze(t, 2) for t in (b, h, q, kv))
+    keep = mask_mod(
+        b, h, ops.minimum(q, q_len - 1), ops.minimum(kv, kv_len - 1)
+    )
+    inside = ops.logical_and(ops.less(q, q_len), ops.less(kv, kv_len))
+    keep = ops.logical_and(ops.cast(keep, "bool"), inside)
+    while len(keep.shape) < 4:
+        keep = ops.expand_dims(keep, 0)
+    lead = tuple(ops.shape(keep)[:2])
+    keep = ops.broadcast_to(keep, lead + (qb, nk * kb))
+    keep = ops.reshape(keep, lead + (1, qb, nk, kb))
+    some = ops.any(keep, axis=(3, 5))
+    every = ops.all(keep, axis=(3, 5))
+    return ops.where(every, FULL, ops.where(some, PARTIAL, EMPTY))
 
 
 def _check_inputs(query, key, value):
@@ -452,7 +478,48 @@ def flex_attention(
     mod_tensors, bind = _bind_of(score_mod)
     mod_tensors = [ops.cast(t, dtype) for t in mod_tensors]
     kinds = None if block_mask is None else block_mask.kinds
+    static = isinstance(q_len, int) and isinstance(k_len, int)
+    if kinds is None and mask_mod is not None and static:
+        # The blocks the mask empties are skipped, the full ones trusted.
+        batch = ops.shape(query)[0]
+        kinds = create_block_mask(
+            mask_mod, batch, shapes[2], q_len, k_len, sizes
+        ).kinds
     mods = (score_mod, bind, mask_mod)
     tensors = [query, key, value, *mod_tensors]
     out = _chunked(tensors, mods, scale, sizes, kinds)
     return ops.cast(out, out_dtype)
+
+
+def apply_mods(logits, score_mod=None, mask_mod=None):
+    """A score mod and a mask mod on dense logits `(B, [H,] Tq, Tk)`.
+
+    What a layer that forms its logits itself (a single-head `Attention`)
+    does with the mods of `flex_attention`; the head index is `0` without
+    a heads axis.
+
+    Args:
+        logits: `(batch_size, heads, Tq, Tk)` or `(batch_size, Tq, Tk)`.
+        score_mod: Optional `score_mod(score, batch, head, q_idx, kv_idx)`.
+        mask_mod: Optional `mask_mod(batch, head, q_idx, kv_idx)`.
+
+    Returns:
+        `(logits, mask)`: the modded logits and the boolean mask that
+        broadcasts against them (`None` without `mask_mod`).
+    """
+    rank = len(logits.shape)
+    shape = ops.shape(logits)
+    heads = shape[1] if rank == 4 else 1
+    idx = index_tensors(
+        shape[0], heads, 1, ops.arange(shape[-2]), ops.arange(shape[-1])
+    )
+    # `(B, Hkv, 1, Tq, Tk)` index tensors → the logits' rank.
+    idx = [ops.squeeze(t, 2) for t in idx]
+    if rank == 3:
+        idx = [ops.squeeze(t, 1) for t in idx]
+    mask = None
+    if score_mod is not None:
+        logits = ops.cast(score_mod(logits, *idx), logits.dtype)
+    if mask_mod is not None:
+        mask = ops.cast(mask_mod(*idx), "bool")
+    return logits, mask

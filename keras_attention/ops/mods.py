@@ -355,17 +355,36 @@ def relative_position_bias(
     return RelativePositionBias(table, num_buckets, max_distance, bidirectional)
 
 
+def _gather(tensor, batch, head, q_idx, kv_idx):
+    """`tensor[batch, head, q_idx, kv_idx]` of a tensor broadcastable to
+    `(B, H, Tq, Tk)`, by a row-major flat index (an axis of size 1
+    broadcasts: index 0). Only the batch axis may be dynamic."""
+    static, dynamic = tuple(tensor.shape), ops.shape(tensor)
+    index, stride = 0, 1
+    for axis in range(3, -1, -1):
+        position = (batch, head, q_idx, kv_idx)[axis]
+        if static[axis] != 1:
+            index = index + ops.cast(position, "int32") * stride
+        stride = stride * dynamic[axis]
+    return ops.take(ops.reshape(tensor, (-1,)), index)
+
+
+def _check_rank4(tensor, name):
+    shape = tuple(tensor.shape)
+    if len(shape) != 4 or None in shape[1:]:
+        raise ValueError(
+            f"Expected `{name}` broadcastable to `(batch_size, heads, Tq, "
+            "Tk)`, of rank 4 with static shape but for the batch. "
+            f"Received: {name}.shape={shape}"
+        )
+
+
 class Bias(_TensorMod):
     """Score mod: `score + tensor[batch, head, q_idx, kv_idx]`."""
 
     def __init__(self, tensor):
         self.tensor = tensor
-        if len(tensor.shape) != 4 or None in tuple(tensor.shape):
-            raise ValueError(
-                "Expected `tensor` of a static shape broadcastable to "
-                "`(batch_size, heads, Tq, Tk)`. Received: "
-                f"tensor.shape={tuple(tensor.shape)}"
-            )
+        _check_rank4(tensor, "tensor")
 
     @property
     def tensors(self):
@@ -375,16 +394,69 @@ class Bias(_TensorMod):
         return Bias(tensors[0])
 
     def __call__(self, score, batch, head, q_idx, kv_idx):
-        shape = tuple(self.tensor.shape)
-        index, stride = 0, 1
-        # Row-major flat index; an axis of size 1 broadcasts (index 0).
-        for axis in range(3, -1, -1):
-            position = (batch, head, q_idx, kv_idx)[axis]
-            if shape[axis] != 1:
-                index = index + ops.cast(position, "int32") * stride
-            stride *= shape[axis]
-        flat = ops.reshape(ops.cast(self.tensor, score.dtype), (-1,))
-        return score + ops.take(flat, index)
+        tensor = ops.cast(self.tensor, score.dtype)
+        return score + _gather(tensor, batch, head, q_idx, kv_idx)
+
+
+class BooleanMask(_TensorMod):
+    """Mask mod: `mask[batch, head, q_idx, kv_idx]` (`boolean_mask`)."""
+
+    def __init__(self, mask):
+        self.mask = ops.cast(mask, "bool")
+        _check_rank4(self.mask, "mask")
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        return _gather(self.mask, batch, head, q_idx, kv_idx)
+
+
+def boolean_mask(mask):
+    """Mask mod of an explicit boolean mask (`True` = keep).
+
+    Args:
+        mask: Boolean tensor broadcastable to `(batch_size, heads, Tq, Tk)`,
+            of rank 4 (size 1 on an axis to share it): a padding mask
+            `(B, Tk)` is `mask[:, None, None, :]`.
+    """
+    return BooleanMask(mask)
+
+
+@_register
+class Band(Mod):
+    """Mask mod: `-left <= kv_idx - q_idx <= right` (`band(left, right)`)."""
+
+    def __init__(self, left=None, right=None):
+        for name, value in (("left", left), ("right", right)):
+            bad = value is not None and (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < 0
+            )
+            if bad:
+                raise ValueError(
+                    f"Expected `{name}` to be None or a non-negative integer. "
+                    f"Received: {name}={value!r}"
+                )
+        self.left, self.right = left, right
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        offset = kv_idx - q_idx
+        keep = ops.greater_equal(offset, offset)
+        if self.left is not None:
+            keep = ops.logical_and(keep, ops.greater_equal(offset, -self.left))
+        if self.right is not None:
+            keep = ops.logical_and(keep, ops.less_equal(offset, self.right))
+        return keep
+
+    def get_config(self):
+        return {"left": self.left, "right": self.right}
+
+
+def band(left=None, right=None):
+    """Mask mod of a band: query `i` sees keys `i - left <= j <= i + right`.
+
+    `None` leaves a side open (`keras_attention.ops.band_mask`'s band).
+    """
+    return Band(left, right)
 
 
 def bias(tensor):
@@ -446,7 +518,9 @@ __all__ = [
     "MaskCombination",
     "alibi",
     "alibi_slopes",
+    "band",
     "bias",
+    "boolean_mask",
     "causal",
     "chain",
     "document",
