@@ -111,6 +111,7 @@ class CacheMixin:
         return_attention_scores,
         cache,
         cache_update_index,
+        mods=(),
     ):
         """Projections, rotary, cache update, attention, output: keras-hub's
         `CachedMultiHeadAttention.call` on this layer's sublayers.
@@ -126,6 +127,18 @@ class CacheMixin:
                 "need inputs `(batch_size, time, dim)` attended over time. "
                 "Received: attention_axes="
                 f"{getattr(self, 'attention_axes', None)!r}"
+            )
+        layer_mods = (
+            getattr(self, "score_mod", None),
+            getattr(self, "mask_mod", None),
+        )
+        if any(m is not None for m in (*layer_mods, *mods)):
+            raise ValueError(
+                f"{type(self).__name__}: `score_mod`, `mask_mod` and "
+                "`attention_bias` do not apply with `cache` or "
+                "`rotary_embedding` yet (GroupedQueryAttention takes both). "
+                f"Received: rotary_embedding={self.rotary_embedding!r}, "
+                f"cache given: {cache is not None}"
             )
         start = start_of(cache_update_index)
         q = rotate(self.rotary_embedding, self._query_dense(query), start)

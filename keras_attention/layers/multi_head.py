@@ -420,6 +420,7 @@ class MultiHeadAttention(
                 return_attention_scores,
                 cache,
                 cache_update_index,
+                mods=(score_mod, mask_mod, attention_bias),
             )
         return self._multi_head_call(
             query,

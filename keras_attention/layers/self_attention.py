@@ -245,6 +245,7 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
                 return_attention_scores,
                 cache,
                 cache_update_index,
+                mods=(score_mod, mask_mod, attention_bias),
             )
         return self._multi_head_call(
             inputs,
