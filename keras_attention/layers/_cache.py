@@ -157,7 +157,8 @@ class CacheMixin:
                 project_key,
                 lambda: self._value_dense(value),
             )
-            mask = cache_mask(query, k, masks, start)
+            window = getattr(self, "_sliding_window", None)
+            mask = cache_mask(query, k, masks, start, sliding_window=window)
         context, weights = self._compute_attention(
             q, k, v, mask, training, return_attention_scores
         )
@@ -176,7 +177,7 @@ class CacheMixin:
         }
 
 
-def cache_mask(query, key, masks, start, heads_axis=True):
+def cache_mask(query, key, masks, start, heads_axis=True, sliding_window=None):
     """The mask over the cache slots: `attention_mask`, and causality from
     the first query's position `start`, with a heads axis."""
     attention_mask = masks.get("attention_mask")
@@ -187,6 +188,7 @@ def cache_mask(query, key, masks, start, heads_axis=True):
         ops.shape(key)[1],
         attention_mask=attention_mask,
         use_causal_mask=bool(masks.get("use_causal_mask")),
+        sliding_window=sliding_window,
         query_offset=start,
         heads_axis=heads_axis,
     )

@@ -481,7 +481,12 @@ class GroupedQueryAttention(keras.layers.Layer):
                 "use_causal_mask": use_causal_mask,
             }
             mask = _cache.cache_mask(
-                query, key_heads, masks, start, heads_axis=False
+                query,
+                key_heads,
+                masks,
+                start,
+                heads_axis=False,
+                sliding_window=self.sliding_window,
             )
         self._return_attention_scores = return_attention_scores
         self._call_mods = (

@@ -48,6 +48,17 @@ def _gqa_chunked(rotary):
     )
 
 
+def _gqa_window(rotary):
+    """A causal window of 2 keys, also over the cache slots."""
+    return keras_attention.GroupedQueryAttention(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rotary_embedding=rotary,
+        sliding_window=2,
+    )
+
+
 def _call(layer, x, **kwargs):
     if isinstance(layer, keras_attention.SelfAttention):
         return layer(x, **kwargs)
@@ -58,7 +69,7 @@ def _kv_heads(layer):
     return getattr(layer, "num_key_value_heads", 2)
 
 
-@pytest.mark.parametrize("make", [_mha, _self, _gqa])
+@pytest.mark.parametrize("make", [_mha, _self, _gqa, _gqa_window])
 @pytest.mark.parametrize("rotary", [False, True])
 def test_decoding_token_by_token_equals_the_full_causal_pass(
     make, rotary, rand
