@@ -16,10 +16,15 @@ script on one large matmul. FLOPs count the forward pass (`8·B·N·D²` for
 the four projections, `4·B·N²·D` for the two attention matmuls) times
 three for forward plus backward.
 
+On JAX (`KERAS_BACKEND=jax`) the step is one `jax.jit` of the layer's
+`stateless_call` and its gradient (mode `jit`); on PyTorch
+(`KERAS_BACKEND=torch`) an eager forward and `backward()` (mode `eager`).
+
 Example:
 
     python benchmarks/mha_speed.py             # full run, a few minutes
     python benchmarks/mha_speed.py --quick     # tiny smoke run
+    KERAS_BACKEND=torch python benchmarks/mha_speed.py --quick
 """
 
 import argparse
@@ -31,7 +36,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+
+BACKEND = keras.backend.backend()
+if BACKEND == "tensorflow":
+    import tensorflow as tf  # noqa: E402
 
 import keras_attention  # noqa: E402
 
@@ -64,12 +72,19 @@ def parse_args(argv=None):
     parser.add_argument(
         "--modes",
         nargs="+",
-        choices=["graph", "xla"],
-        default=["graph", "xla"],
+        choices=["graph", "xla", "jit", "eager"],
+        default=None,
         help="run the step as a plain tf.function graph (what model.fit "
         "does on a CPU-only machine) and/or compiled with XLA "
         "(jit_compile=True, model.fit's default with a GPU) "
-        "(default: both)",
+        "(default: both); on JAX `jit`, on PyTorch `eager`",
+    )
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        default=None,
+        help="shapes to run as B,N,D,H (default: 8,512,256,8 and "
+        "2,2048,256,8; with --quick 2,64,32,4)",
     )
     parser.add_argument(
         "--kinds",
@@ -91,7 +106,7 @@ def attention_flops(batch, length, dim):
 def _timed(fn, *args):
     """`(cpu_seconds, wall_seconds)` of one call, waiting for the result."""
     cpu, wall = time.process_time(), time.perf_counter()
-    fn(*args).numpy()
+    keras.ops.convert_to_numpy(fn(*args))
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
@@ -100,10 +115,10 @@ def matmul_peak(size, repeats):
 
     The best repetition, not the median: a peak is what the machine can do.
     """
-    a = tf.random.normal((size, size))
-    b = tf.random.normal((size, size))
-    step = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
-    step(a, b).numpy()
+    a = keras.random.normal((size, size))
+    b = keras.random.normal((size, size))
+    step = _compiled(lambda a, b: keras.ops.sum(keras.ops.matmul(a, b)))
+    keras.ops.convert_to_numpy(step(a, b))
     times = [_timed(step, a, b) for _ in range(repeats)]
     flops = 2 * size**3 / 1e9
     cpu = min(t[0] for t in times)
@@ -111,8 +126,22 @@ def matmul_peak(size, repeats):
     return flops / cpu, flops / wall
 
 
+def _compiled(fn):
+    if BACKEND == "tensorflow":
+        return tf.function(fn)
+    if BACKEND == "jax":
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
 def make_step(layer, inputs, jit_compile):
     """A compiled forward + backward pass of `layer` on `inputs`."""
+    if BACKEND == "jax":
+        return _jax_step(layer)
+    if BACKEND == "torch":
+        return _torch_step(layer)
 
     def step(*args):
         with tf.GradientTape() as tape:
@@ -126,12 +155,49 @@ def make_step(layer, inputs, jit_compile):
     return tf.function(step, jit_compile=jit_compile)
 
 
+def _jax_step(layer):
+    """`jax.jit` of the loss and its gradients (weights and inputs)."""
+    import jax
+
+    def loss(weights, others, args):
+        output, _ = layer.stateless_call(weights, others, *args)
+        return keras.ops.mean(keras.ops.square(output))
+
+    grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 2)))
+    weights = [v.value for v in layer.trainable_variables]
+    others = [v.value for v in layer.non_trainable_variables]
+
+    def step(*args):
+        value, grads = grad(weights, others, args)
+        leaves = jax.tree_util.tree_leaves(grads)
+        return value + sum(g.sum() for g in leaves) * 0.0
+
+    return step
+
+
+def _torch_step(layer):
+    """Eager forward and `backward()` (weights and inputs)."""
+    import torch
+
+    def step(*args):
+        args = [a.detach().requires_grad_(True) for a in args]
+        layer.zero_grad()
+        output = layer(*args)
+        loss = torch.mean(torch.square(output))
+        loss.backward()
+        return loss.detach()
+
+    return step
+
+
 def build_pair(kind, batch, length, dim, heads):
     rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(batch, length, dim)).astype("float32"))
+    x = keras.ops.convert_to_tensor(
+        rng.normal(size=(batch, length, dim)).astype("float32")
+    )
     theirs = keras.layers.MultiHeadAttention(heads, dim // heads)
     if kind == "cross":
-        value = tf.constant(
+        value = keras.ops.convert_to_tensor(
             rng.normal(size=(batch, length, dim)).astype("float32")
         )
         ours = keras_attention.MultiHeadAttention(heads, dim // heads)
@@ -156,8 +222,8 @@ def time_pair(ours, theirs, repeats):
     ours_step, ours_inputs = ours
     theirs_step, theirs_inputs = theirs
     for _ in range(2):  # Compile and warm up both.
-        ours_step(*ours_inputs).numpy()
-        theirs_step(*theirs_inputs).numpy()
+        keras.ops.convert_to_numpy(ours_step(*ours_inputs))
+        keras.ops.convert_to_numpy(theirs_step(*theirs_inputs))
     rows = []
     for r in range(repeats):
         if r % 2 == 0:
@@ -180,13 +246,20 @@ def time_pair(ours, theirs, repeats):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.modes is None:
+        default = {"tensorflow": ["graph", "xla"], "jax": ["jit"]}
+        args.modes = default.get(BACKEND, ["eager"])
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    if args.shapes:
+        shapes = [
+            tuple(int(n) for n in shape.split(",")) for shape in args.shapes
+        ]
     repeats = 2 if args.quick else args.repeats
     peak_cpu, peak_wall = matmul_peak(
         256 if args.quick else 2048, 3 if args.quick else 15
     )
     print(
-        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        f"Backend {BACKEND}, Keras {keras.__version__}, "
         f"{os.cpu_count()} CPU threads visible, {repeats} repetitions. "
         f"float32 matmul peak: {peak_cpu:.1f} GFLOP per CPU-second "
         f"({peak_wall:.1f} GFLOP/s wall)."

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.ops import chunked as chunked_module
+from keras_attention.ops import _blocks as blocks_module
 from tests.autodiff import gradients
 from tests.profiles import examples
 
@@ -190,14 +190,14 @@ def test_eager_tape_keeps_no_block_weights(monkeypatch, rng):
     import tensorflow as tf
 
     kept = []
-    block_softmax = chunked_module._block_softmax
+    block_softmax = blocks_module.block_softmax
 
     def spy(s):
         weights, lse = block_softmax(s)
         kept.append(weakref.ref(weights))
         return weights, lse
 
-    monkeypatch.setattr(chunked_module, "_block_softmax", spy)
+    monkeypatch.setattr(blocks_module, "block_softmax", spy)
     q, k, v = (
         tf.constant(rng.normal(size=(1, 1, 6, 4)), "float32") for _ in "qkv"
     )

@@ -95,6 +95,18 @@ class AttentionAxes:
         mask = ops.broadcast_to(ops.cast(mask, "bool"), full)
         return ops.reshape(mask, (-1, math.prod(tq), math.prod(tk)))
 
+    def masks(self, masks, query_shape, key_shape):
+        """The masks of `_compute_attention_mask`, flattened like the heads."""
+        flat = {
+            name: self.padding(masks[name])
+            for name in ("query_mask", "value_mask", "key_mask")
+        }
+        flat["attention_mask"] = self.attention_mask(
+            masks["attention_mask"], query_shape, key_shape
+        )
+        flat["use_causal_mask"] = masks["use_causal_mask"]
+        return flat
+
     def context(self, context, query_shape):
         """`(B', Tq, heads, Dv)` → `(B, d..., heads, Dv)` (Keras's order)."""
         k = self.rank - 2

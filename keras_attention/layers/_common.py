@@ -185,6 +185,20 @@ def check_padding_masks(layer_name, query_shape, value_shape, key_shape, masks):
         )
 
 
+def check_heads_masks(layer_name, shapes, masks, num_heads):
+    """The padding masks and `attention_mask` of a multi-head layer."""
+    query_shape, value_shape, key_shape = shapes
+    check_padding_masks(layer_name, query_shape, value_shape, key_shape, masks)
+    if len(query_shape) == 3:
+        check_attention_mask(
+            layer_name,
+            masks.get("attention_mask"),
+            query_shape,
+            value_shape,
+            num_heads,
+        )
+
+
 def check_attention_mask(
     layer_name,
     attention_mask,

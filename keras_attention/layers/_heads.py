@@ -15,9 +15,11 @@ from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _chunking
 from keras_attention.layers import _common
+from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
 
 _HEADS_FIRST = (0, 2, 1, 3)
+_HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
 
 
 def _clone(initializer):
@@ -29,8 +31,8 @@ def _clone(initializer):
 class _Untracked:
     """Hides a layer from Keras's attribute tracking until `build`.
 
-    The score layer is tracked only after the projections, so that its
-    weights come after them and `set_weights` with the weights of a
+    The score layer (and a layer mod) is tracked only after the
+    projections, so that `set_weights` with the weights of a
     `keras.layers.MultiHeadAttention` lines up.
     """
 
@@ -48,7 +50,20 @@ class MultiHeadBase(keras.layers.Layer):
     kernels `(dim, num_heads, head_dim)` and `(num_heads, value_dim, out)`,
     called as sublayers (so quantization, LoRA, dtype policies, constraints
     and activity regularizers apply to them as to Keras's layer).
+
+    `overridden_hooks`, a class attribute, names Keras's override points
+    (`_HOOKS`) a subclass redefines (set when the class is created, unless
+    it passes `hooks_are_defaults=True`): such a layer always attends
+    through `_compute_attention`, and its `_masked_softmax` is used.
     """
+
+    overridden_hooks = frozenset()
+
+    def __init_subclass__(cls, hooks_are_defaults=False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not hooks_are_defaults:
+            defined = {name for name in _HOOKS if name in vars(cls)}
+            cls.overridden_hooks = cls.overridden_hooks | defined
 
     def __init__(
         self,
@@ -69,6 +84,8 @@ class MultiHeadBase(keras.layers.Layer):
         chunk_size=None,
         attention_activation=None,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -97,6 +114,16 @@ class MultiHeadBase(keras.layers.Layer):
         )
         self.attention_activation = _common.activation(attention_activation)
         self.penalty_coefficient = _common.penalty(penalty_coefficient)
+        # Tracked only in `build` (a layer mod's weights after Keras's).
+        self._mods_holder = _Untracked(
+            tuple(
+                _mods.check(name, _mods.deserialize(mod))
+                for name, mod in (
+                    ("score_mod", score_mod),
+                    ("mask_mod", mask_mod),
+                )
+            )
+        )
         self.supports_masking = True
         self._sliding_window = None
         # keras-self-attention's local window (`SelfAttention` only).
@@ -111,6 +138,9 @@ class MultiHeadBase(keras.layers.Layer):
     def score(self):
         """The score layer, shared by all heads."""
         return self._score_holder.value
+
+    score_mod = property(lambda self: self._mods_holder.value[0])
+    mask_mod = property(lambda self: self._mods_holder.value[1])
 
     @property
     def query_dense(self):
@@ -206,6 +236,8 @@ class MultiHeadBase(keras.layers.Layer):
         )
         # Tracked only now, so that score weights follow Keras's variables.
         self._score_layer = self.score
+        mods = self._mods_holder.value
+        self._mod_layers = [m for m in mods if isinstance(m, keras.Layer)]
         if not self.score.built:
             batch = query_shape[0]
             self.score.build(
@@ -215,27 +247,30 @@ class MultiHeadBase(keras.layers.Layer):
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
         """Explicit masks of the wrong shape: a `ValueError` naming them."""
-        name = type(self).__name__
-        _common.check_padding_masks(
-            name, query_shape, value_shape, key_shape, masks
+        _common.check_heads_masks(
+            type(self).__name__,
+            (query_shape, value_shape, key_shape),
+            masks,
+            self.num_heads,
         )
-        if len(query_shape) == 3:
-            _common.check_attention_mask(
-                name,
-                masks.get("attention_mask"),
-                query_shape,
-                value_shape,
-                self.num_heads,
-            )
 
     def _multi_head_call(
-        self, query, value, key, masks, training, return_weights, gate=False
+        self,
+        query,
+        value,
+        key,
+        masks,
+        training,
+        return_weights,
+        gate=False,
+        mods=(None, None, None),
     ):
         """Projects, attends and projects back.
 
         `masks` holds the keyword arguments of `_compute_attention_mask`
         (`query_mask`, `value_mask`, `key_mask`, `attention_mask`,
-        `use_causal_mask`).
+        `use_causal_mask`); `mods` the call's `(score_mod, mask_mod,
+        attention_bias)`.
         """
         self._check_masks(query.shape, value.shape, key.shape, masks)
         q = self._query_dense(query)
@@ -244,21 +279,13 @@ class MultiHeadBase(keras.layers.Layer):
         axes = self._axes
         if axes is None or axes.is_plain:
             context, weights = self._attend_heads(
-                query, value, q, k, v, masks, training, return_weights
+                query, value, q, k, v, masks, training, return_weights, mods
             )
         else:
-            flat_masks = {
-                "query_mask": axes.padding(masks["query_mask"]),
-                "value_mask": axes.padding(masks["value_mask"]),
-                "key_mask": axes.padding(masks["key_mask"]),
-                "attention_mask": axes.attention_mask(
-                    masks["attention_mask"], query.shape, key.shape
-                ),
-                "use_causal_mask": masks["use_causal_mask"],
-            }
+            flat_masks = axes.masks(masks, query.shape, key.shape)
             q, k, v = axes.heads(q), axes.heads(k), axes.heads(v)
             context, weights = self._attend_heads(
-                q, v, q, k, v, flat_masks, training, return_weights
+                q, v, q, k, v, flat_masks, training, return_weights, mods
             )
             context = axes.context(context, query.shape)
             weights = axes.weights(weights, query.shape, key.shape)
@@ -270,14 +297,28 @@ class MultiHeadBase(keras.layers.Layer):
         return output
 
     def _attend_heads(
-        self, query, value, q, k, v, masks, training, return_weights
+        self,
+        query,
+        value,
+        q,
+        k,
+        v,
+        masks,
+        training,
+        return_weights,
+        mods=(None, None, None),
     ):
         """Chunked, or through Keras's hooks: `(context, weights)`.
 
         `query` and `value` are what `_compute_attention_mask` gets (the
         layer's inputs, as in Keras); `q`, `k`, `v` the projected heads
-        `(B, T, heads, depth)`.
+        `(B, T, heads, depth)`. With a score or mask mod (or a bias) the
+        heads attend through `flex_attention`.
         """
+        if any(m is not None for m in mods + self._mods_holder.value):
+            return self._flex_heads(
+                q, k, v, masks, training, return_weights, mods
+            )
         shapes = (q.shape[0], q.shape[1], v.shape[1])
         dense_features = self._dense_only_features()
         block = _chunking.block_size(
@@ -287,7 +328,7 @@ class MultiHeadBase(keras.layers.Layer):
             return_weights,
             training,
             dense_only=self._flash_attention
-            or self._hooks_overridden()
+            or bool(self.overridden_hooks)
             or bool(dense_features),
             causal=bool(masks["use_causal_mask"]),
         )
@@ -318,6 +359,33 @@ class MultiHeadBase(keras.layers.Layer):
                 * ka_ops.frobenius_penalty(weights)
             )
         return context, weights
+
+    def _flex_heads(self, q, k, v, masks, training, return_weights, mods):
+        """`(context, weights)` by `flex_attention` (`_mods.flex_heads`)."""
+        _mods.check_flex(
+            self, self._dense_only_features(), self._flash_attention
+        )
+        q, k, scale = self.score.dot_product_form(q, k)
+        band = None
+        if self._attention_width is not None:
+            causal = bool(masks["use_causal_mask"])
+            band = _common.local_window_band(self._attention_width, causal)
+        dropout_fn = None
+        if self.dropout > 0 and training not in (None, False):
+
+            def dropout_fn(weights):
+                return self._dropout_layer(weights, training=training)
+
+        own = self._mods_holder.value
+        return _mods.flex_heads(
+            (q, k, v),
+            1.0 if scale is None else scale,
+            _mods.score_mod_of(own[0], mods[0], mods[2]),
+            _mods.mask_mod_of(
+                masks, own[1], mods[1], self._sliding_window, band
+            ),
+            (self.chunk_size, dropout_fn, return_weights),
+        )
 
     def _chunk_band(self, causal):
         """`(left, right)`: the keys each query may see, for the chunked path.
@@ -418,8 +486,12 @@ class MultiHeadBase(keras.layers.Layer):
         dropout = self.dropout > 0 and training is not None
         dropout = dropout and training is not False
         activation = self.attention_activation
+        custom_softmax = "_masked_softmax" in self.overridden_hooks
         if self.score.is_dot_product and not (
-            dropout or return_attention_scores or activation is not None
+            dropout
+            or return_attention_scores
+            or activation is not None
+            or custom_softmax
         ):
             query, key, scale = self.score.dot_product_form(query, key)
             if self._flash_attention:
@@ -439,27 +511,26 @@ class MultiHeadBase(keras.layers.Layer):
             def dropout_fn(weights):
                 return self._dropout_layer(weights, training=training)
 
-        context, weights = ka_ops.attend(
-            logits,
-            ops.transpose(value, _HEADS_FIRST),
-            mask,
-            dropout_fn=dropout_fn,
-        )
+        value = ops.transpose(value, _HEADS_FIRST)
+        if custom_softmax:
+            weights = self._masked_softmax(logits, mask)
+            used = weights if dropout_fn is None else dropout_fn(weights)
+            context = ops.matmul(ops.cast(used, value.dtype), value)
+        else:
+            context, weights = ka_ops.attend(
+                logits, value, mask, dropout_fn=dropout_fn
+            )
         return ops.transpose(context, _HEADS_FIRST), weights
 
     def _heads_mask(self, query, key, attention_mask, use_causal_mask):
         """`attention_mask` (and the causal mask) with a heads axis."""
-        mask = attention_mask
-        if mask is not None and len(mask.shape) == 3:
-            mask = ops.expand_dims(mask, -3)
-        if use_causal_mask:
-            causal = ka_ops.causal_mask(ops.shape(query)[1], ops.shape(key)[1])
-            mask = (
-                causal
-                if mask is None
-                else ops.logical_and(ops.cast(mask, "bool"), causal)
-            )
-        return mask
+        return ka_ops.combine_masks(
+            ops.shape(query)[1],
+            ops.shape(key)[1],
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            heads_axis=True,
+        )
 
     def _flash(self, query, key, value, mask, scale):
         """`keras.ops.dot_product_attention` with `flash_attention=True`."""
@@ -477,15 +548,6 @@ class MultiHeadBase(keras.layers.Layer):
             flash_attention=True,
         )
         return context
-
-    def _hooks_overridden(self):
-        """Whether a subclass overrides Keras's attention override points."""
-        cls = type(self)
-        return (
-            cls._compute_attention is not MultiHeadBase._compute_attention
-            or cls._compute_attention_mask
-            is not MultiHeadBase._compute_attention_mask
-        )
 
     def get_config(self):
         config = {
@@ -522,6 +584,8 @@ class MultiHeadBase(keras.layers.Layer):
                 self.attention_activation
             ),
             "penalty_coefficient": self.penalty_coefficient,
+            "score_mod": _mods.serialize("score_mod", self.score_mod),
+            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
         }
         config = {**super().get_config(), **config}
         config["dtype"] = self._dtype_policy_config()

@@ -9,6 +9,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
+from keras_attention.layers import _cache
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._heads import MultiHeadBase
 
@@ -25,7 +26,9 @@ def _keras_alias(name):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class MultiHeadAttention(MultiHeadBase):
+class MultiHeadAttention(
+    _cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True
+):
     """Multi-head attention (Vaswani et al.), compatible with Keras's layer.
 
     Each head `i` projects the inputs, `Q_i = Q W^Q_i`, `K_i = K W^K_i`,
@@ -145,6 +148,15 @@ class MultiHeadAttention(MultiHeadBase):
             penalty, for each head `h` `c · mean_batch ‖A_h A_hᵀ − I‖²_F`,
             summed over the heads and added with `add_loss`. Defaults to
             `0.0`, none.
+        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
+            kv_idx)` on the scaled logits (`keras_attention.ops.mods`, a
+            registered function, or a layer such as
+            `keras_attention.RelativePositionBias`), saved in the config.
+            Defaults to `None`.
+        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
+            ANDed with the other masks, saved in the config. With either
+            mod the heads attend through `keras_attention.ops.flex_attention`
+            (dense, or in blocks with `chunk_size`). Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -162,6 +174,12 @@ class MultiHeadAttention(MultiHeadBase):
             or `(batch_size, num_heads, Tq, Tv)`; `True` = attend.
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
+        score_mod: Optional score mod of this call, applied after the
+            constructor's (e.g. one that reads per-batch tensors).
+        mask_mod: Optional mask mod of this call, e.g.
+            `keras_attention.ops.mods.document(segment_ids)`.
+        attention_bias: Optional float tensor added to the logits,
+            broadcastable to `(batch_size, num_heads, Tq, Tk)`.
         training: Whether dropout is active.
         use_causal_mask: Whether query `i` only sees keys `j <= i`. Defaults
             to `False`.
@@ -209,6 +227,8 @@ class MultiHeadAttention(MultiHeadBase):
         chunk_size=None,
         attention_activation=None,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(
@@ -229,6 +249,8 @@ class MultiHeadAttention(MultiHeadBase):
             chunk_size=chunk_size,
             attention_activation=attention_activation,
             penalty_coefficient=penalty_coefficient,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
             **kwargs,
         )
         self._output_shape = checks.output_shape_tuple(output_shape)
@@ -367,6 +389,11 @@ class MultiHeadAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
+        cache=None,
+        cache_update_index=None,
     ):
         _validation.floating_inputs(
             type(self).__name__, query=query, value=value, key=key
@@ -383,6 +410,18 @@ class MultiHeadAttention(MultiHeadBase):
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
+        if self._uses_cache_path(cache, cache_update_index):
+            return self._cached_call(
+                query,
+                value,
+                value if key is None else key,
+                masks,
+                training,
+                return_attention_scores,
+                cache,
+                cache_update_index,
+                mods=(score_mod, mask_mod, attention_bias),
+            )
         return self._multi_head_call(
             query,
             value,
@@ -391,6 +430,7 @@ class MultiHeadAttention(MultiHeadBase):
             training,
             return_attention_scores,
             gate=self.use_gate,
+            mods=(score_mod, mask_mod, attention_bias),
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
@@ -410,6 +450,9 @@ class MultiHeadAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         _validation.floating_inputs(
             type(self).__name__, query=query, value=value, key=key

@@ -3,12 +3,13 @@
 import keras
 
 from keras_attention import _validation
+from keras_attention.layers import _cache
 from keras_attention.layers import _common
 from keras_attention.layers._heads import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class SelfAttention(MultiHeadBase):
+class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
     """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
 
     With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
@@ -78,6 +79,15 @@ class SelfAttention(MultiHeadBase):
             penalty, for each head `h` `c · mean_batch ‖A_h A_hᵀ − I‖²_F`,
             summed over the heads and added with `add_loss`. Defaults to
             `0.0`, none.
+        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
+            kv_idx)` on the scaled logits (`keras_attention.ops.mods`, a
+            registered function, or a layer such as
+            `keras_attention.RelativePositionBias`), saved in the config.
+            Defaults to `None`.
+        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
+            ANDed with the other masks, saved in the config. With either
+            mod the heads attend through `keras_attention.ops.flex_attention`
+            (dense, or in blocks with `chunk_size`). Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -90,6 +100,12 @@ class SelfAttention(MultiHeadBase):
             Defaults to `False`.
         return_attention_scores: Whether to also return the weights.
             Defaults to `False`.
+        score_mod: Optional score mod of this call, applied after the
+            constructor's (e.g. one that reads per-batch tensors).
+        mask_mod: Optional mask mod of this call, e.g.
+            `keras_attention.ops.mods.document(segment_ids)`.
+        attention_bias: Optional float tensor added to the logits,
+            broadcastable to `(batch_size, num_heads, Tq, Tk)`.
         training: Whether dropout is active.
         inputs_mask: Filled in by Keras with the inputs' Keras mask when
             another tensor (`attention_mask`) is passed, where Keras leaves
@@ -135,6 +151,8 @@ class SelfAttention(MultiHeadBase):
         attention_width=None,
         attention_activation=None,
         penalty_coefficient=0.0,
+        score_mod=None,
+        mask_mod=None,
         **kwargs,
     ):
         super().__init__(
@@ -157,6 +175,8 @@ class SelfAttention(MultiHeadBase):
             chunk_size=chunk_size,
             attention_activation=attention_activation,
             penalty_coefficient=penalty_coefficient,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
             **kwargs,
         )
         self.attention_width = _validation.positive_int(
@@ -199,6 +219,11 @@ class SelfAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         inputs_mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
+        cache=None,
+        cache_update_index=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         if mask is None:
@@ -210,8 +235,26 @@ class SelfAttention(MultiHeadBase):
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
+        if self._uses_cache_path(cache, cache_update_index):
+            return self._cached_call(
+                inputs,
+                inputs,
+                inputs,
+                masks,
+                training,
+                return_attention_scores,
+                cache,
+                cache_update_index,
+                mods=(score_mod, mask_mod, attention_bias),
+            )
         return self._multi_head_call(
-            inputs, inputs, inputs, masks, training, return_attention_scores
+            inputs,
+            inputs,
+            inputs,
+            masks,
+            training,
+            return_attention_scores,
+            mods=(score_mod, mask_mod, attention_bias),
         )
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
@@ -243,6 +286,9 @@ class SelfAttention(MultiHeadBase):
         return_attention_scores=False,
         training=None,
         inputs_mask=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         shape = self.compute_output_shape(inputs.shape)

@@ -18,11 +18,18 @@ graph on any backend (TensorFlow, JAX, PyTorch).
 - `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
   `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
   mechanisms and decoders.
+- `flex`: `flex_attention`, attention with a programmable `score_mod` and
+  `mask_mod` (dense or in blocks, grouped heads), `create_block_mask`
+  (`BlockMask`: the blocks a mask empties are skipped), `and_masks`,
+  `or_masks`; `mods` holds the usual mods (causal, sliding window, prefix
+  LM, document, padding, ALiBi, soft-capping, T5 relative-position bias,
+  an additive bias).
 
 Masks are boolean with `True` meaning "attend". A row of logits whose keys
 are all masked gets all-zero weights (never NaN, never uniform).
 """
 
+from keras_attention.ops import mods as mods  # noqa: E402
 from keras_attention.ops.attend import attend as attend
 from keras_attention.ops.attend import attention as attention
 from keras_attention.ops.attend import dot_product as dot_product
@@ -34,6 +41,12 @@ from keras_attention.ops.attend import logits_dtype as logits_dtype
 from keras_attention.ops.attend import masked_softmax as masked_softmax
 from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
+from keras_attention.ops.flex import BlockMask as BlockMask
+from keras_attention.ops.flex import and_masks as and_masks
+from keras_attention.ops.flex import apply_mods as apply_mods
+from keras_attention.ops.flex import create_block_mask as create_block_mask
+from keras_attention.ops.flex import flex_attention as flex_attention
+from keras_attention.ops.flex import or_masks as or_masks
 from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
 from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample
 from keras_attention.ops.logits import mask_logits as mask_logits
@@ -42,3 +55,5 @@ from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks
 from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask
+from keras_attention.ops.rotary import apply_rotary as apply_rotary
+from keras_attention.ops.rotary import rotary_angles as rotary_angles

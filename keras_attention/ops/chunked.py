@@ -8,33 +8,19 @@ from `combine_masks`, block by block, like those of the dense path.
 import keras
 from keras import ops
 
+from keras_attention.ops._blocks import NEG as _NEG
+from keras_attention.ops._blocks import add_at as _add_at
+from keras_attention.ops._blocks import block_list as _block_list
+from keras_attention.ops._blocks import block_size as _block_size
+from keras_attention.ops._blocks import block_stack as _block_stack
+from keras_attention.ops._blocks import from_blocks as _from_blocks
+from keras_attention.ops._blocks import merge_block as _merge_block
+from keras_attention.ops._blocks import sequential_loop as _sequential_loop
+from keras_attention.ops._blocks import sequential_map as _sequential_map
+from keras_attention.ops._blocks import set_at as _set_at
+from keras_attention.ops._blocks import to_blocks as _to_blocks
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.masks import combine_masks
-
-_NEG = -1e30
-
-
-def _tf():
-    import tensorflow as tf
-
-    return tf
-
-
-def _to_blocks(x, size: int, num_blocks: int):
-    """`(B, H, T, D)` → `(num_blocks, B, H, size, D)`, zero-padded in T."""
-    pad = num_blocks * size - ops.shape(x)[2]
-    x = ops.pad(x, [[0, 0], [0, 0], [0, pad], [0, 0]])
-    shape = ops.shape(x)
-    x = ops.reshape(x, (shape[0], shape[1], num_blocks, size, shape[3]))
-    return ops.transpose(x, (2, 0, 1, 3, 4))
-
-
-def _from_blocks(x, length: int):
-    """Inverse of `_to_blocks`: `(nb, B, H, size, D)` → `(B, H, length, D)`."""
-    shape = ops.shape(x)
-    x = ops.transpose(x, (1, 2, 0, 3, 4))
-    x = ops.reshape(x, (shape[1], shape[2], shape[0] * shape[3], shape[4]))
-    return x[:, :, :length]
 
 
 def _mask_blocks(mask, batch: int, length: int, size: int):
@@ -46,97 +32,6 @@ def _mask_blocks(mask, batch: int, length: int, size: int):
     valid = ops.pad(valid, [[0, 0], [0, num_blocks * size - length]])
     valid = ops.reshape(valid, (batch, num_blocks, size))
     return ops.transpose(valid, (1, 0, 2))
-
-
-def _sequential_loop(lower, upper, body, init):
-    """`ops.fori_loop` that runs one iteration at a time.
-
-    TensorFlow's while loops run up to ten iterations concurrently in graph
-    mode, which multiplies the per-block temporaries of chunked attention by
-    ten (measured: ~2.3 GB more at N=4096). One iteration at a time keeps
-    the peak at one block.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return ops.fori_loop(lower, upper, body, init)
-    tf = _tf()
-
-    def cond(i, carry):
-        return i < upper
-
-    def step(i, carry):
-        return i + 1, body(i, carry)
-
-    return tf.while_loop(cond, step, (lower, init), parallel_iterations=1)[1]
-
-
-def _sequential_map(fn, indices, shapes, dtype):
-    """`ops.map` over block indices, one block at a time (see above).
-
-    `shapes` are the static shapes of `fn`'s outputs, so that TensorFlow
-    needs no extra call of `fn` to learn them (in eager mode that call
-    would run a whole block).
-    """
-    if keras.backend.backend() != "tensorflow":
-        return ops.map(fn, indices)
-    tf = _tf()
-    spec = tuple(tf.TensorSpec(shape, dtype) for shape in shapes)
-    return tf.map_fn(
-        fn, indices, fn_output_signature=spec, parallel_iterations=1
-    )
-
-
-def _block_list(x):
-    """`x` `(nb, ...)` as a list of blocks to update in the loops.
-
-    In TensorFlow a `TensorArray`: updating one block of a tensor in a
-    loop (`tensor_scatter_nd_add`) copies all of it, which cost 0.17 ms a
-    pair of blocks at N = 4096 and grows with N (0.6 ms at 16384). Other
-    backends keep the tensor (updated in place by XLA and by PyTorch's
-    Python loops).
-    """
-    if keras.backend.backend() != "tensorflow":
-        return x
-    tf = _tf()
-    return tf.TensorArray(x.dtype, size=ops.shape(x)[0]).unstack(x)
-
-
-def _block_stack(blocks):
-    """Inverse of `_block_list`."""
-    if keras.backend.backend() != "tensorflow":
-        return blocks
-    return blocks.stack()
-
-
-def _add_at(x, index, update):
-    """`x` with `update` added to `x[index]`; `x` from `_block_list`."""
-    if keras.backend.backend() == "tensorflow":
-        return x.write(index, x.read(index) + update)
-    if keras.backend.backend() == "torch":
-        # The loops are Python loops and `x` is the backward's own
-        # accumulator: add in place instead of copying all of it.
-        x[index] += update
-        return x
-    start = (index,) + (0,) * (len(x.shape) - 1)
-    return ops.slice_update(
-        x, start, (ops.take(x, index, axis=0) + update)[None]
-    )
-
-
-def _set_at(x, index, update):
-    """`x` with `x[index]` replaced by `update`; `x` from `_block_list`."""
-    if keras.backend.backend() == "tensorflow":
-        return x.write(index, update)
-    if keras.backend.backend() == "torch":
-        x[index] = update
-        return x
-    start = (index,) + (0,) * (len(x.shape) - 1)
-    return ops.slice_update(x, start, update[None])
-
-
-def _block_size(requested: int, length) -> int:
-    # Static lengths give static block counts (what XLA needs); a dynamic
-    # length keeps the requested block size.
-    return min(requested, length) if isinstance(length, int) else requested
 
 
 def _band_limits(band, causal):
@@ -266,34 +161,6 @@ class _Blocks:
         return first, last
 
 
-def _block_softmax(s):
-    """`(softmax(s), logsumexp(s))` over the last axis, one softmax kernel.
-
-    The log-sum-exp comes from the first key's weight, `s_0 - log w_0`:
-    no pass over the block beyond the softmax's own. Where some row's
-    `w_0` is below `1e-30` (its logit more than 69 below the row's
-    log-sum-exp, or masked), `log w_0` would lose precision or be
-    infinite, and the block takes it from the largest weight instead,
-    `max s - log(max w)` (at least `1 / size`): two reductions over the
-    block. The first is 3-5% faster per training step at N = 4096
-    (TensorFlow, paired in one process); the fused softmax kernel is
-    faster than a separate subtraction and `exp`, by about 40% per block.
-    """
-    if s.shape[-1] == 1:
-        return ops.ones_like(s), s
-    weights = ops.softmax(s, axis=-1)
-    first = weights[..., :1]
-
-    def from_first():
-        return s[..., :1] - ops.log(first)
-
-    def from_largest():
-        top = ops.max(s, axis=-1, keepdims=True)
-        return top - ops.log(ops.max(weights, axis=-1, keepdims=True))
-
-    return weights, ops.cond(ops.all(first > 1e-30), from_first, from_largest)
-
-
 def _forward(blocks):
     """Online softmax over key blocks: the output and log-sum-exp.
 
@@ -309,18 +176,10 @@ def _forward(blocks):
         q_i = ops.take(blocks.q, i, axis=0)
 
         def body(j, carry):
-            lse, out = carry
             s, valid, _ = blocks.logits(q_i, blocks.key_block(j), i, j)
             if valid is not None:
                 s = ops.where(valid, s, _NEG)
-            weights, block_lse = _block_softmax(s)
-            top = ops.maximum(lse, block_lse)
-            old = ops.exp(lse - top)
-            new = ops.exp(block_lse - top)
-            total = old + new
-            part = ops.matmul(weights, ops.take(blocks.v, j, axis=0))
-            out = (out * old + part * new) / total
-            return top + ops.log(total), out
+            return _merge_block(carry, s, ops.take(blocks.v, j, axis=0))
 
         first, last = blocks.key_range(i)
         lse, out = _sequential_loop(first, last, body, (lse, out))

@@ -1,0 +1,234 @@
+"""Block skipping and memory of `keras_attention.ops.flex_attention`.
+
+Two measures, each a forward and backward pass (gradients of the query,
+key and value) in one process, on the Keras backend that runs it:
+
+- `document`: self-attention with a document mask of 8 equal documents
+  (`mods.document`) against the same call without a mask, both in blocks
+  (`chunk_size`): the mask's block mask skips the blocks between
+  documents, so the ratio `masked / unmasked` is about 1/8 plus the cost
+  of the partial blocks.
+- `memory`: ALiBi then soft-capping (`mods.chain(mods.alibi(H),
+  mods.soft_cap(30))`) in blocks, with the process's peak resident memory
+  (`resource.getrusage`) before and after; on TensorFlow in eager mode,
+  `tf.function` and XLA (`--modes`), on JAX under `jax.jit`, on PyTorch
+  eagerly.
+
+Example:
+
+    python benchmarks/flex_attention.py --quick
+    python benchmarks/flex_attention.py --measure document --length 8192
+    KERAS_BACKEND=jax python benchmarks/flex_attention.py --measure memory
+"""
+
+import argparse
+import os
+import resource
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_attention import ops as ka_ops  # noqa: E402
+from keras_attention.ops import mods  # noqa: E402
+
+BACKEND = keras.backend.backend()
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--measure",
+        choices=["document", "memory"],
+        nargs="+",
+        default=["document", "memory"],
+        help="what to measure (default: both)",
+    )
+    parser.add_argument(
+        "--length",
+        type=int,
+        default=None,
+        help="sequence length (default: 8192 for document, 16384 for "
+        "memory; 256 with --quick)",
+    )
+    parser.add_argument(
+        "--depth", type=int, default=256, help="model depth (default: 256)"
+    )
+    parser.add_argument(
+        "--heads", type=int, default=8, help="heads (default: 8)"
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=512,
+        help="queries and keys per block (default: 512)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed repetitions (default: 3)",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=["eager", "graph", "xla"],
+        default=["eager", "graph", "xla"],
+        help="TensorFlow's modes for the memory measure (default: all)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny shapes, one repetition: a smoke test, not a benchmark",
+    )
+    return parser.parse_args(argv)
+
+
+def peak_gib():
+    """The process's peak resident memory so far, in GiB (Linux: KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def make_step(fn, mode="eager"):
+    """A forward + backward pass of `fn(q, k, v)`; returns a scalar."""
+    if BACKEND == "jax":
+        import jax
+
+        def loss(q, k, v):
+            return keras.ops.sum(keras.ops.square(fn(q, k, v)))
+
+        grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+
+        def step(q, k, v):
+            value, grads = grad(q, k, v)
+            return value + sum(g.sum() for g in grads) * 0.0
+
+        return step
+    if BACKEND == "torch":
+
+        def step(q, k, v):
+            q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+            loss = keras.ops.sum(keras.ops.square(fn(q, k, v)))
+            loss.backward()
+            return loss.detach()
+
+        return step
+    import tensorflow as tf
+
+    def step(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            loss = tf.reduce_sum(tf.square(fn(q, k, v)))
+        grads = tape.gradient(loss, [q, k, v])
+        return loss + tf.add_n([tf.reduce_sum(g) for g in grads]) * 0.0
+
+    if mode == "eager":
+        return step
+    return tf.function(step, jit_compile=mode == "xla")
+
+
+def _inputs(length, depth, heads):
+    rng = np.random.default_rng(0)
+    shape = (1, length, heads, depth // heads)
+    return [
+        keras.ops.convert_to_tensor(rng.normal(size=shape).astype("float32"))
+        for _ in "qkv"
+    ]
+
+
+def _time(step, inputs, repeats):
+    keras.ops.convert_to_numpy(step(*inputs))  # compile, warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        keras.ops.convert_to_numpy(step(*inputs))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def document(args, length):
+    """Median seconds with and without the document mask, and the ratio."""
+    q, k, v = _inputs(length, args.depth, args.heads)
+    segments = np.repeat(np.arange(8), -(-length // 8))[:length][None]
+    mask_mod = mods.document(segments)
+    block = min(args.chunk_size, length)
+
+    def masked(q, k, v):
+        return ka_ops.flex_attention(
+            q, k, v, mask_mod=mask_mod, chunk_size=block
+        )
+
+    def plain(q, k, v):
+        return ka_ops.flex_attention(q, k, v, chunk_size=block)
+
+    mode = "graph" if BACKEND == "tensorflow" else "eager"
+    t_plain = _time(make_step(plain, mode), (q, k, v), args.repeats)
+    t_masked = _time(make_step(masked, mode), (q, k, v), args.repeats)
+    print(
+        f"| document (8 docs) | {BACKEND} {mode} | {length} | "
+        f"{args.depth} | {args.heads} | {block} | {t_plain * 1e3:.0f} | "
+        f"{t_masked * 1e3:.0f} | {t_masked / t_plain:.2f} |",
+        flush=True,
+    )
+
+
+def memory(args, length):
+    """Peak resident memory of ALiBi + soft-cap in blocks, per mode."""
+    q, k, v = _inputs(length, args.depth, args.heads)
+    score_mod = mods.chain(mods.alibi(args.heads), mods.soft_cap(30.0))
+    block = min(args.chunk_size, length)
+
+    def fn(q, k, v):
+        return ka_ops.flex_attention(
+            q, k, v, score_mod=score_mod, chunk_size=block
+        )
+
+    modes = (
+        args.modes
+        if BACKEND == "tensorflow"
+        else ["jit" if BACKEND == "jax" else "eager"]
+    )
+    for mode in modes:
+        before = peak_gib()
+        seconds = _time(make_step(fn, mode), (q, k, v), args.repeats)
+        print(
+            f"| alibi + soft_cap | {BACKEND} {mode} | {length} | "
+            f"{args.depth} | {args.heads} | {block} | {seconds:.1f} s | "
+            f"{before:.2f} | {peak_gib():.2f} |",
+            flush=True,
+        )
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick:
+        args.repeats, args.chunk_size = 1, 64
+    print(f"Keras {keras.__version__}, backend {BACKEND}, one process.")
+    if "document" in args.measure:
+        length = args.length or (256 if args.quick else 8192)
+        print()
+        print(
+            "| measure | backend, mode | N | D | H | block | no mask ms | "
+            "document mask ms | ratio |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        document(args, length)
+    if "memory" in args.measure:
+        length = args.length or (256 if args.quick else 16384)
+        print()
+        print(
+            "| measure | backend, mode | N | D | H | block | step | peak "
+            "GiB before | peak GiB after |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        memory(args, length)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Score and mask mods on the layers (private module).
+
+The layers take `score_mod=` / `mask_mod=` in the constructor (saved in
+their config) and in the call (one call's mods, `document(segment_ids)`
+say), and an `attention_bias` call argument. With any of them the heads
+attend through `keras_attention.ops.flex_attention`, and the layer's own
+masks (padding masks, `attention_mask`, causal masking, windows) become
+mask mods of `keras_attention.ops.mods`, so that one mask vocabulary
+serves the dense and the chunked path.
+"""
+
+import inspect
+
+import keras
+from keras import ops
+
+from keras_attention import ops as ka_ops
+from keras_attention.ops import mods as mods_lib
+
+
+def check(name, mod):
+    """`mod` if it is `None` or callable, else a `TypeError`."""
+    if mod is not None and not callable(mod):
+        raise TypeError(
+            f"Expected `{name}` to be None or callable ("
+            + (
+                "`score_mod(score, batch, head, q_idx, kv_idx)`"
+                if name == "score_mod"
+                else "`mask_mod(batch, head, q_idx, kv_idx)`"
+            )
+            + f"). Received: {name}={mod!r}"
+        )
+    return mod
+
+
+def checked(score_mod, mask_mod):
+    """The constructor's `(score_mod, mask_mod)`, from configs if saved."""
+    return (
+        check("score_mod", deserialize(score_mod)),
+        check("mask_mod", deserialize(mask_mod)),
+    )
+
+
+def check_flex(layer, features, flash):
+    """What the mods need of a multi-head layer, or a `ValueError`."""
+    if layer.score.is_dot_product and not flash and not features:
+        return
+    raise ValueError(
+        f"{type(layer).__name__}: `score_mod`, `mask_mod` and "
+        "`attention_bias` need a dot-product score, without flash "
+        "attention, `attention_activation` or `penalty_coefficient`. "
+        f"Received: score={layer.score.name!r}, flash_attention={flash}, "
+        f"features={features}"
+    )
+
+
+def _savable(mod):
+    if isinstance(mod, keras.layers.Layer) or hasattr(mod, "get_config"):
+        return True
+    if getattr(mod, "__name__", "") == "<lambda>" or not inspect.isfunction(
+        mod
+    ):
+        return False
+    name = keras.saving.get_registered_name(mod)
+    return keras.saving.get_registered_object(name) is mod
+
+
+def serialize(name, mod):
+    """The config of a constructor mod; a clear error where there is none."""
+    if mod is None:
+        return None
+    if not _savable(mod):
+        raise ValueError(
+            f"Cannot save `{name}`: it must be a mod of "
+            "`keras_attention.ops.mods`, an object with `get_config`, or a "
+            "function registered with `keras.saving."
+            "register_keras_serializable()` (a lambda or an unregistered "
+            f"function has no config). Received: {name}={mod!r}"
+        )
+    return keras.saving.serialize_keras_object(mod)
+
+
+def deserialize(config):
+    if config is None or callable(config):
+        return config
+    return keras.saving.deserialize_keras_object(config)
+
+
+def score_mod_of(own, call, attention_bias):
+    """The constructor's score mod, then the call's, then the bias."""
+    parts = [m for m in (own, call) if m is not None]
+    if attention_bias is not None:
+        bias = ops.convert_to_tensor(attention_bias)
+        while len(bias.shape) < 4:
+            bias = ops.expand_dims(bias, 0 if len(bias.shape) < 3 else 1)
+        parts.append(mods_lib.bias(bias))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else mods_lib.chain(*parts)
+
+
+def _padding(mask, axis):
+    """A `(B, T)` padding mask as a mask mod on queries (`axis=2`) or keys."""
+    mask = ops.cast(mask, "bool")
+    mask = ops.expand_dims(ops.expand_dims(mask, 1), 5 - axis)
+    return mods_lib.boolean_mask(mask)
+
+
+def _explicit(attention_mask):
+    mask = ops.cast(attention_mask, "bool")
+    if len(mask.shape) == 2:
+        mask = mask[None]
+    if len(mask.shape) == 3:
+        mask = ops.expand_dims(mask, 1)
+    return mods_lib.boolean_mask(mask)
+
+
+def mask_mod_of(masks, own, call, sliding_window=None, band=None):
+    """The layer's masks and mask mods as one mask mod (or `None`).
+
+    `masks` holds the keyword arguments of `_compute_attention_mask`;
+    `band` is a `(left, right)` window (`attention_width`).
+    """
+    parts = []
+    if masks.get("query_mask") is not None:
+        parts.append(_padding(masks["query_mask"], 2))
+    for name in ("value_mask", "key_mask"):
+        if masks.get(name) is not None:
+            parts.append(_padding(masks[name], 3))
+    if masks.get("attention_mask") is not None:
+        parts.append(_explicit(masks["attention_mask"]))
+    if masks.get("use_causal_mask"):
+        parts.append(mods_lib.causal())
+    if sliding_window is not None:
+        parts.append(mods_lib.sliding_window(sliding_window))
+    if band is not None:
+        parts.append(mods_lib.band(*band))
+    parts += [m for m in (own, call) if m is not None]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ka_ops.and_masks(*parts)
+
+
+def flex_heads(heads, scale, score_mod, mask_mod, options):
+    """`(context, weights)` of projected heads `(q, k, v)`, `(B, T, H, D)`.
+
+    `options` is `(chunk_size, dropout_fn, return_weights)`. With dropout
+    or weights to return, the dense weights are formed (and the dropout
+    applied to them); otherwise `chunk_size` chooses the path.
+    """
+    q, k, v = heads
+    chunk_size, dropout_fn, return_weights = options
+    if dropout_fn is None and not return_weights:
+        context = ka_ops.flex_attention(
+            q,
+            k,
+            v,
+            score_mod,
+            mask_mod,
+            scale=scale,
+            chunk_size=chunk_size,
+        )
+        return context, None
+    _, weights = ka_ops.flex_attention(
+        q,
+        k,
+        v,
+        score_mod,
+        mask_mod,
+        scale=scale,
+        chunk_size=0,
+        return_attention_scores=True,
+    )
+    used = weights if dropout_fn is None else dropout_fn(weights)
+    context = ops.einsum("bhqk,bkhd->bqhd", ops.cast(used, v.dtype), v)
+    return context, weights
+
+
+def apply_to_logits(logits, mask, own, call):
+    """A single-head layer's logits `(B, Tq, Tk)` and mask with its mods.
+
+    `own` is the constructor's `(score_mod, mask_mod)`, `call` the call's
+    `(score_mod, mask_mod, attention_bias)`; the bias broadcasts to the
+    logits.
+    """
+    score_mod = score_mod_of(own[0], call[0], None)
+    mask_mod = mask_mod_of({}, own[1], call[1])
+    logits, extra = ka_ops.apply_mods(logits, score_mod, mask_mod)
+    if call[2] is not None:
+        logits = logits + ops.cast(call[2], logits.dtype)
+    if extra is not None:
+        mask = (
+            extra
+            if mask is None
+            else ops.logical_and(ops.cast(mask, "bool"), extra)
+        )
+    return logits, mask
