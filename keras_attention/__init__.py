@@ -6,7 +6,16 @@ from keras_attention import saving as saving
 from keras_attention import scores as scores
 from keras_attention import seq2seq as seq2seq
 from keras_attention import text as text
+from keras_attention.layers.additive import (
+    AdditiveAttention as AdditiveAttention,
+)
 from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.grouped_query import (
+    GroupedQueryAttention as GroupedQueryAttention,
+)
+from keras_attention.layers.grouped_query import (
+    GroupQueryAttention as GroupQueryAttention,
+)
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss
 from keras_attention.layers.multi_head import (
@@ -16,6 +25,7 @@ from keras_attention.layers.pooling import AttentionPooling as AttentionPooling
 from keras_attention.layers.relative_position import (
     RelativePositionBias as RelativePositionBias,
 )
+from keras_attention.layers.rotary import RotaryEmbedding as RotaryEmbedding
 from keras_attention.layers.self_attention import SelfAttention as SelfAttention
 from keras_attention.layers.structured import (
     StructuredSelfAttention as StructuredSelfAttention,

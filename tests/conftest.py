@@ -37,10 +37,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TORCH_LANE = (
     "tests/test_ops.py",
     "tests/test_ops_chunked.py",
-    "tests/test_ops_flex.py",
-    "tests/test_ops_mods.py",
     "tests/test_ops_logits.py",
     "tests/scores/",
+    "tests/test_ops_flex.py",
+    "tests/test_ops_mods.py",
     "tests/test_properties.py",
     "tests/test_saving.py",
     "tests/test_saved_models.py",

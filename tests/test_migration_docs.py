@@ -25,6 +25,7 @@ GUIDES = (
     "attention-package.md",
     "tfa-seq2seq.md",
     "seed-self-attention.md",
+    "keras-layers.md",
 )
 NEW = "python"
 OLD = "python old"

@@ -1,6 +1,15 @@
 """The attention layers, one public layer (or small family) per module."""
 
+from keras_attention.layers.additive import (
+    AdditiveAttention as AdditiveAttention,
+)
 from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.grouped_query import (
+    GroupedQueryAttention as GroupedQueryAttention,
+)
+from keras_attention.layers.grouped_query import (
+    GroupQueryAttention as GroupQueryAttention,
+)
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.multi_head import (
     MultiHeadAttention as MultiHeadAttention,
@@ -9,6 +18,7 @@ from keras_attention.layers.pooling import AttentionPooling as AttentionPooling
 from keras_attention.layers.relative_position import (
     RelativePositionBias as RelativePositionBias,
 )
+from keras_attention.layers.rotary import RotaryEmbedding as RotaryEmbedding
 from keras_attention.layers.self_attention import SelfAttention as SelfAttention
 from keras_attention.layers.structured import (
     StructuredSelfAttention as StructuredSelfAttention,

@@ -7,7 +7,68 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _common
+from keras_attention.layers import _keras_scores
 from keras_attention.layers import _mods
+
+_SCORE_MODES = {
+    "dot": _keras_scores.KerasDotScore,
+    "concat": _keras_scores.KerasConcatScore,
+}
+
+
+def _score_from(score, use_scale, score_mode):
+    """Our `score`, or Keras's `use_scale` / `score_mode` as a score."""
+    if score_mode is None and not use_scale:
+        return "scaled_dot" if score is None else score
+    if score is not None:
+        raise ValueError(
+            "Pass either `score` or keras.layers.Attention's `use_scale` / "
+            f"`score_mode`, not both. Received: score={score!r}, "
+            f"use_scale={use_scale!r}, score_mode={score_mode!r}"
+        )
+    score_mode = "dot" if score_mode is None else score_mode
+    if score_mode not in _SCORE_MODES:
+        raise ValueError(
+            "Invalid value for argument score_mode. Expected one of "
+            "{'dot', 'concat'}. Received: score_mode=" + repr(score_mode)
+        )
+    return _SCORE_MODES[score_mode](use_scale=use_scale)
+
+
+def _unpack(query, value, key):
+    """`keras.layers.Attention`'s list call: `[query, value(, key)]`."""
+    if not isinstance(query, (list, tuple)):
+        return query, value, key
+    if len(query) not in (2, 3) or value is not None or key is not None:
+        raise ValueError(
+            "Attention layers called on a list take [query, value] or "
+            "[query, value, key] (length 2 or 3) and no other `value` / "
+            f"`key`. Received length: {len(query)}"
+        )
+    return query[0], query[1], query[2] if len(query) == 3 else None
+
+
+def _is_list_of_shapes(shape):
+    return bool(shape) and isinstance(shape[0], (list, tuple))
+
+
+def _list_masks(query_mask, value_mask, key_mask, mask):
+    """The masks of a list call.
+
+    Keras fills `query_mask` with the list of the inputs' Keras masks
+    when `query` is a list; `mask` may be Keras's `[query_mask,
+    value_mask]` or, filled in by Keras, one mask per input (the key's,
+    third, is then the key mask).
+    """
+    if isinstance(query_mask, (list, tuple)):
+        filled = list(query_mask) + [None] * (3 - len(query_mask))
+        query_mask = filled[0]
+        value_mask = filled[1] if value_mask is None else value_mask
+        key_mask = filled[2] if key_mask is None else key_mask
+    if isinstance(mask, (list, tuple)) and len(mask) == 3:
+        key_mask = mask[2] if key_mask is None else key_mask
+        mask = list(mask[:2])
+    return query_mask, value_mask, key_mask, mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -35,7 +96,9 @@ class Attention(keras.layers.Layer):
         score: A score name (`"dot"`, `"scaled_dot"`, `"cosine"`,
             `"bilinear"`, `"additive"`, `"concat"`), a score config dict or a
             `keras_attention.scores.Score` instance such as
-            `LocationScore(max_length=...)`. Defaults to `"scaled_dot"`.
+            `LocationScore(max_length=...)`. Defaults to `None`:
+            `"scaled_dot"`, or Keras's score when `use_scale` or
+            `score_mode` is given.
         dropout: Dropout rate on the attention weights during training.
             Defaults to `0.0`.
         seed: Seed of the dropout. Defaults to `None`.
@@ -56,6 +119,17 @@ class Attention(keras.layers.Layer):
             penalty `c · mean_batch ‖AAᵀ − I‖²_F` on the weights `A`, added
             with `add_loss` (keras-self-attention's
             `attention_regularizer_weight`). Defaults to `0.0`, none.
+        use_scale: `keras.layers.Attention`'s argument: a trained scalar
+            `scale` multiplies the logits (`"dot"`) or the sum inside the
+            `tanh` (`"concat"`). Defaults to `False`.
+        score_mode: `keras.layers.Attention`'s score, `"dot"` (`q·k`,
+            unscaled) or `"concat"` (`c · Σ tanh(q + k)`), with Keras's
+            weights (`scale`, `concat_score_weight`), so copied weights
+            give Keras's numbers. Not together with `score`. Defaults to
+            `None`. Differences from Keras: a masked query (or one with
+            every value masked) gets zero weights where Keras returns its
+            softmax; the returned weights are those before dropout; inputs
+            of rank above 3 are refused.
         score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
             kv_idx)` (`keras_attention.ops.mods`; `head` is `0`), applied
             to the logits after `attention_activation`, saved in the
@@ -65,7 +139,8 @@ class Attention(keras.layers.Layer):
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
-        query: `(batch_size, Dq)` or `(batch_size, Tq, Dq)`.
+        query: `(batch_size, Dq)` or `(batch_size, Tq, Dq)`, or Keras's
+            list `[query, value]` / `[query, value, key]`.
         value: `(batch_size, Tv, Dv)`. Defaults to `query`
             (self-attention).
         key: Optional `(batch_size, Tv, Dk)`. Defaults to `value`.
@@ -119,9 +194,13 @@ class Attention(keras.layers.Layer):
           https://github.com/CyberZHG/keras-self-attention)
     """
 
+    # Whether `call` takes keras.layers.Attention's list `[query, value]`
+    # (a subclass whose `call` does not sets it to `False`).
+    accepts_list_call = True
+
     def __init__(
         self,
-        score="scaled_dot",
+        score=None,
         dropout=0.0,
         seed=None,
         attention_width=None,
@@ -130,10 +209,15 @@ class Attention(keras.layers.Layer):
         penalty_coefficient=0.0,
         score_mod=None,
         mask_mod=None,
+        use_scale=False,
+        score_mode=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
+        self.use_scale = bool(use_scale)
+        self.score_mode = score_mode
+        score = _score_from(score, self.use_scale, score_mode)
         self.score = scores_lib.get(score, dtype=self.dtype_policy)
         self.dropout = _common.check_rate("dropout", dropout)
         self.seed = seed
@@ -148,7 +232,25 @@ class Attention(keras.layers.Layer):
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
 
-    def build(self, query_shape, value_shape=None, key_shape=None):
+    @property
+    def scale(self):
+        """Keras's `scale` weight (`use_scale=True`), else `None`."""
+        return getattr(self.score, "scale", None)
+
+    @property
+    def concat_score_weight(self):
+        """Keras's `concat_score_weight` (`score_mode="concat"`)."""
+        return getattr(self.score, "concat_score_weight", None)
+
+    def build(
+        self, query_shape=None, value_shape=None, key_shape=None, **kwargs
+    ):
+        # Keras's `build(input_shape=[query_shape, value_shape])`.
+        query_shape = kwargs.pop("input_shape", query_shape)
+        if self.accepts_list_call and _is_list_of_shapes(query_shape):
+            query_shape, value_shape, key_shape = _unpack(
+                query_shape, value_shape, key_shape
+            )
         if value_shape is None:
             value_shape = query_shape
         _common.check_query_value_key(
@@ -232,7 +334,7 @@ class Attention(keras.layers.Layer):
                 history_only=use_causal_mask,
             )
             mask = _common.and_mask(mask, window)
-        logits = self.score(query, key)
+        logits = self._calculate_scores(query, key)
         if self.use_attention_bias:
             logits = logits + ops.cast(self.attention_bias, logits.dtype)
         logits = _common.activate(logits, self.attention_activation)
@@ -255,6 +357,10 @@ class Attention(keras.layers.Layer):
         mask_mod=None,
         attention_bias=None,
     ):
+        query, value, key = _unpack(query, value, key)
+        query_mask, value_mask, key_mask, mask = _list_masks(
+            query_mask, value_mask, key_mask, mask
+        )
         query_mask, value_mask = _common.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
@@ -291,9 +397,34 @@ class Attention(keras.layers.Layer):
             return context, weights
         return context
 
+    def _calculate_scores(self, query, key):
+        """The logits `(batch_size, Tq, Tv)`, Keras's override point."""
+        return self.score(query, key)
+
+    def _calculate_score_mask(self, scores, v_mask, use_causal_mask):
+        """Keras's score mask: `v_mask` `(batch_size, Tv)` with causality."""
+        if not use_causal_mask:
+            return v_mask
+        shape = ops.shape(scores)
+        causal = ops.expand_dims(ka_ops.causal_mask(shape[-2], shape[-1]), 0)
+        if v_mask is None:
+            return causal
+        return ops.logical_and(ops.expand_dims(v_mask, -2), causal)
+
+    def compute_mask(self, inputs, mask=None):
+        # The output has the query's positions, so the query's mask.
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0] if mask else None
+        return None if mask is None else ops.convert_to_tensor(mask)
+
     def compute_output_shape(
-        self, query_shape, value_shape=None, key_shape=None
+        self, query_shape=None, value_shape=None, key_shape=None, **kwargs
     ):
+        query_shape = kwargs.pop("input_shape", query_shape)
+        if self.accepts_list_call and _is_list_of_shapes(query_shape):
+            query_shape, value_shape, key_shape = _unpack(
+                query_shape, value_shape, key_shape
+            )
         value_shape = query_shape if value_shape is None else value_shape
         return tuple(query_shape[:-1]) + (value_shape[-1],)
 
@@ -314,6 +445,10 @@ class Attention(keras.layers.Layer):
         mask_mod=None,
         attention_bias=None,
     ):
+        query, value, key = _unpack(query, value, key)
+        query_mask, value_mask, key_mask, mask = _list_masks(
+            query_mask, value_mask, key_mask, mask
+        )
         query_mask, value_mask = _common.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
@@ -352,4 +487,15 @@ class Attention(keras.layers.Layer):
             "penalty_coefficient": self.penalty_coefficient,
             "score_mod": _mods.serialize("score_mod", self.score_mod),
             "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
+            **self._keras_config(),
+        }
+
+    def _keras_config(self):
+        """Keras's arguments; the score is then theirs, not ours."""
+        if self.score_mode is None and not self.use_scale:
+            return {}
+        return {
+            "score": None,
+            "use_scale": self.use_scale,
+            "score_mode": self.score_mode,
         }

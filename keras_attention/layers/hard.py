@@ -84,6 +84,8 @@ class HardAttention(Attention):
           https://doi.org/10.1007/BF00992696)
     """
 
+    accepts_list_call = False
+
     def __init__(
         self,
         score="dot",

@@ -9,6 +9,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
+from keras_attention.layers import _cache
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._heads import MultiHeadBase
 
@@ -25,7 +26,9 @@ def _keras_alias(name):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
+class MultiHeadAttention(
+    _cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True
+):
     """Multi-head attention (Vaswani et al.), compatible with Keras's layer.
 
     Each head `i` projects the inputs, `Q_i = Q W^Q_i`, `K_i = K W^K_i`,
@@ -389,6 +392,8 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         score_mod=None,
         mask_mod=None,
         attention_bias=None,
+        cache=None,
+        cache_update_index=None,
     ):
         _validation.floating_inputs(
             type(self).__name__, query=query, value=value, key=key
@@ -405,6 +410,18 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
+        if self._uses_cache_path(cache, cache_update_index):
+            return self._cached_call(
+                query,
+                value,
+                value if key is None else key,
+                masks,
+                training,
+                return_attention_scores,
+                cache,
+                cache_update_index,
+                mods=(score_mod, mask_mod, attention_bias),
+            )
         return self._multi_head_call(
             query,
             value,

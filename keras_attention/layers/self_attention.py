@@ -3,12 +3,13 @@
 import keras
 
 from keras_attention import _validation
+from keras_attention.layers import _cache
 from keras_attention.layers import _common
 from keras_attention.layers._heads import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
+class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
     """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
 
     With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
@@ -221,6 +222,8 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         score_mod=None,
         mask_mod=None,
         attention_bias=None,
+        cache=None,
+        cache_update_index=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         if mask is None:
@@ -232,6 +235,18 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
+        if self._uses_cache_path(cache, cache_update_index):
+            return self._cached_call(
+                inputs,
+                inputs,
+                inputs,
+                masks,
+                training,
+                return_attention_scores,
+                cache,
+                cache_update_index,
+                mods=(score_mod, mask_mod, attention_bias),
+            )
         return self._multi_head_call(
             inputs,
             inputs,

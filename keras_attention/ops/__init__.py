@@ -15,15 +15,15 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   and Lin et al.'s `frobenius_penalty`.
 - `chunked`: `chunked_attention`, the same attention in blocks with memory
   linear in the sequence length.
+- `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
+  `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
+  mechanisms and decoders.
 - `flex`: `flex_attention`, attention with a programmable `score_mod` and
   `mask_mod` (dense or in blocks, grouped heads), `create_block_mask`
   (`BlockMask`: the blocks a mask empties are skipped), `and_masks`,
   `or_masks`; `mods` holds the usual mods (causal, sliding window, prefix
   LM, document, padding, ALiBi, soft-capping, T5 relative-position bias,
   an additive bias).
-- `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
-  `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
-  mechanisms and decoders.
 
 Masks are boolean with `True` meaning "attend". A row of logits whose keys
 are all masked gets all-zero weights (never NaN, never uniform).
@@ -55,3 +55,5 @@ from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks
 from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask
+from keras_attention.ops.rotary import apply_rotary as apply_rotary
+from keras_attention.ops.rotary import rotary_angles as rotary_angles

@@ -6,12 +6,16 @@ import keras_attention
 import keras_attention.layers
 
 PUBLIC_LAYERS = (
+    "AdditiveAttention",
     "Attention",
     "AttentionPooling",
+    "GroupQueryAttention",
+    "GroupedQueryAttention",
     "HardAttention",
     "MultiHead",
     "MultiHeadAttention",
     "RelativePositionBias",
+    "RotaryEmbedding",
     "SelfAttention",
     "StructuredSelfAttention",
 )

@@ -12,6 +12,9 @@ import keras_attention
 from tests.layer_basics import quick_collections
 
 LAYERS = {
+    "GroupedQueryAttention": lambda: keras_attention.GroupedQueryAttention(
+        head_dim=8, num_query_heads=2, num_key_value_heads=1
+    ),
     "MultiHeadAttention": lambda: keras_attention.MultiHeadAttention(2, 8),
     "SelfAttention": lambda: keras_attention.SelfAttention(num_heads=2),
 }

@@ -1,0 +1,655 @@
+"""Grouped-query attention (Ainslie et al.) on `flex_attention`."""
+
+import keras
+from keras import ops
+
+from keras_attention import _policies
+from keras_attention import _validation
+from keras_attention import ops as ka_ops
+from keras_attention.layers import _cache
+from keras_attention.layers import _multi_head_checks as checks
+
+
+class TensorMask:
+    """Mask mod of a boolean `(batch_size, Tq, Tk)` tensor (broadcast
+    to it first), read at the block's indices so that both the dense and
+    the chunked path of `flex_attention` can use it."""
+
+    def __init__(self, mask, batch, q_len, k_len):
+        mask = ops.broadcast_to(ops.cast(mask, "bool"), (batch, q_len, k_len))
+        self.flat = ops.reshape(mask, (-1,))
+        self.q_len, self.k_len = q_len, k_len
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        index = (batch * self.q_len + q_idx) * self.k_len + kv_idx
+        return ops.take(self.flat, index)
+
+
+def _and_mods(*mods):
+    mods = [m for m in mods if m is not None]
+    if not mods:
+        return None
+    return mods[0] if len(mods) == 1 else ka_ops.and_masks(*mods)
+
+
+def grouped_weighted_sum(weights, value):
+    """`Σ_k w_{b,h,q,k} v_{b,k,h // groups}`: `(B, Tq, H, Dv)`, the K/V
+    heads broadcast over their query heads, never repeated."""
+    batch, heads, q_len, k_len = ops.shape(weights)
+    kv_heads = ops.shape(value)[2]
+    grouped = ops.reshape(
+        weights, (batch, kv_heads, heads // kv_heads, q_len, k_len)
+    )
+    out = ops.einsum("bhgqk,bkhd->bqhgd", grouped, value)
+    return ops.reshape(out, (batch, q_len, heads, ops.shape(value)[-1]))
+
+
+def folded_attention(query, key, value, mask, scale):
+    """Grouped attention through the fused kernel, K/V heads not repeated.
+
+    The `groups` query heads of a K/V head are folded into its query axis,
+    `(B, Tq, Hkv·G, D)` -> `(B, Tq·G, Hkv, D)`, so that
+    `keras_attention.ops.dot_product_attention` (FlashAttention's backward)
+    attends each K/V head once with `G` times the queries; the mask
+    `(B, Tq, Tk)` is repeated over the groups (booleans), the keys and
+    values are not. Query head `h` uses K/V head `h // G`, as in Keras.
+    """
+    batch, q_len, heads, depth = ops.shape(query)
+    kv_heads = ops.shape(key)[2]
+    groups = heads // kv_heads
+    q = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
+    q = ops.reshape(
+        ops.swapaxes(q, 2, 3), (batch, q_len * groups, kv_heads, depth)
+    )
+    if mask is not None:
+        mask = ops.broadcast_to(
+            ops.expand_dims(ops.expand_dims(mask, -2), 1),
+            (batch, 1, q_len, groups, ops.shape(key)[1]),
+        )
+        mask = ops.reshape(mask, (batch, 1, q_len * groups, ops.shape(key)[1]))
+    out = ka_ops.dot_product_attention(q, key, value, mask, scale=scale)
+    out = ops.reshape(out, (batch, q_len, groups, kv_heads, -1))
+    return ops.reshape(ops.swapaxes(out, 2, 3), (batch, q_len, heads, -1))
+
+
+_FOLDED_MAX_BYTES = 2**31
+
+
+def _get_mod(name, mod):
+    """A mod, from itself or its saved config (`keras_attention.ops.mods`)."""
+    if isinstance(mod, dict):
+        mod = keras.saving.deserialize_keras_object(mod)
+    if mod is not None and not callable(mod):
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"callable mod or None. Received: {name}={mod!r}"
+        )
+    return mod
+
+
+def _serialize_mod(mod):
+    return None if mod is None else keras.saving.serialize_keras_object(mod)
+
+
+def _chain(first, second):
+    if first is None or second is None:
+        return first if second is None else second
+    return ka_ops.mods.chain(first, second)
+
+
+def _positive_or_none(name, value):
+    return _validation.positive_int(name, value, allow_none=True)
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class GroupedQueryAttention(keras.layers.Layer):
+    """Grouped-query attention, a drop-in for Keras's `GroupQueryAttention`.
+
+    `num_query_heads` query heads share `num_key_value_heads` key/value
+    heads (Ainslie et al. 2023): query head `h` attends with key/value head
+    `h // (num_query_heads // num_key_value_heads)`; one K/V head is
+    multi-query attention, as many as query heads is multi-head attention.
+    Keras's constructor, call and variables (`query`, `key`, [`gate`],
+    `value`, `attention_output`, in that order and shape), so
+    `ours.set_weights(keras_layer.get_weights())` gives Keras's outputs and
+    scores. The K/V heads are never repeated in memory (Keras repeats
+    them): the query heads of a group are folded into the query axis of
+    the fused kernel `keras_attention.ops.dot_product_attention`, or, when
+    the weights are returned, with dropout or mods, broadcast inside
+    `keras_attention.ops.flex_attention`, whose blocks take long sequences
+    (memory linear in the length). Beyond Keras: `score_mod` / `mask_mod`,
+    `chunk_size`, `rotary_embedding`, a key/value cache for decoding, and
+    a query whose keys are all masked gets zero weights and a zero context
+    (Keras: uniform weights).
+
+    Args:
+        head_dim: Size of each attention head.
+        num_query_heads: Number of query heads.
+        num_key_value_heads: Number of key/value heads; divides
+            `num_query_heads`.
+        dropout: Dropout rate on the attention weights. Defaults to `0.0`.
+        use_bias: Whether the projections have biases. Defaults to `True`.
+        sliding_window: Optional positive integer `w`: query `i` sees keys
+            `|i - j| < w` (with `use_causal_mask`, the `w` most recent).
+            Defaults to `None`.
+        flash_attention: Keras's flag. `True` refuses dropout and
+            returning scores, as Keras does; the kernel is ours either way.
+            Defaults to `None`.
+        kernel_initializer, bias_initializer, kernel_regularizer,
+        bias_regularizer, activity_regularizer, kernel_constraint,
+        bias_constraint: Of the projections, as in Keras.
+        use_gate: Whether a sigmoid gate of the query multiplies each
+            head's output (Keras's `gate` projection). Defaults to `False`.
+        seed: Seed of the dropout. Defaults to `None`.
+        chunk_size: `None` (blocks when the dense weights would be large
+            and no scores are asked for), `0` (dense) or the block size.
+            Defaults to `None`.
+        rotary_embedding: Optional `keras_attention.RotaryEmbedding`,
+            applied to the projected queries and keys at their positions
+            (which follow `cache_update_index`). Defaults to `None`.
+        score_mod: Optional score mod of `keras_attention.ops.mods` (e.g.
+            `soft_cap(cap)`, `alibi(num_heads)`) on every call, saved with
+            the layer. Defaults to `None`.
+        mask_mod: Optional mask mod (e.g. `sliding_window(w)`,
+            `prefix_lm(n)`) on every call. Defaults to `None`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        query: `(batch_size, Tq, dim)`.
+        value: `(batch_size, Tv, dim)`.
+        key: Optional `(batch_size, Tv, dim)`. Defaults to `value`.
+        query_mask, value_mask, key_mask: Optional boolean padding masks
+            (taken from the inputs' Keras masks).
+        attention_mask: Optional boolean `(batch_size, Tq, Tv)`; with a
+            cache `(batch_size, Tq, max_length)`.
+        return_attention_scores: Whether to also return the weights
+            `(batch_size, num_query_heads, Tq, Tv)`. Defaults to `False`.
+        training: Whether dropout is active.
+        use_causal_mask: Whether query `i` only sees keys `j <= i`.
+        cache: Optional `(batch_size, 2, max_length, num_key_value_heads,
+            head_dim)` keys and values (keras-hub's layout).
+        cache_update_index: Where the call's keys and values are written
+            in `cache`; `None` attends to the cache as it is.
+        score_mod: Optional `flex_attention` score mod, after the
+            constructor's.
+        mask_mod: Optional `flex_attention` mask mod, ANDed with the
+            constructor's.
+
+    Returns:
+        The output `(batch_size, Tq, dim)`; then the scores with
+        `return_attention_scores=True`; then the updated cache when a
+        cache is given.
+
+    Example:
+
+    >>> layer = keras_attention.GroupedQueryAttention(
+    ...     head_dim=4, num_query_heads=4, num_key_value_heads=2
+    ... )
+    >>> x = np.random.rand(2, 5, 8).astype("float32")
+    >>> out, scores = layer(x, x, return_attention_scores=True)
+    >>> tuple(out.shape), tuple(scores.shape)
+    ((2, 5, 8), (2, 4, 5, 5))
+
+    References:
+        - [Ainslie et al., 2023](https://arxiv.org/abs/2305.13245)
+        - [Shazeer, 2019](https://arxiv.org/abs/1911.02150)
+    """
+
+    def __init__(
+        self,
+        head_dim,
+        num_query_heads,
+        num_key_value_heads,
+        dropout=0.0,
+        use_bias=True,
+        sliding_window=None,
+        flash_attention=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
+        seed=None,
+        chunk_size=None,
+        rotary_embedding=None,
+        score_mod=None,
+        mask_mod=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self.head_dim = _validation.positive_int("head_dim", head_dim)
+        self.num_query_heads = _validation.positive_int(
+            "num_query_heads", num_query_heads
+        )
+        self.num_key_value_heads = _validation.positive_int(
+            "num_key_value_heads", num_key_value_heads
+        )
+        if num_query_heads % num_key_value_heads:
+            raise ValueError(
+                "`num_query_heads` must be divisible by "
+                "`num_key_value_heads`. Received: "
+                f"num_query_heads={num_query_heads}, "
+                f"num_key_value_heads={num_key_value_heads}"
+            )
+        self.num_repeats = num_query_heads // num_key_value_heads
+        self.dropout = _validation.rate("dropout", dropout)
+        self.use_bias = bool(use_bias)
+        self.use_gate = bool(use_gate)
+        self.sliding_window = _positive_or_none(
+            "sliding_window", sliding_window
+        )
+        self.flash_attention = flash_attention
+        # Keras's rule: the argument, or else the global setting.
+        self._flash_attention = bool(
+            flash_attention or keras.config.is_flash_attention_enabled()
+        )
+        checks.flash_attention(self._flash_attention, _Dot, self.dropout)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.projection_activity_regularizer = keras.regularizers.get(
+            activity_regularizer
+        )
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self.chunk_size = checks.chunk_size(chunk_size, _Dot, self.dropout)
+        self.rotary_embedding = _cache.get_rotary(rotary_embedding)
+        self.score_mod = _get_mod("score_mod", score_mod)
+        self.mask_mod = _get_mod("mask_mod", mask_mod)
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
+        self._return_attention_scores = False
+        self._call_mods = (None, None)
+
+    def _get_common_kwargs_for_sublayer(self):
+        """Keras's hook: what every projection shares (fresh initializers)."""
+        return {
+            "kernel_initializer": _clone(self.kernel_initializer),
+            "bias_initializer": _clone(self.bias_initializer),
+            "kernel_regularizer": self.kernel_regularizer,
+            "bias_regularizer": self.bias_regularizer,
+            "activity_regularizer": self.projection_activity_regularizer,
+            "kernel_constraint": self.kernel_constraint,
+            "bias_constraint": self.bias_constraint,
+            "dtype": self.dtype_policy,
+        }
+
+    def _dense(self, name, equation, heads, bias_axes, activation=None):
+        output_shape = (None, heads, self.head_dim) if heads else (None, None)
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            activation=activation,
+            name=name,
+            **self._get_common_kwargs_for_sublayer(),
+        )
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        _check_shapes(query_shape, value_shape, key_shape)
+        self.feature_dim = query_shape[-1]
+        q_heads, kv_heads = self.num_query_heads, self.num_key_value_heads
+        self._query_dense = self._dense("query", "bqm,muh->bquh", q_heads, "uh")
+        self._query_dense.build(query_shape)
+        self._key_dense = self._dense("key", "bkm,mvh->bkvh", kv_heads, "vh")
+        self._key_dense.build(key_shape)
+        if self.use_gate:
+            self._gate_dense = self._dense(
+                "gate", "bqm,muh->bquh", q_heads, "uh", activation="sigmoid"
+            )
+            self._gate_dense.build(query_shape)
+        self._value_dense = self._dense(
+            "value", "bkm,mvh->bkvh", kv_heads, "vh"
+        )
+        self._value_dense.build(value_shape)
+        self._output_dense = keras.layers.EinsumDense(
+            "bquh,uhm->bqm",
+            output_shape=(None, self.feature_dim),
+            bias_axes="m" if self.use_bias else None,
+            name="attention_output",
+            **self._get_common_kwargs_for_sublayer(),
+        )
+        self._output_dense.build((None, None, q_heads, self.head_dim))
+
+    @property
+    def query_dense(self):
+        return self._query_dense
+
+    @property
+    def key_dense(self):
+        return self._key_dense
+
+    @property
+    def value_dense(self):
+        return self._value_dense
+
+    @property
+    def output_dense(self):
+        return self._output_dense
+
+    def _compute_attention_mask(
+        self,
+        query,
+        value,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+    ):
+        """Keras's hook: the boolean mask `(batch_size, Tq, Tv)` or `None`."""
+        if attention_mask is not None:
+            attention_mask = ops.cast(attention_mask, "bool")
+        return ka_ops.combine_masks(
+            ops.shape(query)[1],
+            ops.shape(value)[1],
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            sliding_window=self.sliding_window,
+        )
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        use_causal_mask=False,
+    ):
+        """Keras's hook: `(output (B, Tq, H, head_dim), scores or None)`
+        on the projected tensors. Unlike Keras, `key` and `value` keep
+        their `num_key_value_heads` heads (they are not repeated); the
+        call's `score_mod` / `mask_mod` and `return_attention_scores` are
+        read from the layer, as Keras reads the latter."""
+        score_mod, mask_mod = self._call_mods
+        return_attention_scores = self._return_attention_scores
+        if use_causal_mask:
+            mask_mod = _and_mods(ka_ops.mods.causal(), mask_mod)
+        if self._flash_attention and return_attention_scores:
+            raise ValueError(
+                "Returning attention scores is not supported when flash "
+                "attention is enabled. Please disable flash attention to "
+                "access attention scores."
+            )
+        dropout = self.dropout > 0 and training
+        need_weights = return_attention_scores or dropout
+        if not (need_weights or score_mod or mask_mod) and self._folds(
+            query, key
+        ):
+            if attention_mask is not None:
+                attention_mask = ops.broadcast_to(
+                    ops.cast(attention_mask, "bool"),
+                    (ops.shape(query)[0], query.shape[1], key.shape[1]),
+                )
+            scale = 1.0 / float(self.head_dim) ** 0.5
+            return folded_attention(
+                query, key, value, attention_mask, scale
+            ), None
+        batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
+        k_len = ops.shape(key)[1]
+        tensor_mask = None
+        if attention_mask is not None:
+            tensor_mask = TensorMask(attention_mask, batch, q_len, k_len)
+        mask_mod = _and_mods(tensor_mask, mask_mod)
+        result = ka_ops.flex_attention(
+            query,
+            key,
+            value,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
+            chunk_size=0 if need_weights else self.chunk_size,
+            return_attention_scores=need_weights,
+        )
+        if not need_weights:
+            return result, None
+        output, weights = result
+        if dropout:
+            dropped = self._dropout_layer(weights, training=training)
+            output = grouped_weighted_sum(
+                dropped, ops.cast(value, dropped.dtype)
+            )
+        return output, weights
+
+    def _folds(self, query, key):
+        """Whether the fused kernel runs: dense (`chunk_size` 0, or `None`
+        with weights under 2 GiB) and the lengths known."""
+        if self.chunk_size:
+            return False
+        q_len, k_len = query.shape[1], key.shape[1]
+        if q_len is None or k_len is None:
+            return False
+        if self.chunk_size == 0:
+            return True
+        batch = query.shape[0] or 1
+        size = 4 * batch * self.num_query_heads * q_len * k_len
+        return size <= _FOLDED_MAX_BYTES
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        score_mod=None,
+        mask_mod=None,
+    ):
+        name = type(self).__name__
+        _validation.floating_inputs(name, query=query, value=value, key=key)
+        _cache.check_cache(name, cache, cache_update_index)
+        key = value if key is None else key
+        gate = self._gate_dense(query) if self.use_gate else None
+        start = _cache.start_of(cache_update_index)
+        query_heads = _cache.rotate(
+            self.rotary_embedding, self._query_dense(query), start
+        )
+        key_heads, value_heads, cache = self._keys_values(
+            key, value, cache, cache_update_index
+        )
+        if cache is None:
+            mask = self._compute_attention_mask(
+                query,
+                value,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+            )
+        else:
+            masks = {
+                "attention_mask": attention_mask,
+                "use_causal_mask": use_causal_mask,
+            }
+            mask = _cache.cache_mask(
+                query,
+                key_heads,
+                masks,
+                start,
+                heads_axis=False,
+                sliding_window=self.sliding_window,
+            )
+        self._return_attention_scores = return_attention_scores
+        self._call_mods = (
+            _chain(self.score_mod, score_mod),
+            _and_mods(self.mask_mod, mask_mod),
+        )
+        output, scores = self._compute_attention(
+            query_heads, key_heads, value_heads, mask, training
+        )
+        output = ops.cast(output, self.compute_dtype)
+        if gate is not None:
+            output = output * ops.cast(gate, output.dtype)
+        output = self._output_dense(output)
+        return _cache.outputs(output, scores, cache, return_attention_scores)
+
+    def _keys_values(self, key, value, cache, cache_update_index):
+        """Projected (and rotated) keys and values, through the cache."""
+        start = _cache.start_of(cache_update_index)
+
+        def project_key():
+            keys = self._key_dense(key)
+            return _cache.rotate(self.rotary_embedding, keys, start)
+
+        if cache is None:
+            return project_key(), self._value_dense(value), None
+        cache = ops.cast(cache, self.compute_dtype)
+        return _cache.cached_keys_values(
+            cache,
+            cache_update_index,
+            project_key,
+            lambda: self._value_dense(value),
+        )
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        _check_shapes(query_shape, value_shape, key_shape)
+        return tuple(query_shape)
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        score_mod=None,
+        mask_mod=None,
+    ):
+        _cache.check_cache(type(self).__name__, cache, cache_update_index)
+        shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        output = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        k_len = (value if key is None else key).shape[1]
+        if cache is not None:
+            k_len = cache.shape[2]
+        scores = keras.KerasTensor(
+            (query.shape[0], self.num_query_heads, query.shape[1], k_len),
+            dtype=self.compute_dtype,
+        )
+        cache_spec = None
+        if cache is not None:
+            cache_spec = keras.KerasTensor(
+                cache.shape, dtype=self.compute_dtype
+            )
+        return _cache.outputs(
+            output, scores, cache_spec, return_attention_scores
+        )
+
+    def get_config(self):
+        serialize = keras.saving.serialize_keras_object
+        return {
+            **super().get_config(),
+            "head_dim": self.head_dim,
+            "num_query_heads": self.num_query_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "use_bias": self.use_bias,
+            "use_gate": self.use_gate,
+            "sliding_window": self.sliding_window,
+            "dropout": self.dropout,
+            "flash_attention": self.flash_attention,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer
+            ),
+            "kernel_regularizer": keras.regularizers.serialize(
+                self.kernel_regularizer
+            ),
+            "bias_regularizer": keras.regularizers.serialize(
+                self.bias_regularizer
+            ),
+            "activity_regularizer": keras.regularizers.serialize(
+                self.projection_activity_regularizer
+            ),
+            "kernel_constraint": keras.constraints.serialize(
+                self.kernel_constraint
+            ),
+            "bias_constraint": keras.constraints.serialize(
+                self.bias_constraint
+            ),
+            "seed": self.seed,
+            "chunk_size": self.chunk_size,
+            "rotary_embedding": None
+            if self.rotary_embedding is None
+            else serialize(self.rotary_embedding),
+            "score_mod": _serialize_mod(self.score_mod),
+            "mask_mod": _serialize_mod(self.mask_mod),
+            "dtype": self._dtype_policy_config(),
+        }
+
+    def _dtype_policy_config(self):
+        """The dtype policy, with the projections' own after `quantize`."""
+        if not self.built:
+            return keras.dtype_policies.serialize(self.dtype_policy)
+        denses = [self._query_dense, self._key_dense, self._value_dense]
+        denses += [getattr(self, "_gate_dense", None), self._output_dense]
+        return _policies.policy_config(self, denses)
+
+
+class _DotScore:
+    """What the shared checks ask of a score: GQA's is the scaled dot."""
+
+    is_dot_product = True
+    can_chunk = True
+
+
+_Dot = _DotScore()
+
+
+GroupQueryAttention = GroupedQueryAttention
+
+
+def _clone(initializer):
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def _check_shapes(query_shape, value_shape, key_shape):
+    if query_shape[-1] != value_shape[-1]:
+        raise ValueError(
+            "The last dimension of `query_shape` and `value_shape` must be "
+            f"equal, but are {query_shape[-1]}, {value_shape[-1]}. Received: "
+            f"query_shape={tuple(query_shape)}, "
+            f"value_shape={tuple(value_shape)}"
+        )
+    if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
+        raise ValueError(
+            "All dimensions of `value` and `key`, except the last one, must "
+            f"be equal. Received: value_shape={tuple(value_shape)} and "
+            f"key_shape={tuple(key_shape)}"
+        )
+    if len(query_shape) != 3 or len(value_shape) != 3:
+        raise ValueError(
+            "GroupedQueryAttention expects `query`, `value` and `key` of "
+            "shape `(batch_size, time, dim)`. Received: "
+            f"query.shape={tuple(query_shape)}, value.shape="
+            f"{tuple(value_shape)}, key.shape={tuple(key_shape)}"
+        )

@@ -1,0 +1,200 @@
+"""GroupedQueryAttention: Keras's layer with copied weights, a NumPy
+reference, dense against chunked, and cached decoding against the full
+causal pass (with and without rotary embeddings)."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention
+from tests.layer_basics import check_layer_basics
+from tests.layer_basics import np_softmax
+from tests.layer_basics import to_np
+
+GQA = keras_attention.GroupedQueryAttention
+
+
+def _layers(**kwargs):
+    args = dict(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    args.update(kwargs)
+    return keras.layers.GroupQueryAttention(**args), GQA(**args)
+
+
+def _copy(theirs, ours, query, value, rng):
+    theirs(query, value)
+    ours(query, value)
+    names = [w.path.split("/", 1)[1] for w in ours.weights]
+    assert names == [w.path.split("/", 1)[1] for w in theirs.weights]
+    theirs.set_weights(
+        [rng.normal(size=w.shape).astype("float32") for w in theirs.weights]
+    )
+    ours.set_weights(theirs.get_weights())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"num_key_value_heads": 1, "use_gate": True, "sliding_window": 2},
+        {"num_key_value_heads": 4, "use_bias": False},
+    ],
+)
+def test_matches_keras_with_copied_weights(kwargs, rand, rng):
+    theirs, ours = _layers(**kwargs)
+    query, value = rand(2, 5, 8), rand(2, 5, 8)
+    _copy(theirs, ours, query, value, rng)
+    value_mask = np.ones((2, 5), bool)
+    value_mask[0, 3:] = False
+    for call in (
+        {"value_mask": value_mask},
+        {"use_causal_mask": True, "value_mask": value_mask},
+    ):
+        want = theirs(query, value, return_attention_scores=True, **call)
+        got = ours(query, value, return_attention_scores=True, **call)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(to_np(g), to_np(w), atol=2e-5)
+        np.testing.assert_allclose(
+            to_np(ours(query, value, **call)), to_np(want[0]), atol=2e-5
+        )
+
+
+def test_matches_numpy_reference(rand):
+    layer = GQA(head_dim=4, num_query_heads=6, num_key_value_heads=2)
+    query, value, key = rand(2, 5, 8), rand(2, 5, 8), rand(2, 5, 8)
+    out, scores = layer(query, value, key, return_attention_scores=True)
+    wq, bq, wk, bk, wv, bv, wo, bo = (to_np(w) for w in layer.weights)
+    q = np.einsum("bqm,muh->bquh", query, wq) + bq
+    k = np.einsum("bkm,mvh->bkvh", key, wk) + bk
+    v = np.einsum("bkm,mvh->bkvh", value, wv) + bv
+    # Query head h uses key/value head h // 3.
+    k, v = np.repeat(k, 3, axis=2), np.repeat(v, 3, axis=2)
+    w = np_softmax(np.einsum("bquh,bkuh->buqk", q, k) / np.sqrt(4.0))
+    context = np.einsum("buqk,bkuh->bquh", w, v)
+    want = np.einsum("bquh,uhm->bqm", context, wo) + bo
+    np.testing.assert_allclose(to_np(scores), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_np(out), want, rtol=1e-5, atol=1e-5)
+
+
+def test_hook_sees_unrepeated_key_value_heads(rand):
+    seen = {}
+
+    class Spy(GQA):
+        def _compute_attention(
+            self, query, key, value, attention_mask=None, training=None
+        ):
+            seen["heads"] = (query.shape[2], key.shape[2], value.shape[2])
+            return super()._compute_attention(
+                query, key, value, attention_mask, training
+            )
+
+    x = rand(2, 5, 8)
+    Spy(head_dim=4, num_query_heads=4, num_key_value_heads=2)(x, x)
+    assert seen["heads"] == (4, 2, 2)
+
+
+def test_chunked_equals_dense(rand):
+    x = rand(2, 9, 8)
+    mask = np.ones((2, 9), bool)
+    mask[1, 6:] = False
+    dense = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, chunk_size=0
+    )
+    chunked = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, chunk_size=4
+    )
+    dense(x, x)
+    chunked(x, x)
+    chunked.set_weights(dense.get_weights())
+    call = dict(value_mask=mask, use_causal_mask=True)
+    np.testing.assert_allclose(
+        to_np(chunked(x, x, **call)), to_np(dense(x, x, **call)), atol=1e-5
+    )
+
+
+def test_fully_masked_query_gets_zero_weights(rand):
+    layer = GQA(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    x = rand(2, 5, 8)
+    attention_mask = np.ones((2, 5, 5), bool)
+    attention_mask[0, 1] = False
+    _, scores = layer(
+        x, x, attention_mask=attention_mask, return_attention_scores=True
+    )
+    np.testing.assert_array_equal(to_np(scores)[0, :, 1], 0.0)
+    assert np.all(np.isfinite(to_np(scores)))
+
+
+def test_basics(rand):
+    check_layer_basics(
+        GQA,
+        {
+            "head_dim": 4,
+            "num_query_heads": 4,
+            "num_key_value_heads": 2,
+            "use_gate": True,
+            "rotary_embedding": keras_attention.RotaryEmbedding(),
+        },
+        [rand(2, 5, 8), rand(2, 5, 8)],
+        {"return_attention_scores": True},
+        expected_output_shape=[(2, 5, 8), (2, 4, 5, 5)],
+        expected_num_trainable_weights=10,
+    )
+
+
+def test_alias_is_the_same_class():
+    assert keras_attention.GroupQueryAttention is GQA
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (
+            {"num_key_value_heads": 3},
+            "num_query_heads=4, num_key_value_heads=3",
+        ),
+        ({"head_dim": 0}, "head_dim=0"),
+        ({"sliding_window": -1}, "sliding_window=-1"),
+        ({"dropout": 0.5, "flash_attention": True}, "Dropout is not supported"),
+        ({"rotary_embedding": "rope"}, "rotary_embedding='rope'"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    args = dict(head_dim=2, num_query_heads=4, num_key_value_heads=2)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        GQA(**args)
+
+
+def test_shape_errors_name_both_shapes(rand):
+    layer = GQA(head_dim=2, num_query_heads=2, num_key_value_heads=1)
+    with pytest.raises(ValueError, match=r"query_shape=\(2, 3, 4\)"):
+        layer(rand(2, 3, 4), rand(2, 3, 5))
+
+
+def test_constructor_mods_equal_the_keras_window_and_round_trip(rand):
+    from keras_attention.ops import mods
+
+    x = rand(2, 5, 8)
+    window = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, sliding_window=2
+    )
+    modded = GQA(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        mask_mod=mods.sliding_window(2),
+    )
+    window(x, x)
+    modded(x, x)
+    modded.set_weights(window.get_weights())
+    want = to_np(window(x, x, return_attention_scores=True)[1])
+    got = to_np(modded(x, x, return_attention_scores=True)[1])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    clone = GQA.from_config(modded.get_config())
+    assert clone.mask_mod == modded.mask_mod
+    # The call's mod is ANDed with the constructor's.
+    both = to_np(
+        modded(x, x, mask_mod=mods.causal(), return_attention_scores=True)[1]
+    )
+    np.testing.assert_array_equal(
+        both[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]], 0.0
+    )

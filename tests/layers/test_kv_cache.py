@@ -1,0 +1,251 @@
+"""The key/value cache and rotary embeddings of MultiHeadAttention,
+SelfAttention and GroupedQueryAttention: keras-hub's cached layer step by
+step, token-by-token decoding against the full causal pass, under XLA."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention
+from tests.layer_basics import check_layer_basics
+from tests.layer_basics import to_np
+
+B, T, D = 2, 5, 8
+
+
+def _index(i):
+    """A tensor index: on JAX one compiled update for every position."""
+    return keras.ops.convert_to_tensor(i, "int32")
+
+
+def _mha(rotary):
+    return keras_attention.MultiHeadAttention(
+        num_heads=2, key_dim=4, rotary_embedding=rotary
+    )
+
+
+def _self(rotary):
+    return keras_attention.SelfAttention(num_heads=2, rotary_embedding=rotary)
+
+
+def _gqa(rotary):
+    return keras_attention.GroupedQueryAttention(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rotary_embedding=rotary,
+    )
+
+
+def _gqa_chunked(rotary):
+    """The cache attended in blocks of 2 (`flex_attention`'s chunked path)."""
+    return keras_attention.GroupedQueryAttention(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rotary_embedding=rotary,
+        chunk_size=2,
+    )
+
+
+def _gqa_window(rotary):
+    """A causal window of 2 keys, also over the cache slots."""
+    return keras_attention.GroupedQueryAttention(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rotary_embedding=rotary,
+        sliding_window=2,
+    )
+
+
+def _call(layer, x, **kwargs):
+    if isinstance(layer, keras_attention.SelfAttention):
+        return layer(x, **kwargs)
+    return layer(x, x, **kwargs)
+
+
+def _kv_heads(layer):
+    return getattr(layer, "num_key_value_heads", 2)
+
+
+@pytest.mark.parametrize("make", [_mha, _self, _gqa, _gqa_window])
+@pytest.mark.parametrize("rotary", [False, True])
+def test_decoding_token_by_token_equals_the_full_causal_pass(
+    make, rotary, rand
+):
+    layer = make(keras_attention.RotaryEmbedding() if rotary else None)
+    x = rand(B, T, D)
+    full, full_scores = _call(
+        layer, x, use_causal_mask=True, return_attention_scores=True
+    )
+    cache = np.zeros((B, 2, T, _kv_heads(layer), 4), "float32")
+    for i in range(T):
+        out, scores, cache = _call(
+            layer,
+            x[:, i : i + 1],
+            cache=cache,
+            cache_update_index=_index(i),
+            use_causal_mask=True,
+            return_attention_scores=True,
+        )
+        np.testing.assert_allclose(
+            to_np(out)[:, 0], to_np(full)[:, i], rtol=1e-5, atol=1e-5
+        )
+        np.testing.assert_allclose(
+            to_np(scores)[:, :, 0],
+            to_np(full_scores)[:, :, i],
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+
+@pytest.mark.tensorflow_lane
+def test_chunked_cache_decoding_equals_the_dense_pass(rand):
+    """TensorFlow lane; the other lanes: `test_chunked_equals_dense` of
+    tests/layers/test_grouped_query.py runs the same blocks."""
+    layer = _gqa_chunked(keras_attention.RotaryEmbedding())
+    x = rand(B, T, D)
+    dense = _gqa(keras_attention.RotaryEmbedding())
+    dense(x, x)
+    layer(x, x)
+    layer.set_weights(dense.get_weights())
+    full = to_np(dense(x, x, use_causal_mask=True))
+    cache = np.zeros((B, 2, T, 2, 4), "float32")
+    for i in range(T):
+        token = x[:, i : i + 1]
+        out, cache = layer(
+            token,
+            token,
+            cache=cache,
+            cache_update_index=_index(i),
+            use_causal_mask=True,
+        )
+        np.testing.assert_allclose(to_np(out)[:, 0], full[:, i], atol=1e-5)
+
+
+def test_prefill_then_decode_with_an_explicit_mask(rand):
+    # No rotary here: a call without `cache_update_index` has no position.
+    layer = _gqa(None)
+    x = rand(B, T, D)
+    full = to_np(_call(layer, x, use_causal_mask=True))
+    cache = np.zeros((B, 2, T, 2, 4), "float32")
+    causal = np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
+    prefix, cache = _call(
+        layer,
+        x[:, :3],
+        cache=cache,
+        cache_update_index=_index(0),
+        attention_mask=causal[:, :3],
+    )
+    np.testing.assert_allclose(to_np(prefix), full[:, :3], atol=1e-5)
+    out, cache = _call(
+        layer,
+        x[:, 3:4],
+        cache=cache,
+        cache_update_index=_index(3),
+        attention_mask=causal[:, 3:4],
+    )
+    np.testing.assert_allclose(to_np(out)[:, 0], full[:, 3], atol=1e-5)
+    # Without an update index the cache is attended as it is.
+    again, same = _call(
+        layer, x[:, 3:4], cache=cache, attention_mask=causal[:, 3:4]
+    )
+    np.testing.assert_allclose(to_np(again), to_np(out), atol=1e-6)
+    np.testing.assert_array_equal(to_np(same), to_np(cache))
+
+
+@pytest.mark.tensorflow_lane
+def test_steps_equal_keras_hub_cached_attention(rand):
+    """TensorFlow lane (the cache code is the same on every backend); the
+    other lanes: the token-by-token tests against the full causal pass."""
+    keras_hub = pytest.importorskip(
+        "keras_hub",
+        reason="keras-hub's CachedMultiHeadAttention is the reference",
+    )
+    theirs = keras_hub.layers.CachedMultiHeadAttention(num_heads=2, key_dim=4)
+    ours = keras_attention.MultiHeadAttention(num_heads=2, key_dim=4)
+    x = rand(B, T, D)
+    theirs(x, x)
+    ours(x, x)
+    ours.set_weights(theirs.get_weights())
+    mask = np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
+    mask[1, :, 0] = False  # a padded first token in the second example
+    mask[1, 0, 0] = True
+    cache_a = cache_b = np.zeros((B, 2, T, 2, 4), "float32")
+    for i in range(T):
+        step = dict(
+            cache_update_index=_index(i),
+            attention_mask=mask[:, i : i + 1],
+            return_attention_scores=True,
+        )
+        want = theirs(x[:, i : i + 1], x[:, i : i + 1], cache=cache_a, **step)
+        got = ours(x[:, i : i + 1], x[:, i : i + 1], cache=cache_b, **step)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(to_np(g), to_np(w), atol=1e-5)
+        cache_a, cache_b = want[2], got[2]
+
+
+class Decoder(keras.Model):
+    """One decoding step: `(token, cache, index) -> (output, cache)`."""
+
+    def __init__(self, attention):
+        super().__init__()
+        self.attention = attention
+
+    def call(self, inputs):
+        x, cache, index = inputs
+        return self.attention(
+            x, x, cache=cache, cache_update_index=index[0], use_causal_mask=True
+        )
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch",
+    reason="jit_compile=True is Dynamo on PyTorch, not XLA",
+)
+def test_decoding_runs_under_jit_compile(rand):
+    layer = _gqa(keras_attention.RotaryEmbedding())
+    x = rand(B, 3, D)
+    full = to_np(layer(x, x, use_causal_mask=True))
+    model = Decoder(layer)
+    model.compile(jit_compile=True)
+    cache = np.zeros((B, 2, 3, 2, 4), "float32")
+    for i in range(3):
+        index = np.full((B,), i, "int32")
+        out, cache = model.predict_on_batch([x[:, i : i + 1], cache, index])
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+
+
+@pytest.mark.tensorflow_lane
+def test_rotary_changes_the_scores_and_saves_with_the_layer(rand):
+    """TensorFlow lane; the other lanes: `test_basics` of
+    tests/layers/test_grouped_query.py saves a rotary layer."""
+    x = rand(B, T, D)
+    plain, rotated = _mha(None), _mha(keras_attention.RotaryEmbedding())
+    plain(x, x)
+    rotated(x, x)
+    rotated.set_weights(plain.get_weights())
+    assert not np.allclose(to_np(plain(x, x)), to_np(rotated(x, x)))
+    config = rotated.get_config()
+    clone = keras_attention.MultiHeadAttention.from_config(config)
+    assert clone.rotary_embedding.get_config() == (
+        rotated.rotary_embedding.get_config()
+    )
+    check_layer_basics(
+        keras_attention.SelfAttention,
+        {"num_heads": 2, "rotary_embedding": keras_attention.RotaryEmbedding()},
+        rand(2, 3, 4),
+        expected_output_shape=(2, 3, 4),
+        run_mixed_precision=False,
+    )
+
+
+@pytest.mark.parametrize("make", [_mha, _gqa])
+def test_cache_errors_are_named(make, rand):
+    layer = make(None)
+    x = rand(B, 1, D)
+    with pytest.raises(ValueError, match="cache_update_index=0"):
+        _call(layer, x, cache_update_index=0)
+    with pytest.raises(ValueError, match=r"cache.shape=\(2, 3, 4\)"):
+        _call(layer, x, cache=np.zeros((2, 3, 4), "float32"))

@@ -1,0 +1,148 @@
+"""RotaryEmbedding against the paper's complex form, keras-hub's layer and
+its own relative-position property."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention
+from tests.layer_basics import check_layer_basics
+from tests.layer_basics import to_np
+
+
+def np_rope(x, positions, base=10000.0, scale=1.0):
+    """RoFormer as a complex product, pairs `(x_i, x_{i + d/2})`:
+    `(x_i + i x_{i+d/2}) · exp(i p θ_i)`, `θ_i = base^(-2i/d)`.
+    `x` is `(B, T, ..., d)` and `positions` `(B or 1, T)`."""
+    half = x.shape[-1] // 2
+    theta = base ** (-np.arange(half) * 2.0 / x.shape[-1])
+    angle = (positions / scale)[..., None] * theta
+    angle = angle.reshape(angle.shape[:2] + (1,) * (x.ndim - 3) + (half,))
+    z = (x[..., :half] + 1j * x[..., half:]) * np.exp(1j * angle)
+    return np.concatenate([z.real, z.imag], axis=-1).astype("float32")
+
+
+def test_hand_case_rotates_a_pair_by_its_angle():
+    # d = 2: one pair, θ = 1, so position p rotates (1, 0) by p radians.
+    x = np.tile(np.array([1.0, 0.0], "float32"), (1, 3, 1))
+    got = to_np(keras_attention.RotaryEmbedding()(x))
+    p = np.arange(3)
+    np.testing.assert_allclose(
+        got[0], np.stack([np.cos(p), np.sin(p)], -1), atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 8), (2, 5, 3, 6)])
+def test_matches_the_complex_form(rand, shape):
+    x = rand(*shape)
+    layer = keras_attention.RotaryEmbedding(
+        max_wavelength=100, scaling_factor=2
+    )
+    want = np_rope(x, np.arange(2, 7)[None], base=100.0, scale=2.0)
+    np.testing.assert_allclose(
+        to_np(layer(x, start_index=2)), want, rtol=1e-5, atol=1e-5
+    )
+    positions = np.array([[4, 0, 2, 9, 1], [3, 3, 3, 3, 3]])
+    want = np_rope(x, positions, base=100.0, scale=2.0)
+    np.testing.assert_allclose(
+        to_np(layer(x, positions=positions)), want, rtol=1e-5, atol=1e-5
+    )
+
+
+def test_other_axes_match_moved_axes(rand):
+    x = rand(2, 6, 4, 3)  # (B, features, heads, T)
+    layer = keras_attention.RotaryEmbedding(sequence_axis=-1, feature_axis=1)
+    moved = np.moveaxis(np.moveaxis(x, 3, 1), 2, 3)  # (B, T, heads, D)
+    want = np.moveaxis(
+        np.moveaxis(np_rope(moved, np.arange(3)[None]), 3, 2), 1, 3
+    )
+    np.testing.assert_allclose(to_np(layer(x)), want, rtol=1e-5, atol=1e-5)
+
+
+def test_scores_depend_on_relative_position_only(rand):
+    q, k = rand(1, 1, 8), rand(1, 1, 8)
+    layer = keras_attention.RotaryEmbedding()
+    scores = [
+        float(
+            np.sum(
+                to_np(layer(q, start_index=p + 3))
+                * to_np(layer(k, start_index=p))
+            )
+        )
+        for p in (0, 5, 11)
+    ]
+    np.testing.assert_allclose(scores, scores[0], rtol=1e-4)
+
+
+def test_matches_keras_hub(rand):
+    keras_hub = pytest.importorskip(
+        "keras_hub", reason="keras-hub is the reference layer"
+    )
+    x = rand(2, 7, 2, 10)
+    kwargs = dict(max_wavelength=500, scaling_factor=4.0)
+    ours = keras_attention.RotaryEmbedding(**kwargs)
+    theirs = keras_hub.layers.RotaryEmbedding(**kwargs)
+    np.testing.assert_allclose(
+        to_np(ours(x, start_index=5)),
+        to_np(theirs(x, start_index=5)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    positions = np.arange(14).reshape(2, 7)[:, ::-1].copy()
+    np.testing.assert_allclose(
+        to_np(ours(x, positions=positions)),
+        to_np(theirs(x, positions=positions)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def test_basics(rand):
+    check_layer_basics(
+        keras_attention.RotaryEmbedding,
+        {"max_wavelength": 50},
+        rand(2, 4, 6),
+        expected_output_shape=(2, 4, 6),
+        expected_num_trainable_weights=0,
+        run_training=False,
+    )
+
+
+def test_start_index_as_a_tensor_under_jit(rand):
+    x = rand(1, 3, 4)
+    layer = keras_attention.RotaryEmbedding()
+    model = keras.Sequential([keras.Input((3, 4)), layer])
+    model.compile(jit_compile=True)
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0), to_np(layer(x)), atol=1e-6
+    )
+    step = to_np(layer(x, start_index=keras.ops.convert_to_tensor(2)))
+    np.testing.assert_allclose(
+        step, np_rope(x, np.arange(2, 5)[None]), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_wavelength": 0}, "max_wavelength=0"),
+        ({"scaling_factor": -1.0}, "scaling_factor=-1.0"),
+        ({"sequence_axis": 1.5}, "sequence_axis=1.5"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        keras_attention.RotaryEmbedding(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, shape, match",
+    [
+        ({}, (2, 3, 5), "even size"),
+        ({"feature_axis": 1}, (2, 3, 4), "two different axes"),
+        ({"sequence_axis": 4}, (2, 3, 4), "sequence_axis=4"),
+    ],
+)
+def test_bad_inputs_are_named(kwargs, shape, match):
+    with pytest.raises(ValueError, match=match):
+        keras_attention.RotaryEmbedding(**kwargs)(np.ones(shape, "float32"))
