@@ -7,22 +7,8 @@ from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
+from keras_attention.layers import _grouped as grouped
 from keras_attention.layers import _multi_head_checks as checks
-
-
-class TensorMask:
-    """Mask mod of a boolean `(batch_size, Tq, Tk)` tensor (broadcast
-    to it first), read at the block's indices so that both the dense and
-    the chunked path of `flex_attention` can use it."""
-
-    def __init__(self, mask, batch, q_len, k_len):
-        mask = ops.broadcast_to(ops.cast(mask, "bool"), (batch, q_len, k_len))
-        self.flat = ops.reshape(mask, (-1,))
-        self.q_len, self.k_len = q_len, k_len
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        index = (batch * self.q_len + q_idx) * self.k_len + kv_idx
-        return ops.take(self.flat, index)
 
 
 def _and_mods(*mods):
@@ -30,49 +16,6 @@ def _and_mods(*mods):
     if not mods:
         return None
     return mods[0] if len(mods) == 1 else ka_ops.and_masks(*mods)
-
-
-def grouped_weighted_sum(weights, value):
-    """`Σ_k w_{b,h,q,k} v_{b,k,h // groups}`: `(B, Tq, H, Dv)`, the K/V
-    heads broadcast over their query heads, never repeated."""
-    batch, heads, q_len, k_len = ops.shape(weights)
-    kv_heads = ops.shape(value)[2]
-    grouped = ops.reshape(
-        weights, (batch, kv_heads, heads // kv_heads, q_len, k_len)
-    )
-    out = ops.einsum("bhgqk,bkhd->bqhgd", grouped, value)
-    return ops.reshape(out, (batch, q_len, heads, ops.shape(value)[-1]))
-
-
-def folded_attention(query, key, value, mask, scale):
-    """Grouped attention through the fused kernel, K/V heads not repeated.
-
-    The `groups` query heads of a K/V head are folded into its query axis,
-    `(B, Tq, Hkv·G, D)` -> `(B, Tq·G, Hkv, D)`, so that
-    `keras_attention.ops.dot_product_attention` (FlashAttention's backward)
-    attends each K/V head once with `G` times the queries; the mask
-    `(B, Tq, Tk)` is repeated over the groups (booleans), the keys and
-    values are not. Query head `h` uses K/V head `h // G`, as in Keras.
-    """
-    batch, q_len, heads, depth = ops.shape(query)
-    kv_heads = ops.shape(key)[2]
-    groups = heads // kv_heads
-    q = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
-    q = ops.reshape(
-        ops.swapaxes(q, 2, 3), (batch, q_len * groups, kv_heads, depth)
-    )
-    if mask is not None:
-        mask = ops.broadcast_to(
-            ops.expand_dims(ops.expand_dims(mask, -2), 1),
-            (batch, 1, q_len, groups, ops.shape(key)[1]),
-        )
-        mask = ops.reshape(mask, (batch, 1, q_len * groups, ops.shape(key)[1]))
-    out = ka_ops.dot_product_attention(q, key, value, mask, scale=scale)
-    out = ops.reshape(out, (batch, q_len, groups, kv_heads, -1))
-    return ops.reshape(ops.swapaxes(out, 2, 3), (batch, q_len, heads, -1))
-
-
-_FOLDED_MAX_BYTES = 2**31
 
 
 def _get_mod(name, mod):
@@ -294,7 +237,7 @@ class GroupedQueryAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        _check_shapes(query_shape, value_shape, key_shape)
+        grouped.check_shapes(query_shape, value_shape, key_shape)
         self.feature_dim = query_shape[-1]
         q_heads, kv_heads = self.num_query_heads, self.num_key_value_heads
         self._query_dense = self._dense("query", "bqm,muh->bquh", q_heads, "uh")
@@ -394,14 +337,16 @@ class GroupedQueryAttention(keras.layers.Layer):
                     (ops.shape(query)[0], query.shape[1], key.shape[1]),
                 )
             scale = 1.0 / float(self.head_dim) ** 0.5
-            return folded_attention(
+            return grouped.folded_attention(
                 query, key, value, attention_mask, scale
             ), None
         batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         k_len = ops.shape(key)[1]
         tensor_mask = None
         if attention_mask is not None:
-            tensor_mask = TensorMask(attention_mask, batch, q_len, k_len)
+            tensor_mask = grouped.TensorMask(
+                attention_mask, batch, q_len, k_len
+            )
         mask_mod = _and_mods(tensor_mask, mask_mod)
         result = ka_ops.flex_attention(
             query,
@@ -417,7 +362,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         output, weights = result
         if dropout:
             dropped = self._dropout_layer(weights, training=training)
-            output = grouped_weighted_sum(
+            output = grouped.grouped_weighted_sum(
                 dropped, ops.cast(value, dropped.dtype)
             )
         return output, weights
@@ -434,7 +379,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             return True
         batch = query.shape[0] or 1
         size = 4 * batch * self.num_query_heads * q_len * k_len
-        return size <= _FOLDED_MAX_BYTES
+        return size <= grouped.FOLDED_MAX_BYTES
 
     def call(
         self,
@@ -522,7 +467,7 @@ class GroupedQueryAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        _check_shapes(query_shape, value_shape, key_shape)
+        grouped.check_shapes(query_shape, value_shape, key_shape)
         return tuple(query_shape)
 
     def compute_output_spec(
@@ -630,26 +575,3 @@ GroupQueryAttention = GroupedQueryAttention
 
 def _clone(initializer):
     return initializer.__class__.from_config(initializer.get_config())
-
-
-def _check_shapes(query_shape, value_shape, key_shape):
-    if query_shape[-1] != value_shape[-1]:
-        raise ValueError(
-            "The last dimension of `query_shape` and `value_shape` must be "
-            f"equal, but are {query_shape[-1]}, {value_shape[-1]}. Received: "
-            f"query_shape={tuple(query_shape)}, "
-            f"value_shape={tuple(value_shape)}"
-        )
-    if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
-        raise ValueError(
-            "All dimensions of `value` and `key`, except the last one, must "
-            f"be equal. Received: value_shape={tuple(value_shape)} and "
-            f"key_shape={tuple(key_shape)}"
-        )
-    if len(query_shape) != 3 or len(value_shape) != 3:
-        raise ValueError(
-            "GroupedQueryAttention expects `query`, `value` and `key` of "
-            "shape `(batch_size, time, dim)`. Received: "
-            f"query.shape={tuple(query_shape)}, value.shape="
-            f"{tuple(value_shape)}, key.shape={tuple(key_shape)}"
-        )
