@@ -11,6 +11,8 @@ from collections.abc import Callable
 import keras
 from keras import ops
 
+from keras_attention.ops import checks
+
 _HALF_DTYPES = ("float16", "bfloat16")
 
 
@@ -42,6 +44,7 @@ def masked_softmax(logits, mask=None, axis: int = -1):
         Weights with the shape and dtype of `logits`.
     """
     logits = ops.convert_to_tensor(logits)
+    checks.broadcasts_to("masked_softmax", mask, logits)
     in_dtype = _to_standard_dtype(logits.dtype)
     x = ops.cast(logits, logits_dtype(in_dtype))
     if mask is None and x.shape[axis] != 1:
@@ -93,6 +96,7 @@ def attend(logits, value, mask=None, dropout_fn: Callable | None = None):
         Tuple `(context, weights)`: `(..., Tq, Dv)` and `(..., Tq, Tk)`,
         both in the dtype of `value`.
     """
+    checks.weights_fit_values(logits, value)
     weights = ops.cast(masked_softmax(logits, mask), value.dtype)
     applied = dropout_fn(weights) if dropout_fn is not None else weights
     return ops.matmul(applied, value), weights
@@ -123,6 +127,7 @@ def attention(
         Tuple `(context, weights)`: `(..., Tq, Dv)` in the dtype of `value`,
         and `(..., Tq, Tk)` in the dtype of `value`.
     """
+    checks.attention_shapes(query, key, value, same_depth=score_fn is None)
     if score_fn is None:
         score_fn = scaled_dot_product
     return attend(score_fn(query, key), value, mask, dropout_fn)

@@ -462,6 +462,7 @@ class LuongAttention(AttentionMechanism):
                 "The 'location' score needs `max_length`, the longest "
                 f"source. Received: score={score!r}, max_length=None"
             )
+        _validation.positive_int("units", units, allow_none=True)
         common = {"dtype": self.dtype_policy, "name": "score"}
         if score == "dot":
             self.score = scores_lib.DotScore(**common)

@@ -15,6 +15,7 @@ from keras import ops
 from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
@@ -527,6 +528,7 @@ class AttentionDecoderCell(keras.layers.Layer):
                 "`keras_attention.seq2seq.AttentionDecoder`. Received: "
                 "memory=None"
             )
+        checks.floating_memory(type(self).__name__, memory)
         memory = ops.convert_to_tensor(memory, dtype=self.compute_dtype)
         self._build_for_memory(tuple(memory.shape))
         batch = ops.shape(memory)[0]
@@ -939,6 +941,7 @@ class AttentionDecoder(keras.layers.Layer):
                 f"inputs.shape={tuple(inputs_shape)}, "
                 f"memory.shape={tuple(memory_shape)}"
             )
+        checks.same_batch("AttentionDecoder", inputs_shape, memory_shape)
 
     def build(self, inputs_shape, memory_shape):
         self._check_shapes(inputs_shape, memory_shape)

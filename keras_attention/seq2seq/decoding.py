@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from keras_attention._validation import positive_int as _check_positive_int
+from keras_attention.seq2seq import checks
 
 
 class DecodeResult(NamedTuple):
@@ -107,6 +108,7 @@ def greedy_decode(
         - [Sutskever et al., 2014](https://arxiv.org/abs/1409.3215)
     """
     _check_positive_int("max_length", max_length)
+    checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
 
     def argmax(log_probs, t):
         return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
@@ -313,6 +315,7 @@ def sample_decode(
     """
     _check_positive_int("max_length", max_length)
     _check_sampling_arguments(temperature, top_k, top_p)
+    checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
     batch = ops.shape(ops.convert_to_tensor(memory))[0]
     uniform = keras.random.uniform((max_length, batch), seed=seed)
 
@@ -473,6 +476,7 @@ def beam_search_decode(
     penalties = _check_beam_arguments(
         max_length, beam_width, length_penalty, coverage_penalty
     )
+    checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
     if num_hypotheses is not None:
         _check_positive_int("num_hypotheses", num_hypotheses)
         if num_hypotheses > beam_width:
