@@ -12,6 +12,11 @@ re-exports it for the examples. It imports only NumPy and Keras
 - `vectorize`: tokenized texts to padded ids over a fixed vocabulary, in
   plain Python; `make_vectorizer` builds the equivalent
   `keras.layers.TextVectorization`.
+- `check_words`: the package's one rule for empty text: a text to
+  predict on or translate, and a training set, must hold at least one
+  word (a letter or a digit); `""`, spaces or punctuation alone get a
+  `ValueError` naming the input, in the Python API and the examples'
+  command lines alike.
 - `as_text_list`: one string, a list of strings or a NumPy string array
   as a list of sentences; `TextModel`, a functional `keras.Model` with a
   string input whose `predict` takes all of those.
@@ -37,6 +42,8 @@ SPECIAL_IDS = 2
 OOV_ID = 1
 
 _PUNCTUATION = re.compile(r"([^\w\s'])")
+#: A word character: a text needs one to hold a word (`check_words`).
+_WORD = re.compile(r"[^\W_]")
 _SPACE_BEFORE = r" ([.,!?;:%)\]}])"
 _SPACE_AFTER = r"([(\[{]) "
 # `_PUNCTUATION` in RE2 syntax: RE2's `\w` and `\s` are ASCII only, so
@@ -183,6 +190,46 @@ def as_text_list(texts, name: str = "texts") -> list:
     return texts
 
 
+def has_words(text: str) -> bool:
+    """Whether `text` holds a word: a letter or a digit, in any script."""
+    return _WORD.search(text) is not None
+
+
+def check_words(texts, name: str = "texts") -> None:
+    """A `ValueError` for a text without a word (`""`, spaces, `"!?"`).
+
+    The package's one rule for empty text: a model attends over the words
+    of a text, so a text without any has nothing to attend to and would
+    get an invented answer (a translation of nothing, a class from the
+    bias alone). `Translator.translate`, `TextModel.predict` and the
+    examples' `--translate` refuse it; no texts at all (`[]`) are an
+    empty result where the function allows it.
+
+    Args:
+        texts: A string or a list of strings.
+        name: The caller's name for the argument. Defaults to `"texts"`.
+
+    Example:
+
+    >>> from keras_attention.text import check_words
+    >>> check_words(["a dog", "  ?"])
+    Traceback (most recent call last):
+    ...
+    ValueError: `texts` must hold at least one word (a letter or a digit) \
+in every text: there is nothing to attend to in the others. \
+Received: texts[1]='  ?'
+    """
+    single = isinstance(texts, str)
+    for index, text in enumerate([texts] if single else texts):
+        if not has_words(text):
+            where = name if single else f"{name}[{index}]"
+            raise ValueError(
+                f"`{name}` must hold at least one word (a letter or a "
+                "digit) in every text: there is nothing to attend to in "
+                f"the others. Received: {where}={text!r}"
+            )
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TextModel(keras.Model):
     """A functional model on raw text whose `predict` takes plain strings.
@@ -302,6 +349,7 @@ def _text_batch(x):
     if not is_text:
         return x
     texts = as_text_list(x, name="x")
+    check_words(x if isinstance(x, str) else texts, name="x")
     if not texts:
         raise ValueError(
             f"`x` holds no text: nothing to predict. Received: x={x!r}"

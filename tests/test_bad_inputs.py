@@ -6,6 +6,8 @@ a silent acceptance) and checks the error a user now gets: a
 The systematic sweep of every public entry point is `tests/test_sweep.py`.
 """
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -141,3 +143,50 @@ def test_decoder_refuses_integer_memory(rand):
         seq2seq.AttentionDecoder(_cell())(rand(2, 3, 4), memory)
     with pytest.raises(TypeError, match="memory.dtype=int32"):
         _decode(seq2seq.greedy_decode, memory=memory)
+
+
+# Items 1, 2 and 11: one rule for empty text (keras_attention.text.
+# check_words), in the Python API and on the command line. Translator and
+# TextModel: tests/seq2seq/test_translator.py, tests/data/test_text.py.
+
+
+@pytest.mark.parametrize(
+    "text, word", [("", False), ("  !?", False), ("_", False), ("é", True)]
+)
+def test_a_word_is_a_letter_or_a_digit(text, word):
+    assert keras_attention.text.has_words(text) is word
+    if not word:
+        with pytest.raises(
+            ValueError, match=re.escape(f"Received: texts={text!r}")
+        ):
+            keras_attention.text.check_words(text)
+
+
+@pytest.mark.backend_independent
+def test_vectorizer_and_training_data_need_a_word(tmp_path):
+    from keras_attention import data
+
+    with pytest.raises(ValueError, match="vocabulary would be empty"):
+        data.make_text_vectorizer(["", "  ", "!"])
+    tsv = tmp_path / "nowords.tsv"
+    tsv.write_text("sentence\tlabel\n" + "\t0\n!!\t1\n" * 6)
+    with pytest.raises(ValueError, match="holds no word .* of its 12"):
+        data.splits.load_sentiment_splits(str(tsv))
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("sentence", ["", "   ", "?!"])
+def test_cli_refuses_a_sentence_without_a_word_as_received(sentence):
+    import argparse
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "_cli.py")
+    spec = importlib.util.spec_from_file_location("_cli_bad_inputs", path)
+    _cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_cli)
+    with pytest.raises(
+        argparse.ArgumentTypeError, match=re.escape(f"got {sentence!r}") + "$"
+    ):
+        _cli.sentence(sentence)
+    assert _cli.sentence("ein hund") == "ein hund"

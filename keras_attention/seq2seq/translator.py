@@ -418,12 +418,13 @@ class Translator(keras.Model):
         Returns:
             The detokenized translations (one string for one string), and
             the alignments if asked (one triple for one string). A text
-            without a token (`""`) is translated from an empty source:
-            the decoder's output with a zero context. No texts give an
-            empty list.
+            without a word (`""`, spaces or punctuation alone) gets a
+            `ValueError` (`keras_attention.text.check_words`). No texts
+            give an empty list.
         """
         single = isinstance(texts, (str, bytes))
         texts = text_lib.as_text_list(texts)
+        text_lib.check_words(texts[0] if single else texts)
         ids = self.vectorize_sources(texts)
         result = self.decode(
             ids, beam_width=beam_width, decoding=decoding, **options
