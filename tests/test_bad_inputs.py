@@ -190,3 +190,19 @@ def test_cli_refuses_a_sentence_without_a_word_as_received(sentence):
     ):
         _cli.sentence(sentence)
     assert _cli.sentence("ein hund") == "ein hund"
+
+
+# Item 3: multi-worker TensorFlow without a cluster.
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("tf_config", [None, "{}", '{"cluster": {}}'])
+def test_multi_worker_without_a_cluster_is_refused(monkeypatch, tf_config):
+    from keras_attention.models import distribute
+
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    with pytest.raises(ValueError, match="needs the cluster: set TF_CONFIG"):
+        distribute.get_strategy("multi-worker")
