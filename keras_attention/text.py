@@ -29,6 +29,8 @@ import re
 import keras
 import numpy as np
 
+from keras_attention import _validation
+
 #: The characters that `keras.layers.TextVectorization` strips for
 #: `standardize="lower_and_strip_punctuation"` (or `"strip_punctuation"`),
 #: as a regular expression valid in Python and in RE2 (TensorFlow). Our
@@ -63,6 +65,7 @@ def tokenize(text: str) -> str:
     >>> tokenize("Zwei Männer, die lachen.")
     'zwei männer , die lachen .'
     """
+    _validation.string("text", text)
     return " ".join(_PUNCTUATION.sub(r" \1 ", text.lower()).split())
 
 
@@ -78,7 +81,9 @@ def detokenize(tokens) -> str:
     >>> detokenize(["two", "men", ",", "laughing", "."])
     'two men, laughing.'
     """
-    text = tokens if isinstance(tokens, str) else " ".join(tokens)
+    if not isinstance(tokens, str):
+        tokens = " ".join(_validation.strings("tokens", tokens))
+    text = tokens
     text = re.sub(_SPACE_BEFORE, r"\1", text)
     return re.sub(_SPACE_AFTER, r"\1", text)
 
@@ -123,6 +128,8 @@ def vectorize(vocabulary, texts) -> np.ndarray:
     >>> vectorize(["", "[UNK]", "a", "dog"], ["a dog", "a cat", ""]).tolist()
     [[2, 3], [2, 1], [0, 0]]
     """
+    _validation.strings("vocabulary", vocabulary)
+    _validation.strings("texts", texts)
     index = {}
     for i, word in enumerate(vocabulary[SPECIAL_IDS:], SPECIAL_IDS):
         index.setdefault(word, i)
@@ -147,6 +154,7 @@ def make_vectorizer(vocabulary):
     Returns:
         A `keras.layers.TextVectorization`.
     """
+    _validation.strings("vocabulary", vocabulary)
     import keras
 
     return keras.layers.TextVectorization(
@@ -192,7 +200,7 @@ def as_text_list(texts, name: str = "texts") -> list:
 
 def has_words(text: str) -> bool:
     """Whether `text` holds a word: a letter or a digit, in any script."""
-    return _WORD.search(text) is not None
+    return _WORD.search(_validation.string("text", text)) is not None
 
 
 def check_words(texts, name: str = "texts") -> None:
@@ -220,6 +228,8 @@ in every text: there is nothing to attend to in the others. \
 Received: texts[1]='  ?'
     """
     single = isinstance(texts, str)
+    if not single:
+        _validation.strings(name, texts)
     for index, text in enumerate([texts] if single else texts):
         if not has_words(text):
             where = name if single else f"{name}[{index}]"

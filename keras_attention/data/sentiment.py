@@ -320,7 +320,11 @@ def make_text_vectorizer(
     """
     import keras
 
-    if isinstance(sentences, (str, bytes)) or not len(sentences):
+    if (
+        not isinstance(sentences, (list, tuple, np.ndarray))
+        or not len(sentences)
+        or not all(isinstance(s, str) for s in sentences)
+    ):
         raise ValueError(
             "Received an invalid value for argument `sentences`, expected a "
             f"non-empty list of strings. Received: sentences={sentences!r}"

@@ -227,6 +227,11 @@ def hold_out(
     >>> len(rest), len(held), sorted(rest.sources + held.sources)
     (3, 2, ['a', 'b', 'c', 'd', 'e'])
     """
+    if not isinstance(corpus, ParallelCorpus):
+        raise ValueError(
+            "Received an invalid value for argument `corpus`, expected a "
+            f"ParallelCorpus. Received: corpus={corpus!r}"
+        )
     if (
         isinstance(count, bool)
         or not isinstance(count, int)

@@ -962,6 +962,7 @@ class AttentionDecoder(keras.layers.Layer):
         initial_state=None,
         training=None,
     ):
+        checks.floating(type(self).__name__, inputs=inputs)
         self._check_shapes(inputs.shape, memory.shape)
         states = self.cell.get_initial_state(
             memory=memory, memory_mask=memory_mask, cell_state=initial_state

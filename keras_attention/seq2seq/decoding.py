@@ -109,6 +109,7 @@ def greedy_decode(
     """
     _check_positive_int("max_length", max_length)
     checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
+    checks.decoder_parts(cell, embedding, output_layer, memory)
 
     def argmax(log_probs, t):
         return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
@@ -205,6 +206,8 @@ def filter_logits(log_probs, temperature=1.0, top_k=None, top_p=None):
     Returns:
         `(batch_size, vocabulary_size)` float32 logits.
     """
+    _check_sampling_arguments(temperature, top_k, top_p)
+    checks.logits_2d(log_probs)
     logits = ops.cast(log_probs, "float32") / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = ops.top_k(logits, top_k)[0][:, -1:]
@@ -316,6 +319,7 @@ def sample_decode(
     _check_positive_int("max_length", max_length)
     _check_sampling_arguments(temperature, top_k, top_p)
     checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
+    checks.decoder_parts(cell, embedding, output_layer, memory, seed=seed)
     batch = ops.shape(ops.convert_to_tensor(memory))[0]
     uniform = keras.random.uniform((max_length, batch), seed=seed)
 
@@ -477,6 +481,7 @@ def beam_search_decode(
         max_length, beam_width, length_penalty, coverage_penalty
     )
     checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
+    checks.decoder_parts(cell, embedding, output_layer, memory)
     if num_hypotheses is not None:
         _check_positive_int("num_hypotheses", num_hypotheses)
         if num_hypotheses > beam_width:

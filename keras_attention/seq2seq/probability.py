@@ -29,6 +29,7 @@ def hardmax(logits, axis=-1):
     Returns:
         A tensor of the shape and dtype of `logits`.
     """
+    ka_ops.checks.probability_logits(logits, axis)
     logits = ops.convert_to_tensor(logits)
     winner = ops.argmax(logits, axis=axis)
     one_hot = ops.one_hot(winner, ops.shape(logits)[axis], dtype=logits.dtype)
@@ -55,6 +56,7 @@ def sparsemax(logits, axis=-1):
     References:
         - [Martins & Astudillo, 2016](https://arxiv.org/abs/1602.02068)
     """
+    ka_ops.checks.probability_logits(logits, axis)
     logits = ops.convert_to_tensor(logits)
     in_dtype = keras.backend.standardize_dtype(logits.dtype)
     z = ops.moveaxis(ops.cast(logits, ka_ops.logits_dtype(in_dtype)), axis, -1)
