@@ -72,12 +72,21 @@ def floating_inputs(layer_name: str, **inputs) -> None:
 
 
 def seed(name: str, value):
-    """`value` if it is a seed: `None`, an integer or a `SeedGenerator`."""
+    """`value` if it is a seed: `None`, an integer >= 0 or a `SeedGenerator`.
+
+    A negative integer overflows JAX's unsigned seed.
+    """
     if value is None or isinstance(value, keras.random.SeedGenerator):
         return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or value < 0
+    ):
         raise invalid(
-            name, value, "an integer, a keras.random.SeedGenerator or None"
+            name,
+            value,
+            "an integer >= 0, a keras.random.SeedGenerator or None",
         )
     return value
 

@@ -206,3 +206,23 @@ def test_multi_worker_without_a_cluster_is_refused(monkeypatch, tf_config):
         monkeypatch.setenv("TF_CONFIG", tf_config)
     with pytest.raises(ValueError, match="needs the cluster: set TF_CONFIG"):
         distribute.get_strategy("multi-worker")
+
+
+# Item 11: smaller defects.
+
+
+def test_structured_self_attention_defaults_its_penalty(rand):
+    # Was a bare "missing 1 required positional argument" TypeError.
+    layer = keras_attention.StructuredSelfAttention(4, 2)
+    assert layer.penalty_coefficient == 0.0
+    layer(rand(2, 5, 3))
+    assert layer.losses == []
+
+
+@pytest.mark.backend_independent
+def test_bleu_of_a_perfect_match_is_exactly_100():
+    pytest.importorskip("sacrebleu")
+    from keras_attention.models import translation
+
+    sentences = ["a dog runs in the park today", "two men are laughing"]
+    assert translation.corpus_bleu(sentences, sentences) == 100.0

@@ -278,6 +278,7 @@ def reinforce_loss(log_prob, reward, baseline=0.0):
             outer product).
     """
     ka_ops.checks.floating("reinforce_loss", log_prob=log_prob, reward=reward)
+    log_prob = ops.convert_to_tensor(log_prob)
     for name, value in (("reward", reward), ("baseline", baseline)):
         _check_broadcasts_to(name, value, log_prob)
     advantage = ops.stop_gradient(
