@@ -23,9 +23,18 @@ import warnings
 DISTRIBUTE_NAMES = ("none", "mirrored", "multi-worker")
 
 
+def _one_line(message) -> str:
+    """`message` on one line: its line breaks (and their indent) as spaces.
+
+    Only the breaks: spaces inside a line are kept, so that a quoted
+    input such as `'   '` is shown as it was received.
+    """
+    return re.sub(r"\s*[\r\n]+\s*", " ", str(message).strip())
+
+
 def fail(message):
     """Prints `error: MESSAGE` on one line to stderr and exits with 2."""
-    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    print("error: " + _one_line(message), file=sys.stderr)
     sys.exit(2)
 
 
@@ -71,7 +80,7 @@ def user_errors(*types):
 
 
 def _format_warning(message, category, filename, lineno, line=None):
-    return "warning: " + " ".join(str(message).split()) + "\n"
+    return "warning: " + _one_line(message) + "\n"
 
 
 @contextlib.contextmanager
@@ -183,10 +192,17 @@ def vocabulary_size(text):
 
 
 def sentence(text):
-    """An `argparse` type: a string with at least one non-space character."""
-    if not text.strip():
+    """An `argparse` type: a string with a word (`text.check_words`' rule).
+
+    The package is imported here, when the option is given, not for
+    `--help`.
+    """
+    from keras_attention.text import has_words
+
+    if not has_words(text):
         raise argparse.ArgumentTypeError(
-            f"expected a sentence with at least one word, got {text!r}"
+            "expected a sentence with at least one word (a letter or a "
+            f"digit), got {text!r}"
         )
     return text
 

@@ -8,6 +8,7 @@ value for argument `name`, expected ... Received: name=value".
 import numbers
 
 import keras
+import numpy as np
 
 
 def invalid(name: str, value, expected: str) -> ValueError:
@@ -86,6 +87,8 @@ def floating_inputs(layer_name: str, **inputs) -> None:
         dtype = getattr(tensor, "dtype", None)
         if dtype is None:
             continue
+        if isinstance(dtype, np.dtype) and dtype.kind in "USO":
+            dtype = "string"  # NumPy text, which Keras has no dtype for.
         dtype = keras.backend.standardize_dtype(dtype)
         if not keras.backend.is_float_dtype(dtype):
             raise TypeError(
@@ -94,3 +97,90 @@ def floating_inputs(layer_name: str, **inputs) -> None:
                 "`keras.layers.Embedding` first). Received: "
                 f"{name}.dtype={dtype}, {name}.shape={tuple(tensor.shape)}"
             )
+
+
+# Checks found by the bad-input sweep (tests/test_sweep.py).
+
+
+def seed(name: str, value):
+    """`value` if it is a seed: `None`, an integer >= 0 or a `SeedGenerator`.
+
+    A negative integer overflows JAX's unsigned seed.
+    """
+    if value is None or isinstance(value, keras.random.SeedGenerator):
+        return value
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or value < 0
+    ):
+        raise invalid(
+            name,
+            value,
+            "an integer >= 0, a keras.random.SeedGenerator or None",
+        )
+    return value
+
+
+def number(name: str, value) -> float:
+    """`value` as a `float` if it is a finite real number (not a bool)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not float("-inf") < value < float("inf")
+    ):
+        raise invalid(name, value, "a finite number")
+    return float(value)
+
+
+def optional_bool(name: str, value):
+    """`value` if it is `True`, `False` or `None`."""
+    if value is not None and not isinstance(value, bool):
+        raise invalid(name, value, "True, False or None")
+    return value
+
+
+def initializer(name: str, value):
+    """`keras.initializers.get(value)`, refusing `None` (no initializer)."""
+    if value is None:
+        raise invalid(name, value, "an initializer or its name")
+    return keras.initializers.get(value)
+
+
+def non_negative_length(name: str, value, allow_none: bool = False):
+    """`value` if it is a non-negative integer or a tensor (a traced size)."""
+    if value is None and allow_none:
+        return value
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return value
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or value < 0
+    ):
+        expected = "a non-negative integer" + (" or None" if allow_none else "")
+        raise invalid(name, value, expected)
+    return value
+
+
+def strings(name: str, value) -> list:
+    """`value` as a list if it is a list, tuple or array of strings."""
+    if not isinstance(value, (list, tuple, np.ndarray)) or not all(
+        isinstance(item, str) for item in value
+    ):
+        raise invalid(name, value, "a list of strings")
+    return list(value)
+
+
+def string(name: str, value) -> str:
+    """`value` if it is a string."""
+    if not isinstance(value, str):
+        raise invalid(name, value, "a string")
+    return value
+
+
+def layer_or_callable(name: str, value):
+    """`value` if it is callable (a Keras layer or a function)."""
+    if not callable(value):
+        raise invalid(name, value, "a Keras layer or a callable")
+    return value

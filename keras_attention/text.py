@@ -12,6 +12,11 @@ re-exports it for the examples. It imports only NumPy and Keras
 - `vectorize`: tokenized texts to padded ids over a fixed vocabulary, in
   plain Python; `make_vectorizer` builds the equivalent
   `keras.layers.TextVectorization`.
+- `check_words`: the package's one rule for empty text: a text to
+  predict on or translate, and a training set, must hold at least one
+  word (a letter or a digit); `""`, spaces or punctuation alone get a
+  `ValueError` naming the input, in the Python API and the examples'
+  command lines alike.
 - `as_text_list`: one string, a list of strings or a NumPy string array
   as a list of sentences; `TextModel`, a functional `keras.Model` with a
   string input whose `predict` takes all of those.
@@ -23,6 +28,8 @@ import re
 
 import keras
 import numpy as np
+
+from keras_attention import _validation
 
 #: The characters that `keras.layers.TextVectorization` strips for
 #: `standardize="lower_and_strip_punctuation"` (or `"strip_punctuation"`),
@@ -37,6 +44,8 @@ SPECIAL_IDS = 2
 OOV_ID = 1
 
 _PUNCTUATION = re.compile(r"([^\w\s'])")
+#: A word character: a text needs one to hold a word (`check_words`).
+_WORD = re.compile(r"[^\W_]")
 _SPACE_BEFORE = r" ([.,!?;:%)\]}])"
 _SPACE_AFTER = r"([(\[{]) "
 # `_PUNCTUATION` in RE2 syntax: RE2's `\w` and `\s` are ASCII only, so
@@ -56,6 +65,7 @@ def tokenize(text: str) -> str:
     >>> tokenize("Zwei Männer, die lachen.")
     'zwei männer , die lachen .'
     """
+    _validation.string("text", text)
     return " ".join(_PUNCTUATION.sub(r" \1 ", text.lower()).split())
 
 
@@ -71,7 +81,9 @@ def detokenize(tokens) -> str:
     >>> detokenize(["two", "men", ",", "laughing", "."])
     'two men, laughing.'
     """
-    text = tokens if isinstance(tokens, str) else " ".join(tokens)
+    if not isinstance(tokens, str):
+        tokens = " ".join(_validation.strings("tokens", tokens))
+    text = tokens
     text = re.sub(_SPACE_BEFORE, r"\1", text)
     return re.sub(_SPACE_AFTER, r"\1", text)
 
@@ -116,6 +128,8 @@ def vectorize(vocabulary, texts) -> np.ndarray:
     >>> vectorize(["", "[UNK]", "a", "dog"], ["a dog", "a cat", ""]).tolist()
     [[2, 3], [2, 1], [0, 0]]
     """
+    _validation.strings("vocabulary", vocabulary)
+    _validation.strings("texts", texts)
     index = {}
     for i, word in enumerate(vocabulary[SPECIAL_IDS:], SPECIAL_IDS):
         index.setdefault(word, i)
@@ -140,6 +154,7 @@ def make_vectorizer(vocabulary):
     Returns:
         A `keras.layers.TextVectorization`.
     """
+    _validation.strings("vocabulary", vocabulary)
     import keras
 
     return keras.layers.TextVectorization(
@@ -181,6 +196,50 @@ def as_text_list(texts, name: str = "texts") -> list:
             f"{bad[0]!r}"
         )
     return texts
+
+
+def has_words(text: str) -> bool:
+    """Whether `text` holds a word: a letter or a digit, in any script."""
+    return _WORD.search(_validation.string("text", text)) is not None
+
+
+def check_words(texts, name: str = "texts") -> None:
+    """A `ValueError` for a text without a word (`""`, spaces, `"!?"`).
+
+    The package's one rule for empty text: a model attends over the words
+    of a text, so a text without any has nothing to attend to and would
+    get an invented answer (a translation of nothing, a class from the
+    bias alone). `Translator.translate` and the examples' `--translate`
+    refuse it; no texts at all (`[]`) are an empty result where the
+    function allows it. `TextModel.predict` keeps giving such a text
+    all-padding ids: the golden outputs of the committed
+    `saved_models/sentiment_synthetic.keras` include one.
+
+    Args:
+        texts: A string or a list of strings.
+        name: The caller's name for the argument. Defaults to `"texts"`.
+
+    Example:
+
+    >>> from keras_attention.text import check_words
+    >>> check_words(["a dog", "  ?"])
+    Traceback (most recent call last):
+    ...
+    ValueError: `texts` must hold at least one word (a letter or a digit) \
+in every text: there is nothing to attend to in the others. \
+Received: texts[1]='  ?'
+    """
+    single = isinstance(texts, str)
+    if not single:
+        _validation.strings(name, texts)
+    for index, text in enumerate([texts] if single else texts):
+        if not has_words(text):
+            where = name if single else f"{name}[{index}]"
+            raise ValueError(
+                f"`{name}` must hold at least one word (a letter or a "
+                "digit) in every text: there is nothing to attend to in "
+                f"the others. Received: {where}={text!r}"
+            )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -46,6 +46,8 @@ TORCH_LANE = (
     "tests/test_saved_models.py",
     "tests/test_errors_doc.py",
     "tests/test_check.py",
+    "tests/test_bad_inputs.py",
+    "tests/test_sweep.py",
     "tests/layers/",
     "tests/seq2seq/",
     "tests/visualize/test_collect.py",

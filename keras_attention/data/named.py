@@ -9,8 +9,18 @@ import re
 
 import numpy as np
 
+from keras_attention.data import download
+
 # Name -> feature holding the text. Both datasets call the label `label`.
 _TEXT_FEATURES = {"imdb_reviews": "text", "glue/sst2": "sentence"}
+# Name -> what to pass instead when it cannot be downloaded.
+_OFFLINE = {
+    "imdb_reviews": "Offline, pass a sentence<TAB>label TSV file of your "
+    "own (--data PATH).",
+    "glue/sst2": "Offline, use the local SST files: --preset sst2 with "
+    "--data-root (keras_attention.data.sst.load_sst_splits), or a "
+    "sentence<TAB>label TSV file (--data PATH).",
+}
 _BREAK_TAG = re.compile(r"<br\s*/?>", flags=re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 
@@ -30,7 +40,9 @@ def load_tfds_sentiment(
     Supported: `"imdb_reviews"` (feature `text`; the `<br />` tags in the
     reviews are replaced by spaces) and `"glue/sst2"` (feature `sentence`).
     Texts are lower-cased and their whitespace collapsed. TFDS downloads
-    and prepares the data on first use unless `data_dir` already holds it.
+    and prepares the data on first use unless `data_dir` already holds it;
+    offline, a set that is not prepared is a `ValueError` within seconds
+    that says what to pass instead (`keras_attention.data.download`).
 
     Args:
         name: `"imdb_reviews"` or `"glue/sst2"`.
@@ -46,7 +58,8 @@ def load_tfds_sentiment(
     Raises:
         ValueError: If `name` is not supported, or the split has no labels
             (GLUE hides the SST-2 test labels as `-1`, IMDB's
-            `unsupervised` split has `-1` too).
+            `unsupervised` split has `-1` too), or the set is not prepared
+            and the network is unreachable.
     """
     if name not in _TEXT_FEATURES:
         raise ValueError(
@@ -55,7 +68,7 @@ def load_tfds_sentiment(
         )
     import tensorflow_datasets as tfds
 
-    dataset = tfds.load(name, split=split, data_dir=data_dir)
+    dataset = download.load(name, _OFFLINE[name], split, data_dir)
     feature = _TEXT_FEATURES[name]
     sentences = []
     labels = []

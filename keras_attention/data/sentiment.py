@@ -48,6 +48,7 @@ import numpy as np
 
 from keras_attention.data import files
 from keras_attention.text import STRIP_PUNCTUATION_REGEX
+from keras_attention.text import has_words
 
 POSITIVE_WORDS = (
     "good",
@@ -319,10 +320,20 @@ def make_text_vectorizer(
     """
     import keras
 
-    if isinstance(sentences, (str, bytes)) or not len(sentences):
+    if (
+        not isinstance(sentences, (list, tuple, np.ndarray))
+        or not len(sentences)
+        or not all(isinstance(s, str) for s in sentences)
+    ):
         raise ValueError(
             "Received an invalid value for argument `sentences`, expected a "
             f"non-empty list of strings. Received: sentences={sentences!r}"
+        )
+    if not any(has_words(str(s)) for s in sentences):
+        raise ValueError(
+            "Received an invalid value for argument `sentences`: not one "
+            "of them holds a word (a letter or a digit), so the vocabulary "
+            f"would be empty. Received: sentences={list(sentences)[:5]!r}"
         )
     vectorizer = keras.layers.TextVectorization(
         max_tokens=max_tokens,

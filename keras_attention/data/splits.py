@@ -25,6 +25,7 @@ import numpy as np
 from keras_attention.data.named import load_tfds_sentiment
 from keras_attention.data.sentiment import make_synthetic_sentiment
 from keras_attention.data.sentiment import read_sentiment_tsv
+from keras_attention.text import has_words
 
 #: Default number of synthetic sentences before the split.
 SYNTHETIC_EXAMPLES = 6000
@@ -215,6 +216,16 @@ def _check_classes(name, split, source, names):
         )
 
 
+def _check_words(train: _Read) -> None:
+    """Refuses training data without a single word (`text.check_words`)."""
+    if not any(has_words(sentence) for sentence in train.sentences):
+        raise ValueError(
+            f"the training data ({train.source}) holds no word (a letter "
+            f"or a digit) in any of its {len(train.sentences)} sentences: "
+            "there is no vocabulary to learn."
+        )
+
+
 def load_sentiment_splits(
     data: str = "synthetic",
     validation: str | None = None,
@@ -287,6 +298,7 @@ def load_sentiment_splits(
         _check_range(read, names, known)
     sources = {name: read.source for name, read in held_out.items()}
     _check_classes("train", train, train.source, names)
+    _check_words(train)
     splits = {
         name: SentimentSplit(read.sentences, read.labels, None, names)
         for name, read in held_out.items()

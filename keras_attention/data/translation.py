@@ -31,10 +31,16 @@ import os
 
 import numpy as np
 
+from keras_attention.data import download
 from keras_attention.data import files
 from keras_attention.text import detokenize as detokenize
 from keras_attention.text import tokenize as tokenize
 
+# What to pass instead of a TFDS set that cannot be downloaded.
+_OFFLINE = (
+    "Offline, pass local parallel files: --train/--validation/--test "
+    "PREFIX, or --preset multi30k (keras_attention.data.read_parallel)."
+)
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 
@@ -221,6 +227,11 @@ def hold_out(
     >>> len(rest), len(held), sorted(rest.sources + held.sources)
     (3, 2, ['a', 'b', 'c', 'd', 'e'])
     """
+    if not isinstance(corpus, ParallelCorpus):
+        raise ValueError(
+            "Received an invalid value for argument `corpus`, expected a "
+            f"ParallelCorpus. Received: corpus={corpus!r}"
+        )
     if (
         isinstance(count, bool)
         or not isinstance(count, int)
@@ -348,8 +359,9 @@ def load_tfds_translation(
     `{language: text}` dicts, e.g. `"wmt14_translate/de-en"`,
     `"wmt_t2t_translate/de-en"` or `"ted_hrlr_translate/de_to_en"`. Pairs
     with an empty side are dropped. TFDS downloads and prepares the data on
-    first use unless `data_dir` already holds it; `tensorflow_datasets` is
-    imported here only.
+    first use unless `data_dir` already holds it (offline, a `ValueError`
+    within seconds that says what to pass instead); `tensorflow_datasets`
+    is imported here only.
 
     Args:
         name: TFDS name with its config. Defaults to
@@ -364,7 +376,8 @@ def load_tfds_translation(
         A `ParallelCorpus` without alignments.
 
     Raises:
-        ValueError: If `source` or `target` is not a feature of the set.
+        ValueError: If `source` or `target` is not a feature of the set,
+            or the set is not prepared and the network is unreachable.
     """
     import tensorflow_datasets as tfds
 
@@ -377,7 +390,7 @@ def load_tfds_translation(
                 f"{name!r} has the features {features}. "
                 f"Received: {argument}={language!r}"
             )
-    dataset = tfds.load(name, split=split, data_dir=data_dir)
+    dataset = download.load(name, _OFFLINE, split, data_dir)
     sources, targets = [], []
     for example in tfds.as_numpy(dataset):
         src = example[source].decode("utf-8").strip()

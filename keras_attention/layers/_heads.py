@@ -96,8 +96,12 @@ class MultiHeadBase(keras.layers.Layer):
         )
         self.dropout = _validation.rate("dropout", dropout)
         self.use_bias = bool(use_bias)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_initializer = _validation.initializer(
+            "kernel_initializer", kernel_initializer
+        )
+        self.bias_initializer = _validation.initializer(
+            "bias_initializer", bias_initializer
+        )
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.bias_regularizer = keras.regularizers.get(bias_regularizer)
         self.projection_activity_regularizer = keras.regularizers.get(

@@ -110,7 +110,9 @@ class HardAttention(Attention):
         self.mode = mode
         self.estimator = estimator
         self.temperature = float(temperature)
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.seed_generator = keras.random.SeedGenerator(
+            _validation.seed("seed", seed)
+        )
 
     def _gumbel(self, shape):
         uniform = keras.random.uniform(
@@ -137,6 +139,7 @@ class HardAttention(Attention):
         training=None,
         mask=None,
     ):
+        ka_ops.checks.positions("HardAttention", value=_shape(value))
         query_mask, value_mask = _common.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
@@ -263,6 +266,8 @@ def reinforce_loss(log_prob, reward, baseline=0.0):
             `(batch_size,)` log-probability would silently average the
             outer product).
     """
+    ka_ops.checks.floating("reinforce_loss", log_prob=log_prob, reward=reward)
+    log_prob = ops.convert_to_tensor(log_prob)
     for name, value in (("reward", reward), ("baseline", baseline)):
         _check_broadcasts_to(name, value, log_prob)
     advantage = ops.stop_gradient(
@@ -291,3 +296,7 @@ def _check_broadcasts_to(name, value, log_prob):
             f"per choice, or one for all). Received: {name}.shape={shape}, "
             f"log_prob.shape={target}"
         )
+
+
+def _shape(tensor):
+    return tuple(getattr(tensor, "shape", ()))

@@ -259,7 +259,9 @@ class MultiHeadAttention(
             "sliding_window", sliding_window, allow_none=True
         )
         self._sliding_window = self.sliding_window
-        self.flash_attention = flash_attention
+        self.flash_attention = _validation.optional_bool(
+            "flash_attention", flash_attention
+        )
         # Keras's rule: the argument, or else the global setting (`None`,
         # "when available", unless `keras.config.disable_flash_attention`).
         self._flash_attention = (

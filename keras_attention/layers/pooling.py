@@ -142,6 +142,7 @@ class AttentionPooling(keras.layers.Layer):
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ka_ops.checks.positions(type(self).__name__, inputs=inputs.shape)
         _common.check_mask_shape(
             type(self).__name__,
             "mask",

@@ -33,7 +33,8 @@ class StructuredSelfAttention(keras.layers.Layer):
             columns of `W_s1`).
         num_hops: Number `r` of attention hops (rows of `A`).
         penalty_coefficient: Non-negative weight of the redundancy
-            penalty; `0` disables it.
+            penalty; `0` disables it. Defaults to `0.0` (as Keras's
+            layers default their regularization coefficients).
         flatten: Whether to return the embedding flattened to
             `(batch_size, num_hops * features)` rather than
             `(batch_size, num_hops, features)`. Defaults to `True`.
@@ -79,7 +80,7 @@ class StructuredSelfAttention(keras.layers.Layer):
         self,
         units,
         num_hops,
-        penalty_coefficient,
+        penalty_coefficient=0.0,
         flatten=True,
         kernel_initializer="glorot_uniform",
         kernel_regularizer=None,

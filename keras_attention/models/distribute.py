@@ -112,6 +112,24 @@ def _jax_cluster_from_tf_config() -> dict:
     }
 
 
+def _check_tf_cluster() -> None:
+    """Refuses multi-worker TensorFlow without a cluster in `TF_CONFIG`.
+
+    `MultiWorkerMirroredStrategy` without one trains alone (one replica)
+    and exits 0, so a forgotten `TF_CONFIG` would overwrite the run
+    directory with a single-process run; JAX refuses the same.
+    """
+    cluster = _tf_config().get("cluster", {})
+    if not any(cluster.get(job) for job in ("chief", "worker")):
+        raise ValueError(
+            "--distribute multi-worker on the TensorFlow backend needs the "
+            "cluster: set TF_CONFIG with 'chief'/'worker' addresses (see "
+            "docs/distributed.md), or train in one process with "
+            "--distribute none or mirrored. Received: TF_CONFIG="
+            f"{os.environ.get('TF_CONFIG')!r}"
+        )
+
+
 def split_cpu(devices: int) -> None:
     """Splits the CPU into `devices` logical devices (`--cpu-devices`).
 
@@ -180,6 +198,7 @@ def get_strategy(name: str = "none"):
             return tf.distribute.get_strategy()
         if name == "mirrored":
             return tf.distribute.MirroredStrategy()
+        _check_tf_cluster()
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "none":
         return None

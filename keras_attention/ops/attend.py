@@ -11,6 +11,7 @@ from collections.abc import Callable
 import keras
 from keras import ops
 
+from keras_attention.ops import checks
 from keras_attention.ops.logits import mask_logits
 
 _HALF_DTYPES = ("float16", "bfloat16")
@@ -18,6 +19,7 @@ _HALF_DTYPES = ("float16", "bfloat16")
 
 def logits_dtype(dtype) -> str:
     """The dtype softmax is computed in: `float32` for half precision."""
+    checks.dtype_name("dtype", dtype)
     dtype = keras.backend.standardize_dtype(dtype)
     return "float32" if dtype in _HALF_DTYPES else dtype
 
@@ -43,7 +45,9 @@ def masked_softmax(logits, mask=None, axis: int = -1):
     Returns:
         Weights with the shape and dtype of `logits`.
     """
+    checks.floating("masked_softmax", logits=logits)
     logits = ops.convert_to_tensor(logits)
+    checks.broadcasts_to("masked_softmax", mask, logits)
     in_dtype = _to_standard_dtype(logits.dtype)
     x = ops.cast(logits, logits_dtype(in_dtype))
     if mask is None and x.shape[axis] != 1:
@@ -95,6 +99,8 @@ def attend(logits, value, mask=None, dropout_fn: Callable | None = None):
         Tuple `(context, weights)`: `(..., Tq, Dv)` and `(..., Tq, Tk)`,
         both in the dtype of `value`.
     """
+    checks.floating("attend", logits=logits, value=value)
+    checks.weights_fit_values(logits, value)
     weights = ops.cast(masked_softmax(logits, mask), value.dtype)
     applied = dropout_fn(weights) if dropout_fn is not None else weights
     return ops.matmul(applied, value), weights
@@ -125,6 +131,8 @@ def attention(
         Tuple `(context, weights)`: `(..., Tq, Dv)` in the dtype of `value`,
         and `(..., Tq, Tk)` in the dtype of `value`.
     """
+    checks.floating("attention", query=query, key=key, value=value)
+    checks.attention_shapes(query, key, value, same_depth=score_fn is None)
     if score_fn is None:
         score_fn = scaled_dot_product
     return attend(score_fn(query, key), value, mask, dropout_fn)
@@ -143,6 +151,8 @@ def dot_product(query, key, scale=None):
     Returns:
         Logits `(..., Tq, Tk)`.
     """
+    checks.floating("dot_product", query=query, key=key)
+    checks.attention_shapes(query, key, key, same_depth=True)
     dtype = logits_dtype(_to_standard_dtype(query.dtype))
     query, key = ops.cast(query, dtype), ops.cast(key, dtype)
     if scale is not None:
@@ -152,6 +162,7 @@ def dot_product(query, key, scale=None):
 
 def scaled_dot_product(query, key):
     """Logits `q·k / sqrt(Dk)`, computed in `float32` for half precision."""
+    checks.floating("scaled_dot_product", query=query, key=key)
     dtype = logits_dtype(_to_standard_dtype(query.dtype))
     depth = ops.cast(ops.shape(key)[-1], dtype)
     return dot_product(query, key, scale=1.0 / ops.sqrt(depth))
@@ -180,6 +191,8 @@ def dot_product_attention(query, key, value, mask=None, scale=None):
         The context `(batch_size, Tq, heads, Dv)` in the dtype of `value`.
         Logits and softmax are in `float32` for half-precision inputs.
     """
+    checks.floating("dot_product_attention", query=query, key=key, value=value)
+    checks.fused_shapes(query, key, value)
     dtype = logits_dtype(_to_standard_dtype(value.dtype))
     query, key = ops.cast(query, dtype), ops.cast(key, dtype)
     if scale is not None:
@@ -283,6 +296,7 @@ def frobenius_penalty(weights):
         Scalar: the squared Frobenius norm of `AAᵀ − I`, averaged over the
         batch.
     """
+    checks.floating("frobenius_penalty", weights=weights)
     weights = ops.convert_to_tensor(weights)
     dtype = logits_dtype(_to_standard_dtype(weights.dtype))
     a = ops.cast(weights, dtype)

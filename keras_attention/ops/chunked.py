@@ -8,6 +8,7 @@ from `combine_masks`, block by block, like those of the dense path.
 import keras
 from keras import ops
 
+from keras_attention.ops import checks
 from keras_attention.ops._blocks import NEG as _NEG
 from keras_attention.ops._blocks import add_at as _add_at
 from keras_attention.ops._blocks import block_list as _block_list
@@ -371,6 +372,7 @@ def chunked_attention(
         Half-precision inputs are computed in `float32`.
     """
     band = _check_band(band)
+    checks.chunked_inputs(query, key, value)
     out_dtype = keras.backend.standardize_dtype(value.dtype)
     dtype = logits_dtype(out_dtype)
     tensors = [query, key, value]
@@ -380,7 +382,7 @@ def chunked_attention(
     if scale is None:
         depth = float(ops.shape(tensors[0])[-1])
         scale = 1.0 if additive_v is not None else 1.0 / depth**0.5
-    sizes = (query_chunk_size, key_chunk_size)
+    sizes = checks.chunk_sizes(query_chunk_size, key_chunk_size)
     masks = (query_mask, key_mask)
 
     @ops.custom_gradient

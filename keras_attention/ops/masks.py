@@ -8,6 +8,8 @@ mean the same thing everywhere.
 
 from keras import ops
 
+from keras_attention.ops import checks
+
 
 def _positions(length, offset):
     return ops.arange(length) + offset
@@ -30,6 +32,7 @@ def causal_mask(
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
     """
+    checks.lengths(query_length=query_length, key_length=key_length)
     rows = ops.expand_dims(_positions(query_length, query_offset), -1)
     cols = ops.expand_dims(_positions(key_length, key_offset), 0)
     return ops.greater_equal(rows, cols)
@@ -49,6 +52,8 @@ def sliding_window_mask(
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
     """
+    checks.lengths(query_length=query_length, key_length=key_length)
+    checks.lengths(window=window)
     rows = ops.expand_dims(_positions(query_length, query_offset), -1)
     cols = ops.expand_dims(_positions(key_length, key_offset), 0)
     return ops.less(ops.abs(rows - cols), window)
@@ -73,6 +78,8 @@ def band_mask(
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
     """
+    checks.lengths(query_length=query_length, key_length=key_length)
+    checks.lengths(left=left, right=right)
     rows = ops.expand_dims(_positions(query_length, query_offset), -1)
     cols = ops.expand_dims(_positions(key_length, key_offset), 0)
     offset = cols - rows

@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention.ops import checks as ops_checks
 
 _PACKAGE = "keras_attention"
 
@@ -67,12 +68,16 @@ class Score(keras.layers.Layer):
                 "`(..., Tq, Dq)` and `key` of shape `(..., Tk, Dk)`. "
                 f"Received: {shape_str(query_shape, key_shape)}"
             )
+        ops_checks.same_rank_and_batch(
+            type(self).__name__, query=query_shape, key=key_shape
+        )
 
     def build(self, query_shape, key_shape):
         self._check_ranks(query_shape, key_shape)
 
     def call(self, query, key):
         _validation.floating_inputs(type(self).__name__, query=query, key=key)
+        self._check_ranks(query.shape, key.shape)
         dtype = ka_ops.logits_dtype(query.dtype)
         return self._logits(ops.cast(query, dtype), ops.cast(key, dtype))
 

@@ -14,6 +14,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq import probability
 
 _PACKAGE = "keras_attention"
@@ -86,6 +87,9 @@ class AttentionMechanism(keras.layers.Layer):
                 "`(batch_size, query_depth)` or `(batch_size, target_time, "
                 f"query_depth)`. Received: {_shapes(query_shape, memory_shape)}"
             )
+        checks.batch_sizes(
+            type(self).__name__, query=query_shape, memory=memory_shape
+        )
 
     def _check_inputs(self, query, memory):
         """Integer tensors (a `TypeError`) and bad ranks (a `ValueError`),
@@ -403,6 +407,7 @@ class LuongAttention(AttentionMechanism):
                 "The 'location' score needs `max_length`, the longest "
                 f"source. Received: score={score!r}, max_length=None"
             )
+        _validation.positive_int("units", units, allow_none=True)
         # The arguments each of Luong's scores takes.
         arguments = {
             "dot": {},

@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention._validation import positive_int as _check_positive_int
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.decoding import DecodeResult
 from keras_attention.seq2seq.decoding import decoder_step
 from keras_attention.seq2seq.decoding import write_step
@@ -156,6 +157,8 @@ def beam_search_decode(
     penalties = _check_beam_arguments(
         max_length, beam_width, length_penalty, coverage_penalty
     )
+    checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
+    checks.decoder_parts(cell, embedding, output_layer, memory)
     if num_hypotheses is not None:
         _check_positive_int("num_hypotheses", num_hypotheses)
         if num_hypotheses > beam_width:

@@ -15,6 +15,7 @@ from keras import ops
 from keras_attention import _policies
 from keras_attention import ops as ka_ops
 from keras_attention.seq2seq import cell_options
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
@@ -396,6 +397,7 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
                 "`keras_attention.seq2seq.AttentionDecoder`. Received: "
                 "memory=None"
             )
+        checks.floating_memory(type(self).__name__, memory)
         memory = ops.convert_to_tensor(memory, dtype=self.compute_dtype)
         self._build_for_memory(tuple(memory.shape))
         batch = ops.shape(memory)[0]

@@ -9,6 +9,7 @@ adapter that lets `RNN` emit the alignments and masks padded steps.
 import keras
 from keras import ops
 
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.cell import AttentionDecoderCell
 
 _PACKAGE = "keras_attention"
@@ -163,6 +164,7 @@ class AttentionDecoder(keras.layers.Layer):
                 f"inputs.shape={tuple(inputs_shape)}, "
                 f"memory.shape={tuple(memory_shape)}"
             )
+        checks.same_batch("AttentionDecoder", inputs_shape, memory_shape)
 
     def build(self, inputs_shape, memory_shape):
         self._check_shapes(inputs_shape, memory_shape)
@@ -182,6 +184,7 @@ class AttentionDecoder(keras.layers.Layer):
         initial_state=None,
         training=None,
     ):
+        checks.floating(type(self).__name__, inputs=inputs)
         self._check_shapes(inputs.shape, memory.shape)
         states = self.cell.get_initial_state(
             memory=memory, memory_mask=memory_mask, cell_state=initial_state

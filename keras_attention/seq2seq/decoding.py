@@ -20,6 +20,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
+from keras_attention.seq2seq import checks
 
 
 class DecodeResult(NamedTuple):
@@ -111,6 +112,8 @@ def greedy_decode(
         - [Sutskever et al., 2014](https://arxiv.org/abs/1409.3215)
     """
     _check_positive_int("max_length", max_length)
+    checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
+    checks.decoder_parts(cell, embedding, output_layer, memory)
 
     def argmax(log_probs, t):
         return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
@@ -209,6 +212,8 @@ def filter_logits(log_probs, temperature=1.0, top_k=None, top_p=None):
     Returns:
         `(batch_size, vocabulary_size)` float32 logits.
     """
+    _check_sampling_arguments(temperature, top_k, top_p)
+    checks.logits_2d(log_probs)
     logits = ops.cast(log_probs, "float32") / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = ops.top_k(logits, top_k)[0][:, -1:]
@@ -311,6 +316,8 @@ def sample_decode(
     """
     _check_positive_int("max_length", max_length)
     _check_sampling_arguments(temperature, top_k, top_p)
+    checks.token_ids(embedding, output_layer, start_token, end_token, pad_token)
+    checks.decoder_parts(cell, embedding, output_layer, memory, seed=seed)
     batch = ops.shape(ops.convert_to_tensor(memory))[0]
     uniform = keras.random.uniform((max_length, batch), seed=seed)
 

@@ -30,6 +30,7 @@ import keras
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
 from keras_attention.seq2seq.attention import check_memory_mask
@@ -125,6 +126,9 @@ def monotonic_alignments(p_choose, previous_alignments, mode):
     Returns:
         `α_i`, `(batch_size, source_time)`.
     """
+    p_choose, previous_alignments = checks.alignment_inputs(
+        p_choose, previous_alignments, mode, MODES
+    )
     if mode == "hard":
         # No stop before the previous position, then the first stop only.
         p_choose = p_choose * ops.cumsum(previous_alignments, axis=-1)
@@ -189,7 +193,9 @@ class _Monotonic:
         self.mode = mode
         self.sigmoid_noise = float(sigmoid_noise)
         self.sigmoid_noise_seed = sigmoid_noise_seed
-        self.score_bias_init = float(score_bias_init)
+        self.score_bias_init = _validation.number(
+            "score_bias_init", score_bias_init
+        )
         self._seed_generator = (
             keras.random.SeedGenerator(sigmoid_noise_seed)
             if self.sigmoid_noise > 0

@@ -28,6 +28,7 @@ def hardmax(logits, axis=-1):
     Returns:
         A tensor of the shape and dtype of `logits`.
     """
+    ka_ops.checks.probability_logits(logits, axis)
     return ka_ops.one_hot_argmax(logits, axis)
 
 
@@ -51,6 +52,7 @@ def sparsemax(logits, axis=-1):
     References:
         - [Martins & Astudillo, 2016](https://arxiv.org/abs/1602.02068)
     """
+    ka_ops.checks.probability_logits(logits, axis)
     logits = ops.convert_to_tensor(logits)
     in_dtype = keras.backend.standardize_dtype(logits.dtype)
     z = ops.moveaxis(ops.cast(logits, ka_ops.logits_dtype(in_dtype)), axis, -1)

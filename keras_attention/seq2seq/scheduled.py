@@ -20,7 +20,9 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.cell import AttentionDecoderCell
 
 _PACKAGE = "keras_attention"
@@ -166,9 +168,11 @@ class ScheduledSamplingDecoder(keras.layers.Layer):
             )
         _check_probability(sampling_probability)
         self.cell = cell
-        self.embedding = embedding
-        self.output_layer = output_layer
-        self.seed = seed
+        self.embedding = _validation.layer_or_callable("embedding", embedding)
+        self.output_layer = _validation.layer_or_callable(
+            "output_layer", output_layer
+        )
+        self.seed = _validation.seed("seed", seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self._initial_probability = float(sampling_probability)
         self.sampling_probability = self.add_weight(
@@ -179,6 +183,16 @@ class ScheduledSamplingDecoder(keras.layers.Layer):
             dtype="float32",
         )
         self._rnn = None
+
+    def _check_inputs(self, target_input_ids, memory):
+        name = type(self).__name__
+        size = checks.vocabulary_size(self.embedding, self.output_layer)
+        checks.token_id_inputs(name, "target_input_ids", target_input_ids, size)
+        checks.batch_sizes(
+            name,
+            target_input_ids=tuple(target_input_ids.shape),
+            memory=tuple(memory.shape),
+        )
 
     def build(self, target_input_ids_shape, memory_shape):
         if not self.embedding.built:
@@ -211,6 +225,7 @@ class ScheduledSamplingDecoder(keras.layers.Layer):
         initial_state=None,
         training=None,
     ):
+        self._check_inputs(target_input_ids, memory)
         states = self.cell.get_initial_state(
             memory=memory, memory_mask=memory_mask, cell_state=initial_state
         )

@@ -15,8 +15,10 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention import _validation
 from keras_attention import text as text_lib
 from keras_attention._validation import positive_int as _check_positive_int
+from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
 from keras_attention.seq2seq.beam_search import beam_search_decode
@@ -175,6 +177,7 @@ class Translator(keras.Model):
                 f"expected one of {list(_ATTENTIONS)}. "
                 f"Received: attention={attention!r}"
             )
+        _check_vocabularies(source_vocabulary, target_vocabulary)
         self.source_vocabulary = [str(w) for w in source_vocabulary]
         self.target_vocabulary = [str(w) for w in target_vocabulary]
         for token in (start_token, end_token):
@@ -189,8 +192,10 @@ class Translator(keras.Model):
         self.attention = attention
         self.max_output_length = max_output_length
         self.beam_width = beam_width
-        self.length_penalty = float(length_penalty)
-        self.dropout = float(dropout)
+        self.length_penalty = _validation.number(
+            "length_penalty", length_penalty
+        )
+        self.dropout = _validation.rate("dropout", dropout)
         self.start_token = start_token
         self.end_token = end_token
         self.start_id = self.target_vocabulary.index(start_token)
@@ -316,6 +321,9 @@ class Translator(keras.Model):
                 model's) and `coverage_penalty`; for `"sample"`:
                 `temperature`, `top_k`, `top_p` and `seed`.
         """
+        checks.token_id_inputs(
+            "Translator", "source_ids", source_ids, self._vocab
+        )
         beam_width = self.beam_width if beam_width is None else beam_width
         if decoding is None:
             decoding = "beam" if beam_width > 1 else "greedy"
@@ -368,6 +376,10 @@ class Translator(keras.Model):
             self.target_vocabulary, [target_text(t) for t in texts]
         )
 
+    @property
+    def _vocab(self):
+        return len(self.source_vocabulary)
+
     def tokens_to_words(self, tokens):
         """One id sequence → its words, up to the end token."""
         words = []
@@ -404,12 +416,15 @@ class Translator(keras.Model):
         Returns:
             The detokenized translations (one string for one string), and
             the alignments if asked (one triple for one string). A text
-            without a token (`""`) is translated from an empty source:
-            the decoder's output with a zero context. No texts give an
-            empty list.
+            without a word (`""`, spaces or punctuation alone) gets a
+            `ValueError` (`keras_attention.text.check_words`). No texts
+            give an empty list.
         """
         single = isinstance(texts, (str, bytes))
         texts = text_lib.as_text_list(texts)
+        text_lib.check_words(texts[0] if single else texts)
+        if not texts:
+            return ([], []) if return_alignments else []
         ids = self.vectorize_sources(texts)
         result = self.decode(
             ids, beam_width=beam_width, decoding=decoding, **options
@@ -462,3 +477,8 @@ def _mechanism(attention, units):
     if attention == "luong_monotonic":
         return LuongMonotonicAttention("general", scale=True, name="attention")
     return LuongAttention(attention, units=units, name="attention")
+
+
+def _check_vocabularies(source_vocabulary, target_vocabulary):
+    _validation.strings("source_vocabulary", source_vocabulary)
+    _validation.strings("target_vocabulary", target_vocabulary)

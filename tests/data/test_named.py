@@ -81,3 +81,50 @@ def test_unlabelled_split_raises():
 def test_unknown_name_raises_naming_it(name):
     with pytest.raises(ValueError, match=f"name='{name}'"):
         load_tfds_sentiment(name, "train")
+
+
+def _offline(monkeypatch):
+    """No network: every connection fails at once, as without DNS."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise OSError("network is unreachable (test)")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.mark.parametrize(
+    "name, instead",
+    [("glue/sst2", "--preset sst2"), ("imdb_reviews", "--data PATH")],
+)
+def test_offline_without_prepared_data_says_what_to_pass(
+    monkeypatch, tmp_path, name, instead
+):
+    # Was minutes of silent download retries (issue #30, item 5).
+    _offline(monkeypatch)
+    with pytest.raises(ValueError, match="cannot be downloaded") as error:
+        load_tfds_sentiment(name, "train", data_dir=str(tmp_path))
+    assert instead in str(error.value)
+    assert str(tmp_path) in str(error.value)
+
+
+def test_offline_translation_set_says_what_to_pass(monkeypatch, tmp_path):
+    from keras_attention.data import load_tfds_translation
+
+    _offline(monkeypatch)
+    with pytest.raises(ValueError, match="--preset multi30k"):
+        load_tfds_translation(
+            "ted_hrlr_translate/pt_to_en",
+            source="pt",
+            data_dir=str(tmp_path),
+        )
+
+
+def test_offline_prepared_data_loads_without_the_network(monkeypatch):
+    # mock_data stands for prepared data: `download=False` reads it, and
+    # the network is never probed.
+    _offline(monkeypatch)
+    texts = ["a charming journey", "unfunny"]
+    with _mock(as_dataset_fn=_examples("sentence", texts, [1, 0])):
+        sentences, _ = load_tfds_sentiment("glue/sst2", "train")
+    assert sentences == texts

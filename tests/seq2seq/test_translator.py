@@ -129,14 +129,13 @@ def test_translate_takes_one_string_a_list_or_a_numpy_array():
     assert model.translate(np.array(sources, dtype=object)) == from_list
 
 
-def test_translate_takes_empty_texts_and_no_texts():
+def test_translate_refuses_texts_without_a_word_and_takes_no_texts():
     model = _model()
-    alone = model.translate([""])
-    assert len(alone) == 1 and isinstance(alone[0], str)
-    # An empty source is all padding: the same translation next to a
-    # longer sentence, which keeps its own.
-    both = model.translate(["", DATA.sources[0]])
-    assert both == [alone[0], model.translate(DATA.sources[0])]
+    # The package's one rule for empty text (keras_attention.text.
+    # check_words); before it, "" got an invented sentence.
+    for texts, where in (("", "texts=''"), (["a", " !"], "texts\\[1\\]")):
+        with pytest.raises(ValueError, match=f"one word.*Received: {where}"):
+            model.translate(texts)
     assert model.translate([]) == []
     assert model.translate([], return_alignments=True) == ([], [])
 

@@ -1,0 +1,229 @@
+"""Shape checks of the attention functions, on static shapes only.
+
+`keras_attention.ops` is usable on its own, so its functions name the
+shapes they were given instead of letting a backend's broadcast or matmul
+fail deep inside (`SelectV2 ... must be broadcastable`, `Matrix
+size-incompatible`). Unknown sizes (`None`, symbolic tensors) pass: the
+check then happens where the size is known. The functions of `attend.py`
+call these with one line each.
+"""
+
+import keras
+import numpy as np
+
+from keras_attention import _validation
+
+
+def _shape(tensor) -> tuple:
+    shape = getattr(tensor, "shape", None)
+    return tuple(np.shape(tensor) if shape is None else shape)
+
+
+def _equal(a, b) -> bool:
+    """Sizes that can be the same: equal, or one of them unknown."""
+    return a is None or b is None or a == b
+
+
+def _broadcast(a, b) -> bool:
+    return _equal(a, b) or 1 in (a, b)
+
+
+def broadcasts_to(function: str, mask, logits) -> None:
+    """A `ValueError` when `mask` does not broadcast to `logits`'s shape.
+
+    Args:
+        function: The caller's name, for the message.
+        mask: The mask (any array; `None` passes).
+        logits: The logits it masks.
+    """
+    if mask is None:
+        return
+    mask_shape, logits_shape = _shape(mask), _shape(logits)
+    fits = len(mask_shape) <= len(logits_shape) and all(
+        _equal(m, x) or m == 1
+        for m, x in zip(
+            reversed(mask_shape), reversed(logits_shape), strict=False
+        )
+    )
+    if not fits:
+        raise ValueError(
+            f"{function} needs a `mask` that broadcasts to the logits' "
+            f"shape. Received: mask.shape={mask_shape}, "
+            f"logits.shape={logits_shape}"
+        )
+
+
+def attention_shapes(query, key, value, same_depth: bool) -> None:
+    """A `ValueError` unless `(..., Tq, Dq)`, `(..., Tk, Dk)`, `(..., Tk, Dv)`.
+
+    Args:
+        query: The queries.
+        key: The keys.
+        value: The values.
+        same_depth: Whether `Dq` must equal `Dk` (a dot-product score).
+    """
+    shapes = {
+        "query": _shape(query),
+        "key": _shape(key),
+        "value": _shape(value),
+    }
+    received = ", ".join(f"{n}.shape={s}" for n, s in shapes.items())
+    q, k, v = shapes.values()
+    if min(len(q), len(k), len(v)) < 2 or not len(q) == len(k) == len(v):
+        raise ValueError(
+            "attention expects `query (..., Tq, Dq)`, `key (..., Tk, Dk)` "
+            "and `value (..., Tk, Dv)` of one rank, at least 2. "
+            f"Received: {received}"
+        )
+    leading = all(
+        _broadcast(a, b) and _broadcast(b, c) and _broadcast(a, c)
+        for a, b, c in zip(q[:-2], k[:-2], v[:-2], strict=True)
+    )
+    if not leading or not _equal(k[-2], v[-2]):
+        raise ValueError(
+            "attention needs the same leading axes for `query`, `key` and "
+            "`value`, and as many keys as values (axis -2). "
+            f"Received: {received}"
+        )
+    if same_depth and not _equal(q[-1], k[-1]):
+        raise ValueError(
+            "attention's default score is a dot product, which needs "
+            "`query` and `key` of the same depth (last axis); pass "
+            f"`score_fn` for other depths. Received: {received}"
+        )
+
+
+def weights_fit_values(logits, value) -> None:
+    """A `ValueError` unless `logits (..., Tq, Tk)`, `value (..., Tk, Dv)`."""
+    logits_shape, value_shape = _shape(logits), _shape(value)
+    if (
+        len(logits_shape) >= 2
+        and len(logits_shape) == len(value_shape)
+        and _equal(logits_shape[-1], value_shape[-2])
+        and all(
+            _broadcast(a, b)
+            for a, b in zip(logits_shape[:-2], value_shape[:-2], strict=True)
+        )
+    ):
+        return
+    raise ValueError(
+        "attend expects `logits (..., Tq, Tk)` and `value (..., Tk, Dv)` "
+        "of one rank, with one logit per value. Received: "
+        f"logits.shape={logits_shape}, value.shape={value_shape}"
+    )
+
+
+def lengths(**named) -> None:
+    """A `ValueError` for a length that is not a non-negative integer.
+
+    Tensors pass (a size read from a traced shape); `None` passes for the
+    optional ones (`left` / `right` of a band).
+    """
+    for name, value in named.items():
+        _validation.non_negative_length(
+            name, value, allow_none=name in _OPTIONAL
+        )
+
+
+_OPTIONAL = ("left", "right")
+
+
+def dtype_name(name: str, dtype) -> None:
+    """A `ValueError` naming `dtype` when Keras cannot read it as a dtype."""
+    try:
+        keras.backend.standardize_dtype(dtype)
+    except (TypeError, ValueError, AttributeError):
+        raise _validation.invalid(name, dtype, "a dtype") from None
+
+
+def chunk_sizes(query_chunk_size, key_chunk_size) -> tuple:
+    """The two block sizes, each a positive integer (else a `ValueError`)."""
+    return (
+        _validation.positive_int("query_chunk_size", query_chunk_size),
+        _validation.positive_int("key_chunk_size", key_chunk_size),
+    )
+
+
+def floating(function: str, **tensors) -> None:
+    """A `TypeError` for an integer, boolean or string tensor input."""
+    _validation.floating_inputs(function, **tensors)
+
+
+def same_rank_and_batch(function: str, **shapes) -> None:
+    """A `ValueError` unless the inputs have one rank and one batch size.
+
+    Args:
+        function: The caller's name, for the message.
+        **shapes: `query=query.shape, key=key.shape`, ...
+    """
+    named = {name: tuple(shape) for name, shape in shapes.items()}
+    ranks = {len(shape) for shape in named.values()}
+    batches = {shape[0] for shape in named.values() if shape and shape[0]}
+    if len(ranks) > 1 or len(batches) > 1:
+        received = ", ".join(f"{n}.shape={s}" for n, s in named.items())
+        raise ValueError(
+            f"{function} needs inputs of one rank and one batch size. "
+            f"Received: {received}"
+        )
+
+
+def fused_shapes(query, key, value) -> None:
+    """`dot_product_attention`'s `(batch, T, heads, depth)` inputs."""
+    q, k, v = _shape(query), _shape(key), _shape(value)
+    fits = (
+        len(q) == len(k) == len(v) == 4
+        and all(
+            _equal(a, b) and _equal(b, c)
+            for a, b, c in zip(q[:1], k[:1], v[:1], strict=True)
+        )
+        and _equal(k[1], v[1])
+        and _equal(q[2], k[2])
+        and _equal(k[2], v[2])
+        and _equal(q[3], k[3])
+    )
+    if not fits:
+        raise ValueError(
+            "dot_product_attention expects `query (batch, Tq, heads, d)`, "
+            "`key (batch, Tk, heads, d)` and `value (batch, Tk, heads, dv)`. "
+            f"Received: query.shape={q}, key.shape={k}, value.shape={v}"
+        )
+
+
+def rank(function: str, name: str, tensor, expected: int) -> None:
+    """A `ValueError` unless `tensor` has rank `expected`."""
+    shape = _shape(tensor)
+    if len(shape) != expected:
+        raise ValueError(
+            f"{function} expects `{name}` of rank {expected}. Received: "
+            f"{name}.shape={shape}"
+        )
+
+
+def positions(function: str, **shapes) -> None:
+    """A `ValueError` for a sequence input with no positions (axis 1 is 0)."""
+    for name, shape in shapes.items():
+        if len(shape) >= 2 and shape[1] == 0:
+            raise ValueError(
+                f"{function} needs at least one position in `{name}` (axis "
+                f"1). Received: {name}.shape={tuple(shape)}"
+            )
+
+
+def chunked_inputs(query, key, value) -> None:
+    """`chunked_attention`'s inputs: floating, `(batch, heads, T, d)` each."""
+    floating("chunked_attention", query=query, key=key, value=value)
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        rank("chunked_attention", name, tensor, 4)
+    attention_shapes(query, key, value, same_depth=True)
+
+
+def probability_logits(logits, axis: int) -> None:
+    """Logits to normalise: floating, with at least one entry on `axis`."""
+    floating("probability_fn", logits=logits)
+    shape = _shape(logits)
+    if not shape or shape[axis] == 0:
+        raise ValueError(
+            "A probability function needs logits with at least one entry on "
+            f"the axis it normalises. Received: logits.shape={shape}, "
+            f"axis={axis}"
+        )
