@@ -190,6 +190,7 @@ def test_no_module_over_600_lines(module):
 MIRRORED_PACKAGES = ("scores", "seq2seq", "models.sentiment")
 TESTED_ELSEWHERE = {
     "keras_attention.seq2seq.scheduled": "tests/seq2seq/test_sampling.py",
+    "keras_attention.seq2seq.checks": "tests/test_bad_inputs.py",
 }
 
 

@@ -301,7 +301,7 @@ ROWS = {
     "seq2seq.AttentionMechanism": exempt(
         "the base class of the mechanisms swept above"
     ),
-    "seq2seq.NormalizedAdditiveScore": cls(
+    "scores.NormalizedAdditiveScore": cls(
         {"units": 3},
         lambda o, query, key: o(query, key),
         query=(2, 3, 4),
@@ -393,6 +393,69 @@ ROWS = {
         "test_text_model_predict_sweep"
     ),
 }
+
+# The Transformer-era layers and programmable attention (issues 28, 29).
+ROWS.update(
+    {
+        "AdditiveAttention": cls(
+            {}, lambda o, query, value: o([query, value]), **QVK
+        ),
+        "GroupQueryAttention": cls(
+            {"head_dim": 2, "num_query_heads": 2, "num_key_value_heads": 1},
+            lambda o, query, value: o(query, value),
+            **QVK,
+        ),
+        "RotaryEmbedding": cls(
+            {}, lambda o, inputs: o(inputs), inputs=(2, 3, 4)
+        ),
+        "RelativePositionBias": exempt(
+            "a score mod: its call takes the index tensors of a kernel; "
+            "tests/layers/test_layer_mods.py and docs/errors.md"
+        ),
+        "ops.flex_attention": fn(
+            ka.ops.flex_attention,
+            query=(2, 3, 2, 4),
+            key=(2, 5, 1, 4),
+            value=(2, 5, 1, 4),
+        ),
+        "ops.create_block_mask": fn(
+            ka.ops.create_block_mask,
+            lambda: {
+                "mask_mod": ka.ops.mods.causal(),
+                "batch": None,
+                "heads": None,
+                "q_len": 4,
+                "kv_len": 4,
+            },
+        ),
+        "ops.BlockMask": exempt(RESULT),
+        "ops.and_masks": exempt(
+            "combines mask mods (callables): tests/test_ops_flex.py"
+        ),
+        "ops.or_masks": exempt(
+            "combines mask mods (callables): tests/test_ops_flex.py"
+        ),
+        "ops.apply_mods": exempt(
+            "applies mods (callables) to logits: tests/test_ops_flex.py"
+        ),
+        "ops.one_hot_argmax": fn(ka.ops.one_hot_argmax, logits=(2, 5)),
+        "ops.mask_logits": exempt(
+            "a piece of masked_softmax and the decoders, swept through them"
+        ),
+        "ops.inverse_cdf_sample": exempt(
+            "a piece of the sampling decoders, swept through them"
+        ),
+        "ops.rotary_angles": exempt(
+            "the math of RotaryEmbedding, swept through the layer"
+        ),
+        "ops.apply_rotary": exempt(
+            "the math of RotaryEmbedding, swept through the layer"
+        ),
+        "scores.BaseAdditiveScore": exempt(
+            "the base class of the additive scores swept above"
+        ),
+    }
+)
 
 # The data readers (above the core, imported on first use).
 ROWS.update(

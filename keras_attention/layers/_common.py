@@ -297,3 +297,9 @@ def check_window_query(layer_name, single_query):
             "`(batch_size, Tq, dim)` whose positions line up with the "
             "values', not a single query vector."
         )
+
+
+def clone_initializer(initializer):
+    """A fresh initializer object per sublayer, so that an unseeded
+    initializer does not give every projection the same values."""
+    return initializer.__class__.from_config(initializer.get_config())

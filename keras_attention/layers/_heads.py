@@ -17,15 +17,10 @@ from keras_attention.layers import _chunking
 from keras_attention.layers import _common
 from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
+from keras_attention.layers._common import clone_initializer as _clone
 
 _HEADS_FIRST = (0, 2, 1, 3)
 _HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
-
-
-def _clone(initializer):
-    # A fresh initializer object per sublayer, so that an unseeded
-    # initializer does not give every projection the same values.
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 class _Untracked:

@@ -9,6 +9,7 @@ from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
 from keras_attention.layers import _grouped as grouped
 from keras_attention.layers import _multi_head_checks as checks
+from keras_attention.layers._common import clone_initializer as _clone
 
 
 def _and_mods(*mods):
@@ -571,7 +572,3 @@ _Dot = _DotScore()
 
 
 GroupQueryAttention = GroupedQueryAttention
-
-
-def _clone(initializer):
-    return initializer.__class__.from_config(initializer.get_config())

@@ -128,6 +128,7 @@ class RotaryEmbedding(keras.layers.Layer):
         return angles
 
     def call(self, inputs, start_index=0, positions=None):
+        _validation.floating_inputs("RotaryEmbedding", inputs=inputs)
         sequence_axis, feature_axis = self._axes(inputs.shape)
         moved = ops.moveaxis(inputs, (sequence_axis, feature_axis), (1, -1))
         if positions is None:

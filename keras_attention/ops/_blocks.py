@@ -8,8 +8,10 @@ time on every backend; these are the pieces they share.
 import keras
 from keras import ops
 
+from keras_attention.ops.logits import MASKED_LOGIT
+
 # Fill value of masked logits in the block loops.
-NEG = -1e30
+NEG = MASKED_LOGIT
 
 
 def _tf():

@@ -14,6 +14,7 @@ import keras
 from keras import ops
 
 from keras_attention.ops import _flex_blocks
+from keras_attention.ops import checks
 from keras_attention.ops._flex_blocks import index_tensors
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
@@ -200,11 +201,16 @@ def create_block_mask(
             "Expected `mask_mod` to be callable, `mask_mod(batch, head, "
             f"q_idx, kv_idx)`. Received: mask_mod={mask_mod!r}"
         )
-    for name, value in (("q_len", q_len), ("kv_len", kv_len)):
+    sizes = (("q_len", q_len), ("kv_len", kv_len))
+    sizes += tuple(
+        (n, v) for n, v in (("batch", batch), ("heads", heads)) if v is not None
+    )
+    for name, value in sizes:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(
-                f"Expected `{name}` to be a positive integer. Received: "
-                f"{name}={value!r}"
+                f"Expected `{name}` to be a positive integer"
+                + (" or None" if name in ("batch", "heads") else "")
+                + f". Received: {name}={value!r}"
             )
     qb, kb = _pair(block_size, "block_size")
     rows = [
@@ -251,6 +257,7 @@ def _block_row(mask_mod, batch, heads, lengths, sizes, row):
 
 
 def _check_inputs(query, key, value):
+    checks.floating("flex_attention", query=query, key=key, value=value)
     for name, x in (("query", query), ("key", key), ("value", value)):
         if len(x.shape) != 4:
             raise ValueError(
@@ -274,6 +281,10 @@ def _check_inputs(query, key, value):
             f"query.shape={tuple(query.shape)}, key.shape="
             f"{tuple(key.shape)}, value.shape={tuple(value.shape)}"
         )
+    checks.same_rank_and_batch(
+        "flex_attention", query=query.shape, key=key.shape, value=value.shape
+    )
+    checks.positions("flex_attention", key=key.shape)
 
 
 def _check_mod(mod, name):

@@ -21,15 +21,12 @@ from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
 from keras_attention.seq2seq.attention import check_memory_mask
 from keras_attention.seq2seq.attention import compute_attention
+from keras_attention.seq2seq.cell_options import as_list as _as_list
 from keras_attention.seq2seq.state import DecoderState
 from keras_attention.seq2seq.state import StateIndices
 from keras_attention.seq2seq.state import StateLayout
 
 _PACKAGE = "keras_attention"
-
-
-def _as_list(x):
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -484,7 +481,9 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
             cell_states=[
                 ops.cast(new, old.dtype)
                 for new, old in zip(
-                    _as_list(new_cell_states), state.cell_states, strict=True
+                    _as_list(new_cell_states),
+                    state.cell_states,
+                    strict=True,
                 )
             ],
             attention=ops.cast(attention, dtype),

@@ -10,7 +10,7 @@ import keras
 from keras_attention import _validation
 
 
-def _as_list(x):
+def as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
@@ -28,7 +28,7 @@ def attention_layers(units, layers, count, dtype_policy):
             f"attention_layer={layers!r}"
         )
     if layers is not None:
-        layers = _as_list(layers)
+        layers = as_list(layers)
         if len(layers) != count or not all(
             isinstance(layer, keras.layers.Layer) for layer in layers
         ):
@@ -40,7 +40,7 @@ def attention_layers(units, layers, count, dtype_policy):
         return layers
     if units is None:
         return None
-    sizes = _as_list(units)
+    sizes = as_list(units)
     if len(sizes) != count:
         raise ValueError(
             f"`attention_layer_units` needs one size per mechanism "
