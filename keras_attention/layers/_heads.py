@@ -555,27 +555,7 @@ class MultiHeadBase(keras.layers.Layer):
             "value_dim": self.value_dim,
             "dropout": self.dropout,
             "use_bias": self.use_bias,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer
-            ),
-            "kernel_regularizer": keras.regularizers.serialize(
-                self.kernel_regularizer
-            ),
-            "bias_regularizer": keras.regularizers.serialize(
-                self.bias_regularizer
-            ),
-            "activity_regularizer": keras.regularizers.serialize(
-                self.projection_activity_regularizer
-            ),
-            "kernel_constraint": keras.constraints.serialize(
-                self.kernel_constraint
-            ),
-            "bias_constraint": keras.constraints.serialize(
-                self.bias_constraint
-            ),
+            **_common.projection_config(self),
             "seed": self.seed,
             "score": scores_lib.serialize(self.score),
             "chunk_size": self.chunk_size,

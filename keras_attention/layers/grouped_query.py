@@ -7,6 +7,7 @@ from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
+from keras_attention.layers import _common
 from keras_attention.layers import _grouped as grouped
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._common import clone_initializer as _clone
@@ -521,27 +522,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             "sliding_window": self.sliding_window,
             "dropout": self.dropout,
             "flash_attention": self.flash_attention,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer
-            ),
-            "kernel_regularizer": keras.regularizers.serialize(
-                self.kernel_regularizer
-            ),
-            "bias_regularizer": keras.regularizers.serialize(
-                self.bias_regularizer
-            ),
-            "activity_regularizer": keras.regularizers.serialize(
-                self.projection_activity_regularizer
-            ),
-            "kernel_constraint": keras.constraints.serialize(
-                self.kernel_constraint
-            ),
-            "bias_constraint": keras.constraints.serialize(
-                self.bias_constraint
-            ),
+            **_common.projection_config(self),
             "seed": self.seed,
             "chunk_size": self.chunk_size,
             "rotary_embedding": None
