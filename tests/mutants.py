@@ -38,9 +38,9 @@ MUTANTS = (
         "masked_softmax",
         "masked_softmax ignores its mask",
         "keras_attention/ops/attend.py",
-        "    logits = ops.convert_to_tensor(logits)\n    in_dtype",
-        "    mask = None\n    logits = ops.convert_to_tensor(logits)\n"
-        "    in_dtype",
+        '    checks.broadcasts_to("masked_softmax", mask, logits)\n',
+        '    checks.broadcasts_to("masked_softmax", mask, logits)\n'
+        "    mask = None\n",
     ),
     Mutant(
         "frobenius_identity",
