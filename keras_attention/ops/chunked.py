@@ -210,27 +210,11 @@ def _backward(blocks, out, lse, upstream):
     normalised again.
     """
     dtype = blocks.dtype
-    d_out = ops.cast(upstream, dtype)
-    delta = ops.sum(d_out * out, axis=-1, keepdims=True)
-    do_blocks = _to_blocks(d_out, blocks.qc, blocks.nq)
     additive = blocks.additive_v is not None
-    # `dp - delta` as one product, with `-delta` as an extra column of dO
-    # and ones as an extra row of vᵀ: one pass less over each block.
-    do_aug = ops.concatenate(
-        [do_blocks, -_to_blocks(delta, blocks.qc, blocks.nq)], axis=-1
+    do_aug, v_t_aug, do_t, queries = _backward_operands(
+        blocks, out, lse, upstream
     )
-    v_t_aug = ops.concatenate(
-        [blocks.v_t, ops.ones_like(blocks.v_t[..., :1, :])], axis=-2
-    )
-    do_t = ops.swapaxes(do_blocks, -1, -2)
-
     dk_like = blocks.k if additive else blocks.k_t
-    queries = blocks.q
-    if not additive:
-        # The weights are `exp(s - lse)`: for a dot product `s - lse` is
-        # one product, with `-lse` as an extra column of q and ones as an
-        # extra row of kᵀ.
-        queries = ops.concatenate([queries, -lse], axis=-1)
 
     def key_block(j, carry):
         dq, dk, dv_t, dw = carry
@@ -277,10 +261,41 @@ def _backward(blocks, out, lse, upstream):
         dw,
     )
     dq, dk, dv_t, dw = _sequential_loop(0, blocks.nk, key_block, start)
+    return _backward_grads(blocks, dq, dk, dv_t, dw)
+
+
+def _backward_operands(blocks, out, lse, upstream):
+    """What the backward's block products read: `(dO | -delta)` blocks,
+    `(vᵀ ; 1)`, `dOᵀ` blocks and the queries (`(q | -lse)` for a dot
+    product)."""
+    d_out = ops.cast(upstream, blocks.dtype)
+    delta = ops.sum(d_out * out, axis=-1, keepdims=True)
+    do_blocks = _to_blocks(d_out, blocks.qc, blocks.nq)
+    # `dp - delta` as one product, with `-delta` as an extra column of dO
+    # and ones as an extra row of vᵀ: one pass less over each block.
+    do_aug = ops.concatenate(
+        [do_blocks, -_to_blocks(delta, blocks.qc, blocks.nq)], axis=-1
+    )
+    v_t_aug = ops.concatenate(
+        [blocks.v_t, ops.ones_like(blocks.v_t[..., :1, :])], axis=-2
+    )
+    do_t = ops.swapaxes(do_blocks, -1, -2)
+    queries = blocks.q
+    if blocks.additive_v is None:
+        # The weights are `exp(s - lse)`: for a dot product `s - lse` is
+        # one product, with `-lse` as an extra column of q and ones as an
+        # extra row of kᵀ.
+        queries = ops.concatenate([queries, -lse], axis=-1)
+    return do_aug, v_t_aug, do_t, queries
+
+
+def _backward_grads(blocks, dq, dk, dv_t, dw):
+    """The block lists of the backward loop as the inputs' gradients."""
+    additive = blocks.additive_v is not None
     dq, dk, dv_t = (_block_stack(x) for x in (dq, dk, dv_t))
     dv = ops.swapaxes(dv_t, -1, -2)
     if not additive:
-        dq = dq * ops.cast(blocks.scale, dtype)
+        dq = dq * ops.cast(blocks.scale, blocks.dtype)
         dk = ops.swapaxes(dk, -1, -2)
     grads = (
         _from_blocks(dq, blocks.q_len),
