@@ -52,7 +52,7 @@ MUTANTS = (
     Mutant(
         "mha_key_projection",
         "MultiHeadAttention projects `value` where it should project `key`",
-        "keras_attention/layers/_heads.py",
+        "keras_attention/layers/_multi_head_base.py",
         "k = self._key_dense(key)",
         "k = self._key_dense(value)",
     ),

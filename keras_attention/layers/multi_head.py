@@ -11,7 +11,7 @@ from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
 from keras_attention.layers import _cache
 from keras_attention.layers import _multi_head_checks as checks
-from keras_attention.layers._heads import MultiHeadBase
+from keras_attention.layers._multi_head_base import MultiHeadBase
 
 _PACKAGE = "keras_attention"
 

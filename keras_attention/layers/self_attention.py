@@ -5,7 +5,7 @@ import keras
 from keras_attention import _validation
 from keras_attention.layers import _cache
 from keras_attention.layers import _common
-from keras_attention.layers._heads import MultiHeadBase
+from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
