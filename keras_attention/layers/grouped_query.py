@@ -9,6 +9,7 @@ from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
 from keras_attention.layers import _common
 from keras_attention.layers import _grouped as grouped
+from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._common import clone_initializer as _clone
 
@@ -18,28 +19,6 @@ def _and_mods(*mods):
     if not mods:
         return None
     return mods[0] if len(mods) == 1 else ka_ops.and_masks(*mods)
-
-
-def _get_mod(name, mod):
-    """A mod, from itself or its saved config (`keras_attention.ops.mods`)."""
-    if isinstance(mod, dict):
-        mod = keras.saving.deserialize_keras_object(mod)
-    if mod is not None and not callable(mod):
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`, expected a "
-            f"callable mod or None. Received: {name}={mod!r}"
-        )
-    return mod
-
-
-def _serialize_mod(mod):
-    return None if mod is None else keras.saving.serialize_keras_object(mod)
-
-
-def _chain(first, second):
-    if first is None or second is None:
-        return first if second is None else second
-    return ka_ops.mods.chain(first, second)
 
 
 def _positive_or_none(name, value):
@@ -205,8 +184,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         self.seed = seed
         self.chunk_size = checks.chunk_size(chunk_size, _Dot, self.dropout)
         self.rotary_embedding = _cache.get_rotary(rotary_embedding)
-        self.score_mod = _get_mod("score_mod", score_mod)
-        self.mask_mod = _get_mod("mask_mod", mask_mod)
+        self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -437,7 +415,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             )
         self._return_attention_scores = return_attention_scores
         self._call_mods = (
-            _chain(self.score_mod, score_mod),
+            _mods.score_mod_of(self.score_mod, score_mod, None),
             _and_mods(self.mask_mod, mask_mod),
         )
         output, scores = self._compute_attention(
@@ -528,8 +506,8 @@ class GroupedQueryAttention(keras.layers.Layer):
             "rotary_embedding": None
             if self.rotary_embedding is None
             else serialize(self.rotary_embedding),
-            "score_mod": _serialize_mod(self.score_mod),
-            "mask_mod": _serialize_mod(self.mask_mod),
+            "score_mod": _mods.serialize("score_mod", self.score_mod),
+            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
             "dtype": self._dtype_policy_config(),
         }
 

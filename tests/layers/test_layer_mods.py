@@ -149,10 +149,18 @@ def test_model_with_mods_saves_and_loads(tmp_path, x):
     assert layer.mask_mod == mods.causal()
 
 
-def test_an_unregistered_lambda_is_a_clear_error_when_saved(tmp_path, x):
-    layer = keras_attention.MultiHeadAttention(
-        2, 4, mask_mod=lambda b, h, i, j: i >= j
-    )
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda mod: keras_attention.MultiHeadAttention(2, 4, mask_mod=mod),
+        lambda mod: keras_attention.GroupedQueryAttention(
+            4, 2, 1, mask_mod=mod
+        ),
+    ],
+    ids=["MultiHeadAttention", "GroupedQueryAttention"],
+)
+def test_an_unregistered_lambda_is_a_clear_error_when_saved(tmp_path, x, make):
+    layer = make(lambda b, h, i, j: i >= j)
     inputs = keras.Input((9, 8))
     model = keras.Model(inputs, layer(inputs, inputs))
     with pytest.raises(ValueError, match="Cannot save `mask_mod`"):
