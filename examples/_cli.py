@@ -159,6 +159,11 @@ def positive_int(text):
     return _number(text, int, lambda v: v >= 1, "a positive integer")
 
 
+def non_negative_int(text):
+    """An `argparse` type: an integer >= 0."""
+    return _number(text, int, lambda v: v >= 0, "a non-negative integer")
+
+
 def seed_int(text):
     """An `argparse` type: a seed, an integer in [0, 2**32)."""
     return _number(

@@ -88,16 +88,50 @@ def _add_data_arguments(group):
 
 def _add_model_arguments(group):
     group.add_argument(
+        "--model",
+        choices=["rnn", "transformer"],
+        default="rnn",
+        help="rnn: BiGRU encoder and attention GRU decoder (Translator); "
+        "transformer: pre-norm encoder-decoder Transformer of this "
+        "package's attention layers (TransformerTranslator)",
+    )
+    group.add_argument(
         "--embedding-dim",
         type=_cli.positive_int,
         default=32,
-        help="size of the word embeddings",
+        help="size of the word embeddings (the transformer's model width)",
     )
     group.add_argument(
         "--units",
         type=_cli.positive_int,
         default=64,
-        help="GRU units (the encoder's BiGRU has this many per direction)",
+        help="rnn: GRU units (the encoder's BiGRU has this many per direction)",
+    )
+    group.add_argument(
+        "--num-layers",
+        type=_cli.positive_int,
+        default=2,
+        help="transformer: blocks in the encoder and in the decoder",
+    )
+    group.add_argument(
+        "--num-heads",
+        type=_cli.positive_int,
+        default=4,
+        help="transformer: attention heads (a divisor of --embedding-dim)",
+    )
+    group.add_argument(
+        "--num-key-value-heads",
+        type=_cli.positive_int,
+        default=None,
+        help="transformer: key/value heads, grouped-query attention (a "
+        "divisor of --num-heads; default: one per head)",
+    )
+    group.add_argument(
+        "--feed-forward-dim",
+        type=_cli.positive_int,
+        default=None,
+        help="transformer: hidden width of the feed-forward networks "
+        "(default: 4 x --embedding-dim)",
     )
     group.add_argument(
         "--attention",
@@ -109,7 +143,7 @@ def _add_model_arguments(group):
             "luong_monotonic",
         ],
         default="bahdanau",
-        help="the decoder's attention: Bahdanau (additive), Luong's "
+        help="rnn: the decoder's attention: Bahdanau (additive), Luong's "
         "general / concat, or their monotonic forms (Raffel et al. 2017)",
     )
     group.add_argument(
@@ -180,19 +214,46 @@ PRESETS = {
         "length_penalty": 1.0,
         "output": os.path.join("runs", "multi30k"),
     },
+    "multi30k-transformer": {
+        "train": os.path.join(MULTI30K, "train"),
+        "validation": os.path.join(MULTI30K, "val"),
+        "hold_out": 1000,
+        "max_source_tokens": 8000,
+        "max_target_tokens": 6000,
+        "model": "transformer",
+        "embedding_dim": 256,
+        "num_layers": 3,
+        "num_heads": 4,
+        "feed_forward_dim": 1024,
+        "dropout": 0.1,
+        "label_smoothing": 0.1,
+        "schedule": "cosine_time",
+        "warmup_steps": 200,
+        "bucket_by_length": True,
+        "dtype_policy": "mixed_bfloat16",
+        "epochs": 100,
+        "patience": 5,
+        "batch_size": 128,
+        "learning_rate": 1e-3,
+        "max_minutes": 30.0,
+        "beam_width": 5,
+        "length_penalty": 1.0,
+        "output": os.path.join("runs", "multi30k-transformer"),
+    },
 }
 
 
 def _check_preset_files(args):
-    """`--preset multi30k` without the files: one line naming both places."""
-    if args.preset != "multi30k" or args.translate is not None:
+    """A Multi30k preset without the files: one line naming both places."""
+    if args.preset not in PRESETS or args.translate is not None:
         return
     for prefix in (args.train, args.validation):
         for suffix in (args.source, args.target):
             path = f"{prefix}.{suffix}"
             if not os.path.isfile(path):
                 _cli.fail(
-                    f"--preset multi30k needs {path}, which is missing: get "
+                    f"--preset {args.preset} needs {path}, which is missing: "
+                    "get "
                     f"Multi30k task 1 from {MULTI30K_SOURCE} and put "
                     f"train.{suffix} and val.{suffix} in "
                     f"{os.path.dirname(path)}, or point --train and "
@@ -219,6 +280,26 @@ def parse_args(argv=None):
         default="constant",
         help="learning rate: constant, cosine decay over --epochs, or "
         "cosine decay over --max-minutes",
+    )
+    group.add_argument(
+        "--bucket-by-length",
+        action="store_true",
+        help="batch training pairs of about one length together (less "
+        "padding, faster epochs)",
+    )
+    group.add_argument(
+        "--dtype-policy",
+        choices=["float32", "mixed_bfloat16"],
+        default="float32",
+        help="Keras dtype policy of the model: mixed_bfloat16 computes in "
+        "bfloat16 with float32 weights (faster where the CPU has bfloat16 "
+        "matrix units)",
+    )
+    group.add_argument(
+        "--warmup-steps",
+        type=_cli.non_negative_int,
+        default=0,
+        help="steps of linear learning-rate warm-up before the schedule",
     )
     group.add_argument(
         "--max-minutes",
@@ -255,6 +336,18 @@ def parse_args(argv=None):
         parser.error(
             "--schedule cosine_time decays over --max-minutes: give it"
         )
+    if args.model == "transformer":
+        heads, width = args.num_heads, args.embedding_dim
+        if width % heads:
+            parser.error(
+                f"--num-heads {heads} must divide --embedding-dim {width}"
+            )
+        kv_heads = args.num_key_value_heads
+        if kv_heads and heads % kv_heads:
+            parser.error(
+                f"--num-key-value-heads {kv_heads} must divide "
+                f"--num-heads {heads}"
+            )
     _check_preset_files(args)
     return args
 
@@ -322,6 +415,20 @@ def translate(args):
 def _train(args, splits, strategy):
     from keras_attention.models import translation
 
+    if args.model == "transformer":
+        model_kwargs = {
+            "model_dim": args.embedding_dim,
+            "num_layers": args.num_layers,
+            "num_heads": args.num_heads,
+            "num_key_value_heads": args.num_key_value_heads,
+            "feed_forward_dim": args.feed_forward_dim or 4 * args.embedding_dim,
+        }
+    else:
+        model_kwargs = {
+            "embedding_dim": args.embedding_dim,
+            "units": args.units,
+            "attention": args.attention,
+        }
     return translation.train_translator(
         splits["train"],
         splits["validation"],
@@ -338,9 +445,10 @@ def _train(args, splits, strategy):
         label_smoothing=args.label_smoothing,
         schedule=args.schedule,
         max_minutes=args.max_minutes,
-        embedding_dim=args.embedding_dim,
-        units=args.units,
-        attention=args.attention,
+        architecture=args.model,
+        warmup_steps=args.warmup_steps,
+        bucket_by_length=args.bucket_by_length,
+        **model_kwargs,
         beam_width=args.beam_width,
         length_penalty=args.length_penalty,
         dropout=args.dropout,
@@ -386,6 +494,9 @@ def main(argv=None):
         return translate(args)
     _cli.make_run_directory(args.output)
     _cli.check_resume(args)
+    import keras
+
+    keras.config.set_dtype_policy(args.dtype_policy)
     from keras_attention.models import fitting
     from keras_attention.models import translation
 

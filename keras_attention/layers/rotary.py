@@ -82,6 +82,8 @@ class RotaryEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        # A rotation per position: a padding mask passes through unchanged.
+        self.supports_masking = True
         self.max_wavelength = _positive_number("max_wavelength", max_wavelength)
         self.scaling_factor = _positive_number("scaling_factor", scaling_factor)
         self.sequence_axis = _axis("sequence_axis", sequence_axis)

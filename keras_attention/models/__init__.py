@@ -25,3 +25,15 @@ from keras_attention.models.translation import (
 from keras_attention.models.translation import (
     train_translator as train_translator,
 )
+from keras_attention.seq2seq.transformer import (
+    TransformerDecoderBlock as TransformerDecoderBlock,
+)
+from keras_attention.seq2seq.transformer import (
+    TransformerDecoderCell as TransformerDecoderCell,
+)
+from keras_attention.seq2seq.transformer import (
+    TransformerEncoderBlock as TransformerEncoderBlock,
+)
+from keras_attention.seq2seq.transformer import (
+    TransformerTranslator as TransformerTranslator,
+)

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention._validation import non_negative_length
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.models import distribute
 from keras_attention.models import fitting
@@ -18,11 +19,15 @@ from keras_attention.models.losses import SmoothedSequenceLoss
 from keras_attention.models.schedules import TimeLimit
 from keras_attention.models.schedules import learning_rate_schedule
 from keras_attention.models.truecasing import postprocess
+from keras_attention.seq2seq.transformer import TransformerTranslator
 from keras_attention.seq2seq.translator import END_TOKEN as END_TOKEN
 from keras_attention.seq2seq.translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.translator import Translator as Translator
 from keras_attention.seq2seq.translator import target_text as target_text
 from keras_attention.text import tokenize
+
+#: `train_translator(architecture=...)` → the model class it builds.
+ARCHITECTURES = {"rnn": Translator, "transformer": TransformerTranslator}
 
 
 def build_vocabularies(
@@ -210,11 +215,15 @@ def alignment_accuracy(model, corpus, batch_size=128) -> float:
 # tf.distribute) is imported inside these functions only.
 
 
-def make_dataset(model, corpus, batch_size, shuffle=False, seed=0):
+def make_dataset(
+    model, corpus, batch_size, shuffle=False, seed=0, bucket_by_length=False
+):
     """`((source_ids, target_input_ids), target_output_ids)` batches.
 
     Each batch is cut to its own longest sentence, so short sentences do not
-    pay for the longest of the corpus. Sharded by data under a multi-worker
+    pay for the longest of the corpus; with `bucket_by_length` each batch
+    also holds pairs of about one length (the longer side of each pair),
+    so little is padded at all. Sharded by data under a multi-worker
     strategy.
     """
     import tensorflow as tf
@@ -231,7 +240,20 @@ def make_dataset(model, corpus, batch_size, shuffle=False, seed=0):
         target = target[:, : length(target)]
         return (source, target[:, :-1]), target[:, 1:]
 
-    return fitting.batched(dataset, batch_size, shuffle, seed, trim)
+    def pair_length(source, target):
+        lengths = [
+            tf.reduce_sum(tf.cast(ids > 0, "int32")) for ids in (source, target)
+        ]
+        return tf.maximum(*lengths)
+
+    return fitting.batched(
+        dataset,
+        batch_size,
+        shuffle,
+        seed,
+        trim,
+        length_fn=pair_length if bucket_by_length else None,
+    )
 
 
 def train_translator(
@@ -251,9 +273,12 @@ def train_translator(
     label_smoothing=0.0,
     schedule="constant",
     max_minutes=None,
+    architecture="rnn",
+    warmup_steps=0,
+    bucket_by_length=False,
     **model_kwargs,
 ):
-    """Builds a `Translator` on `train`'s vocabularies and fits it.
+    """Builds a translator on `train`'s vocabularies and fits it.
 
     Vocabularies are adapted on `train` only. The model is built in
     `strategy`'s scope; callbacks, backups and resuming as in
@@ -285,8 +310,18 @@ def train_translator(
             `max_minutes`); see `learning_rate_schedule`. Defaults to
             `"constant"`.
         max_minutes: Optional training time budget (`TimeLimit`).
-        **model_kwargs: `Translator` arguments (`embedding_dim`, `units`,
-            `attention`, `max_output_length`, `beam_width`, `dropout`, ...).
+        architecture: `"rnn"` (`keras_attention.seq2seq.Translator`, the
+            default) or `"transformer"` (`TransformerTranslator`).
+        warmup_steps: Steps of linear learning-rate warm-up. Defaults to
+            `0` (none).
+        bucket_by_length: Whether the training batches hold pairs of about
+            one length (`make_dataset`). Defaults to `False`.
+        **model_kwargs: Arguments of the model class: for `Translator`
+            `embedding_dim`, `units`, `attention`, `dropout`, ...; for
+            `TransformerTranslator` `model_dim`, `num_layers`,
+            `num_heads`, `feed_forward_dim`, `num_key_value_heads`,
+            `dropout`; for both `max_output_length`, `beam_width`,
+            `length_penalty`.
 
     Returns:
         A `keras_attention.models.fitting.FitResult`.
@@ -296,6 +331,13 @@ def train_translator(
             "schedule='cosine_time' decays over the time budget: give "
             f"`max_minutes`. Received: max_minutes={max_minutes!r}"
         )
+    if architecture not in ARCHITECTURES:
+        raise ValueError(
+            "Received an invalid value for argument `architecture`, expected "
+            f"one of {list(ARCHITECTURES)}. Received: "
+            f"architecture={architecture!r}"
+        )
+    non_negative_length("warmup_steps", warmup_steps)
     keras.utils.set_random_seed(seed)
     source_vocabulary, target_vocabulary = build_vocabularies(
         train.sources, train.targets, max_source_tokens, max_target_tokens
@@ -304,11 +346,17 @@ def train_translator(
         longest = max(len(tokenize(t).split()) for t in train.targets)
         model_kwargs["max_output_length"] = 2 * longest + 2
     with distribute.scope(strategy):
-        model = Translator(source_vocabulary, target_vocabulary, **model_kwargs)
+        model = ARCHITECTURES[architecture](
+            source_vocabulary, target_vocabulary, **model_kwargs
+        )
     steps = -(-len(train) // batch_size) * epochs
-    rate = learning_rate_schedule(learning_rate, schedule, steps)
+    rate = learning_rate_schedule(learning_rate, schedule, steps, warmup_steps)
     if max_minutes:
-        limit = TimeLimit(max_minutes, anneal=schedule == "cosine_time")
+        limit = TimeLimit(
+            max_minutes,
+            anneal=schedule == "cosine_time",
+            warmup_steps=warmup_steps,
+        )
         callbacks = [*(callbacks or []), limit]
     if label_smoothing:
         loss = SmoothedSequenceLoss(label_smoothing)
@@ -318,7 +366,14 @@ def train_translator(
         )
     result = fitting.fit(
         model,
-        make_dataset(model, train, batch_size, shuffle=True, seed=seed),
+        make_dataset(
+            model,
+            train,
+            batch_size,
+            shuffle=True,
+            seed=seed,
+            bucket_by_length=bucket_by_length,
+        ),
         make_dataset(model, validation, batch_size),
         output_dir,
         compile_args=lambda: _compile_args(rate, loss),

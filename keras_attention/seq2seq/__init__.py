@@ -58,4 +58,16 @@ from keras_attention.seq2seq.scheduled import (
     inverse_sigmoid_decay as inverse_sigmoid_decay,
 )
 from keras_attention.seq2seq.scheduled import linear_decay as linear_decay
+from keras_attention.seq2seq.transformer import (
+    TransformerDecoderBlock as TransformerDecoderBlock,
+)
+from keras_attention.seq2seq.transformer import (
+    TransformerDecoderCell as TransformerDecoderCell,
+)
+from keras_attention.seq2seq.transformer import (
+    TransformerEncoderBlock as TransformerEncoderBlock,
+)
+from keras_attention.seq2seq.transformer import (
+    TransformerTranslator as TransformerTranslator,
+)
 from keras_attention.seq2seq.translator import Translator as Translator

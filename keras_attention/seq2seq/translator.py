@@ -12,25 +12,22 @@ it loads after `import keras_attention` with `safe_mode=True`.
 """
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_attention import _validation
-from keras_attention import text as text_lib
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.attention import BahdanauAttention
 from keras_attention.seq2seq.attention import LuongAttention
-from keras_attention.seq2seq.beam_search import beam_search_decode
 from keras_attention.seq2seq.cell import AttentionDecoderCell
 from keras_attention.seq2seq.decoder import AttentionDecoder
-from keras_attention.seq2seq.decoding import greedy_decode
-from keras_attention.seq2seq.decoding import sample_decode
 from keras_attention.seq2seq.monotonic import BahdanauMonotonicAttention
 from keras_attention.seq2seq.monotonic import LuongMonotonicAttention
+from keras_attention.seq2seq.text_translator import END_TOKEN as END_TOKEN
+from keras_attention.seq2seq.text_translator import START_TOKEN as START_TOKEN
+from keras_attention.seq2seq.text_translator import TextTranslator
+from keras_attention.seq2seq.text_translator import target_text as target_text
 
-START_TOKEN = "[start]"
-END_TOKEN = "[end]"
 _ATTENTIONS = (
     "bahdanau",
     "general",
@@ -44,44 +41,8 @@ _EMBEDDINGS_INITIALIZER = {
 }
 
 
-def _check_arguments(embedding_dim, units, max_output_length, beam_width):
-    for name, value in (
-        ("embedding_dim", embedding_dim),
-        ("units", units),
-        ("max_output_length", max_output_length),
-        ("beam_width", beam_width),
-    ):
-        _check_positive_int(name, value)
-
-
-_DECODING_OPTIONS = {
-    "greedy": (),
-    "beam": ("length_penalty", "coverage_penalty"),
-    "sample": ("temperature", "top_k", "top_p", "seed"),
-}
-
-
-def _check_decoding(decoding, options):
-    if decoding not in _DECODING_OPTIONS:
-        raise ValueError(
-            "Received an invalid value for argument `decoding`, expected "
-            f"one of {list(_DECODING_OPTIONS)}. Received: decoding={decoding!r}"
-        )
-    unknown = sorted(set(options) - set(_DECODING_OPTIONS[decoding]))
-    if unknown:
-        raise ValueError(
-            f"{decoding!r} decoding takes the options "
-            f"{list(_DECODING_OPTIONS[decoding])}. Received: {unknown}"
-        )
-
-
-def target_text(text: str) -> str:
-    """The tokenized target with its start and end tokens."""
-    return f"{START_TOKEN} {text_lib.tokenize(text)} {END_TOKEN}"
-
-
 @keras.saving.register_keras_serializable(package="keras_attention")
-class Translator(keras.Model):
+class Translator(TextTranslator):
     """A BiGRU encoder and an attention GRU decoder over token ids.
 
     Encoder: `h̄ = BiGRU(E_src x)`, the memory, masked where `x = 0`.
@@ -169,37 +130,28 @@ class Translator(keras.Model):
         end_token=END_TOKEN,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        _check_arguments(embedding_dim, units, max_output_length, beam_width)
+        super().__init__(
+            source_vocabulary,
+            target_vocabulary,
+            max_output_length=max_output_length,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
+            start_token=start_token,
+            end_token=end_token,
+            **kwargs,
+        )
+        _check_positive_int("embedding_dim", embedding_dim)
+        _check_positive_int("units", units)
         if attention not in _ATTENTIONS:
             raise ValueError(
                 "Received an invalid value for argument `attention`, "
                 f"expected one of {list(_ATTENTIONS)}. "
                 f"Received: attention={attention!r}"
             )
-        _check_vocabularies(source_vocabulary, target_vocabulary)
-        self.source_vocabulary = [str(w) for w in source_vocabulary]
-        self.target_vocabulary = [str(w) for w in target_vocabulary]
-        for token in (start_token, end_token):
-            if token not in self.target_vocabulary:
-                raise ValueError(
-                    f"The target vocabulary has no {token!r} token; build it "
-                    "from texts made by `target_text`. Received: "
-                    f"target_vocabulary[:10]={self.target_vocabulary[:10]}"
-                )
         self.embedding_dim = embedding_dim
         self.units = units
         self.attention = attention
-        self.max_output_length = max_output_length
-        self.beam_width = beam_width
-        self.length_penalty = _validation.number(
-            "length_penalty", length_penalty
-        )
         self.dropout = _validation.rate("dropout", dropout)
-        self.start_token = start_token
-        self.end_token = end_token
-        self.start_id = self.target_vocabulary.index(start_token)
-        self.end_id = self.target_vocabulary.index(end_token)
         self._build_layers()
 
     def _build_layers(self):
@@ -257,14 +209,7 @@ class Translator(keras.Model):
 
     def encode(self, source_ids, training=None):
         """Returns `(memory, memory_mask, initial_decoder_state)`."""
-        shape = tuple(getattr(source_ids, "shape", np.shape(source_ids)))
-        if len(shape) != 2:
-            raise ValueError(
-                "Translator expects source ids of shape `(batch_size, "
-                "source_time)` (a batch of one sentence is `ids[None]`; raw "
-                "text goes to `translate`). Received: source_ids with "
-                f"shape={shape}"
-            )
+        self.check_source_rank(source_ids)
         source_ids = ops.cast(source_ids, "int32")
         mask = ops.not_equal(source_ids, 0)
         x = self.dropout_layer(
@@ -324,145 +269,24 @@ class Translator(keras.Model):
         checks.token_id_inputs(
             "Translator", "source_ids", source_ids, self._vocab
         )
-        beam_width = self.beam_width if beam_width is None else beam_width
-        if decoding is None:
-            decoding = "beam" if beam_width > 1 else "greedy"
-        _check_decoding(decoding, options)
         memory, memory_mask, state = self.encode(source_ids, training=False)
         common = {
             "cell": self.decoder_cell,
             "memory": memory,
             "embedding": self.target_embedding,
             "output_layer": self.output_layer,
-            "start_token": self.start_id,
-            "end_token": self.end_id,
-            "max_length": self.max_output_length,
             "memory_mask": memory_mask,
             "cell_state": [state],
         }
-        if decoding == "greedy":
-            return greedy_decode(**common)
-        if decoding == "sample":
-            return sample_decode(**common, **options)
-        options.setdefault("length_penalty", self.length_penalty)
-        return beam_search_decode(**common, beam_width=beam_width, **options)
-
-    def call(self, inputs, training=None):
-        if isinstance(inputs, (list, tuple)):
-            source_ids, target_input_ids = inputs
-            logits, _ = self.teacher_forcing(
-                source_ids, target_input_ids, training=training
-            )
-            return logits
-        result = self.decode(inputs)
-        return result.tokens, result.scores, result.alignments
-
-    def vectorize_sources(self, texts):
-        """Raw source texts → padded ids `(batch_size, longest)` (NumPy).
-
-        At least one column: a batch whose texts have no token (`""`)
-        gets one padding step, so that the encoder runs (on nothing).
-        """
-        ids = text_lib.vectorize(
-            self.source_vocabulary, [text_lib.tokenize(t) for t in texts]
-        )
-        if ids.shape[1] == 0:
-            ids = np.zeros((ids.shape[0], 1), ids.dtype)
-        return ids
-
-    def vectorize_targets(self, texts):
-        """Raw target texts → ids of `[start] ... [end]`, padded (NumPy)."""
-        return text_lib.vectorize(
-            self.target_vocabulary, [target_text(t) for t in texts]
-        )
-
-    @property
-    def _vocab(self):
-        return len(self.source_vocabulary)
-
-    def tokens_to_words(self, tokens):
-        """One id sequence → its words, up to the end token."""
-        words = []
-        for token in np.asarray(tokens).tolist():
-            if token == self.end_id:
-                break
-            if token >= text_lib.SPECIAL_IDS and token != self.start_id:
-                words.append(self.target_vocabulary[token])
-            elif token == text_lib.OOV_ID:
-                words.append("[UNK]")
-        return words
-
-    def translate(
-        self,
-        texts,
-        beam_width=None,
-        return_alignments=False,
-        decoding=None,
-        **options,
-    ):
-        """Translates raw texts eagerly.
-
-        Args:
-            texts: One source sentence (a string), or a list or NumPy array
-                of them.
-            beam_width: Defaults to the model's `beam_width`.
-            return_alignments: Whether to also return, per sentence, the
-                `(target_words, source_words, weights)` triple for plots.
-            decoding: `"greedy"`, `"beam"` or `"sample"`; see `decode`.
-            **options: Options of the decoding (see `decode`), e.g.
-                `temperature=0.7, top_p=0.9, seed=0` for `"sample"` or
-                `length_penalty=0.6, coverage_penalty=0.2` for `"beam"`.
-
-        Returns:
-            The detokenized translations (one string for one string), and
-            the alignments if asked (one triple for one string). A text
-            without a word (`""`, spaces or punctuation alone) gets a
-            `ValueError` (`keras_attention.text.check_words`). No texts
-            give an empty list.
-        """
-        single = isinstance(texts, (str, bytes))
-        texts = text_lib.as_text_list(texts)
-        text_lib.check_words(texts[0] if single else texts)
-        if not texts:
-            return ([], []) if return_alignments else []
-        ids = self.vectorize_sources(texts)
-        result = self.decode(
-            ids, beam_width=beam_width, decoding=decoding, **options
-        )
-        tokens = ops.convert_to_numpy(result.tokens)
-        weights = ops.convert_to_numpy(result.alignments)
-        translations, alignments = [], []
-        for i, text in enumerate(texts):
-            words = self.tokens_to_words(tokens[i])
-            translations.append(text_lib.detokenize(words))
-            source_words = text_lib.tokenize(text).split()
-            alignments.append(
-                (
-                    words,
-                    source_words,
-                    weights[i, : len(words), : len(source_words)],
-                )
-            )
-        if single:
-            translations, alignments = translations[0], alignments[0]
-        if return_alignments:
-            return translations, alignments
-        return translations
+        return self.run_decoder(common, beam_width, decoding, options)
 
     def get_config(self):
         return {
             **super().get_config(),
-            "source_vocabulary": self.source_vocabulary,
-            "target_vocabulary": self.target_vocabulary,
             "embedding_dim": self.embedding_dim,
             "units": self.units,
             "attention": self.attention,
-            "max_output_length": self.max_output_length,
-            "beam_width": self.beam_width,
-            "length_penalty": self.length_penalty,
             "dropout": self.dropout,
-            "start_token": self.start_token,
-            "end_token": self.end_token,
         }
 
 
@@ -477,8 +301,3 @@ def _mechanism(attention, units):
     if attention == "luong_monotonic":
         return LuongMonotonicAttention("general", scale=True, name="attention")
     return LuongAttention(attention, units=units, name="attention")
-
-
-def _check_vocabularies(source_vocabulary, target_vocabulary):
-    _validation.strings("source_vocabulary", source_vocabulary)
-    _validation.strings("target_vocabulary", target_vocabulary)

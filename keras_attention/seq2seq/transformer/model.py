@@ -1,0 +1,294 @@
+"""`TransformerTranslator`: an encoder-decoder Transformer over token ids.
+
+Made of this package's layers only (`TransformerEncoderBlock` and
+`TransformerDecoderBlock`: `SelfAttention` or `GroupedQueryAttention` with
+rotary embeddings, `MultiHeadAttention` over the memory), with the raw-text
+interface of `keras_attention.seq2seq.Translator` (`translate`, the
+vocabularies in the config), and decoded by the package's greedy, beam and
+sampling decoders through `TransformerDecoderCell` and its key/value
+cache.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention import _validation
+from keras_attention.seq2seq import checks
+from keras_attention.seq2seq.text_translator import END_TOKEN
+from keras_attention.seq2seq.text_translator import START_TOKEN
+from keras_attention.seq2seq.text_translator import TextTranslator
+from keras_attention.seq2seq.transformer.blocks import TransformerDecoderBlock
+from keras_attention.seq2seq.transformer.blocks import TransformerEncoderBlock
+from keras_attention.seq2seq.transformer.cell import TransformerDecoderCell
+from keras_attention.seq2seq.transformer.cell import run_stack
+
+_EMBEDDINGS_INITIALIZER = {
+    "class_name": "RandomNormal",
+    "config": {"stddev": 1.0},
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerTranslator(TextTranslator):
+    """A pre-norm encoder-decoder Transformer (Vaswani et al., 2017).
+
+    Encoder: `num_layers` `TransformerEncoderBlock`s over the source
+    embeddings (self-attention masked at padding, rotary positions), then
+    a `LayerNormalization`: the memory. Decoder: `num_layers`
+    `TransformerDecoderBlock`s over the target embeddings (causal
+    self-attention, cross-attention over the memory), a
+    `LayerNormalization` and a softmax layer. Trained with teacher forcing
+    on `(source_ids, target_input_ids)`; decoded one token per step with
+    the key/value cache (`decode(use_cache=False)` runs the whole prefix
+    at every step instead, with the same result).
+
+    Args:
+        source_vocabulary: Source tokens by id; id 0 is padding, id 1
+            `[UNK]` (as `TextVectorization.get_vocabulary()` returns).
+        target_vocabulary: Target tokens by id, the same way, holding
+            `start_token` and `end_token`.
+        model_dim: Width of the embeddings and the residual stream.
+            Defaults to `256`.
+        num_layers: Blocks in the encoder and in the decoder. Defaults to
+            `3`.
+        num_heads: Attention heads. Defaults to `4`.
+        feed_forward_dim: Hidden width of each block's feed-forward
+            network. Defaults to `1024`.
+        num_key_value_heads: Key/value heads (grouped-query attention);
+            `None`, the default, gives every query head its own.
+        dropout: Rate on the embeddings, attention weights, feed-forward
+            hidden layers and sublayer outputs in training. Defaults to
+            `0.1`.
+        max_output_length: Most tokens emitted, the end token included
+            (also the size of the decoding cache). Defaults to `50`.
+        beam_width: Beam width used by `call` (`1` is greedy). Defaults to
+            `1`.
+        length_penalty: GNMT length penalty exponent of beam search.
+            Defaults to `0.0`.
+        start_token: Defaults to `"[start]"`.
+        end_token: Defaults to `"[end]"`.
+        **kwargs: `keras.Model` keyword arguments such as `name`.
+
+    Call arguments:
+        inputs: Source ids `(batch_size, source_time)` to translate, or a
+            tuple `(source_ids, target_input_ids)` for teacher forcing.
+        training: Whether dropout is active.
+
+    Returns:
+        As `keras_attention.seq2seq.Translator`: for source ids `(tokens,
+        scores, alignments)`, for a tuple the logits `(batch_size,
+        target_time, target_vocab_size)` in `float32`. The alignments are
+        the last decoder block's cross-attention weights averaged over
+        heads.
+
+    Example:
+
+    >>> model = keras_attention.models.TransformerTranslator(
+    ...     ["", "[UNK]", "ein", "hund"],
+    ...     ["", "[UNK]", "[start]", "[end]", "a", "dog"],
+    ...     model_dim=8,
+    ...     num_layers=1,
+    ...     num_heads=2,
+    ...     feed_forward_dim=16,
+    ...     max_output_length=4,
+    ... )
+    >>> tokens, scores, alignments = model(np.array([[2, 3]]))
+    >>> tuple(tokens.shape), tuple(alignments.shape)
+    ((1, 4), (1, 4, 2))
+    >>> len(model.translate(["ein hund"]))
+    1
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Xiong et al., 2020](https://arxiv.org/abs/2002.04745)
+        - [Su et al., 2021](https://arxiv.org/abs/2104.09864)
+    """
+
+    def __init__(
+        self,
+        source_vocabulary,
+        target_vocabulary,
+        model_dim=256,
+        num_layers=3,
+        num_heads=4,
+        feed_forward_dim=1024,
+        num_key_value_heads=None,
+        dropout=0.1,
+        max_output_length=50,
+        beam_width=1,
+        length_penalty=0.0,
+        start_token=START_TOKEN,
+        end_token=END_TOKEN,
+        **kwargs,
+    ):
+        super().__init__(
+            source_vocabulary,
+            target_vocabulary,
+            max_output_length=max_output_length,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
+            start_token=start_token,
+            end_token=end_token,
+            **kwargs,
+        )
+        self.model_dim = model_dim
+        self.num_layers = _validation.positive_int("num_layers", num_layers)
+        self.num_heads = num_heads
+        self.feed_forward_dim = feed_forward_dim
+        self.num_key_value_heads = num_key_value_heads
+        self.dropout = _validation.rate("dropout", dropout)
+        self._build_layers()
+
+    def _block_arguments(self):
+        return {
+            "model_dim": self.model_dim,
+            "num_heads": self.num_heads,
+            "feed_forward_dim": self.feed_forward_dim,
+            "num_key_value_heads": self.num_key_value_heads,
+            "dropout": self.dropout,
+        }
+
+    def _build_layers(self):
+        """The sublayers, built: a loaded model is complete before its
+        weights are read."""
+        dim = self.model_dim
+        self.source_embedding = keras.layers.Embedding(
+            len(self.source_vocabulary),
+            dim,
+            embeddings_initializer=_EMBEDDINGS_INITIALIZER,
+            name="source_embedding",
+        )
+        self.target_embedding = keras.layers.Embedding(
+            len(self.target_vocabulary),
+            dim,
+            embeddings_initializer=_EMBEDDINGS_INITIALIZER,
+            name="target_embedding",
+        )
+        self.encoder_blocks = [
+            TransformerEncoderBlock(
+                **self._block_arguments(), name=f"encoder_{i}"
+            )
+            for i in range(self.num_layers)
+        ]
+        self.decoder_blocks = [
+            TransformerDecoderBlock(
+                **self._block_arguments(), name=f"decoder_{i}"
+            )
+            for i in range(self.num_layers)
+        ]
+        self.encoder_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, name="encoder_norm"
+        )
+        self.decoder_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, name="decoder_norm"
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.output_layer = keras.layers.Dense(
+            len(self.target_vocabulary), name="output_layer"
+        )
+        self.decoder_cell = TransformerDecoderCell(
+            self.decoder_blocks,
+            self.decoder_norm,
+            self.max_output_length,
+            name="decoder_cell",
+        )
+        self.uncached_decoder_cell = TransformerDecoderCell(
+            self.decoder_blocks,
+            self.decoder_norm,
+            self.max_output_length,
+            use_cache=False,
+            name="uncached_decoder_cell",
+        )
+        shape = (None, None, dim)
+        self.source_embedding.build((None, None))
+        self.target_embedding.build((None, None))
+        for block in self.encoder_blocks:
+            block.build(shape)
+        for block in self.decoder_blocks:
+            block.build(shape, shape)
+        self.encoder_norm.build(shape)
+        self.decoder_norm.build(shape)
+        self.output_layer.build(shape)
+        self.built = True
+
+    def encode(self, source_ids, training=None):
+        """Returns `(memory, memory_mask)` for source ids `(B, S)`."""
+        self.check_source_rank(source_ids)
+        source_ids = ops.cast(source_ids, "int32")
+        mask = ops.not_equal(source_ids, 0)
+        x = self.dropout_layer(
+            self.source_embedding(source_ids), training=training
+        )
+        for block in self.encoder_blocks:
+            x = block(x, mask=mask, training=training)
+        return self.encoder_norm(x), mask
+
+    def teacher_forcing(self, source_ids, target_input_ids, training=None):
+        """Logits and alignments with the gold target fed at every step.
+
+        Returns:
+            `(logits, alignments)`: `(batch_size, target_time, vocab)` in
+            `float32` and `(batch_size, target_time, source_time)`; row `t`
+            of the alignments belongs to the step that predicts target
+            token `t + 1`.
+        """
+        memory, memory_mask = self.encode(source_ids, training)
+        target_input_ids = ops.cast(target_input_ids, "int32")
+        y = self.dropout_layer(
+            self.target_embedding(target_input_ids), training=training
+        )
+        outputs, alignments = run_stack(
+            self.decoder_blocks,
+            self.decoder_norm,
+            y,
+            memory,
+            memory_mask,
+            ops.not_equal(target_input_ids, 0),
+            training,
+        )
+        logits = ops.cast(self.output_layer(outputs), "float32")
+        return logits, alignments
+
+    def decode(
+        self,
+        source_ids,
+        beam_width=None,
+        decoding=None,
+        use_cache=True,
+        **options,
+    ):
+        """Translates ids; returns a `keras_attention.seq2seq.DecodeResult`.
+
+        Args:
+            source_ids: `(batch_size, source_time)`.
+            beam_width: Defaults to the model's `beam_width`.
+            decoding: `"greedy"`, `"beam"` or `"sample"`, as
+                `Translator.decode`.
+            use_cache: Whether each step reads the key/value cache
+                (`True`, the default) or runs the whole prefix again.
+            **options: The decoding's options, as `Translator.decode`.
+        """
+        checks.token_id_inputs(
+            "TransformerTranslator", "source_ids", source_ids, self._vocab
+        )
+        memory, memory_mask = self.encode(source_ids, training=False)
+        cell = self.decoder_cell if use_cache else self.uncached_decoder_cell
+        common = {
+            "cell": cell,
+            "memory": memory,
+            "embedding": self.target_embedding,
+            "output_layer": self.output_layer,
+            "memory_mask": memory_mask,
+        }
+        return self.run_decoder(common, beam_width, decoding, options)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "model_dim": self.model_dim,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "feed_forward_dim": self.feed_forward_dim,
+            "num_key_value_heads": self.num_key_value_heads,
+            "dropout": self.dropout,
+        }
