@@ -28,6 +28,22 @@ MIN_BLEU = 85.0
 MIN_ALIGNMENT_ACCURACY = 0.85
 
 
+# The Transformer (`--model transformer`, two blocks of width 32): BLEU
+# 92.1 and alignment accuracy 0.92 with these arguments in 41 s of training
+# on 2 CPU cores at load 8. The bars are the RNN's.
+TRANSFORMER = [
+    "--model",
+    "transformer",
+    "--num-examples",
+    "3000",
+    "--epochs",
+    "6",
+    "--warmup-steps",
+    "30",
+    "--quiet",
+]
+
+
 def _example():
     spec = importlib.util.spec_from_file_location("translation_example", SCRIPT)
     module = importlib.util.module_from_spec(spec)
@@ -40,6 +56,22 @@ def synthetic_run(tmp_path_factory):
     output = str(tmp_path_factory.mktemp("translation"))
     metrics = _example().main([*SMALL, "--output", output])
     return output, metrics
+
+
+@pytest.mark.tensorflow_lane
+def test_synthetic_transformer_run_translates_and_attends(tmp_path):
+    # On JAX and PyTorch tests/seq2seq/transformer/ cover the model, its
+    # decoding with and without the cache, and saving.
+    metrics = _example().main([*TRANSFORMER, "--output", str(tmp_path)])
+    assert metrics["bleu"] >= MIN_BLEU
+    assert metrics["alignment_accuracy"] >= MIN_ALIGNMENT_ACCURACY
+    with open(os.path.join(tmp_path, "metrics.json")) as f:
+        assert json.load(f)["args"]["model"] == "transformer"
+    translated = _example().main(
+        ["--output", str(tmp_path), "--translate", "ri kife pino todi"]
+    )
+    # One target word per source word (the lexicon is one-to-one).
+    assert len(translated.split()) == 4
 
 
 @pytest.mark.backend_independent
@@ -65,11 +97,20 @@ def test_help_lists_the_options(capsys):
         "--hold-out",
         "--label-smoothing",
         "--max-minutes",
+        "--model",
+        "--num-layers",
+        "--num-heads",
+        "--num-key-value-heads",
+        "--feed-forward-dim",
+        "--warmup-steps",
+        "--bucket-by-length",
+        "--dtype-policy",
     ):
         assert option in text
     # --help says what the preset sets.
     assert "multi30k: --train" in " ".join(text.split())
     assert "--hold-out 1000" in " ".join(text.split())
+    assert "multi30k-transformer: --train" in " ".join(text.split())
 
 
 @pytest.mark.tensorflow_lane

@@ -55,6 +55,12 @@ def _self_attend(layer, x, mask, causal, training, cache=None, index=None):
     return layer(x, x, query_mask=mask, value_mask=mask, **options)
 
 
+def _build(layer, *shapes):
+    """Builds `layer` unless a call already did."""
+    if not layer.built:
+        layer.build(*shapes)
+
+
 class _Block(keras.layers.Layer):
     """What both blocks share: sizes, the feed-forward network, config."""
 
@@ -110,6 +116,16 @@ class _Block(keras.layers.Layer):
             name,
         )
 
+    def _build_self_attention(self, shape):
+        if isinstance(self.self_attention, SelfAttention):
+            _build(self.self_attention, shape)
+        else:
+            _build(self.self_attention, shape, shape)
+
+    def _build_feed_forward(self, shape):
+        _build(self.feed_forward_inner, shape)
+        _build(self.feed_forward_outer, shape[:-1] + (self.feed_forward_dim,))
+
     def _feed_forward(self, x, training):
         h = self.feed_forward_inner(self.feed_forward_norm(x))
         h = self.feed_forward_outer(self.dropout_layer(h, training=training))
@@ -148,7 +164,8 @@ class TransformerEncoderBlock(_Block):
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.
-        mask: Optional boolean `(batch_size, time)`, `False` at padding.
+        padding_mask: Optional boolean `(batch_size, time)`, `False` at
+            padding (keras-hub's `TransformerEncoder` argument).
         training: Whether dropout is active.
 
     Returns:
@@ -163,8 +180,6 @@ class TransformerEncoderBlock(_Block):
 
     def __init__(self, model_dim, num_heads, feed_forward_dim, **kwargs):
         super().__init__(model_dim, num_heads, feed_forward_dim, **kwargs)
-        # The outputs at padding stay padding: the mask passes through.
-        self.supports_masking = True
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=_EPSILON, name="self_attention_norm"
         )
@@ -173,17 +188,13 @@ class TransformerEncoderBlock(_Block):
     def build(self, inputs_shape):
         shape = tuple(inputs_shape)
         for norm in (self.self_attention_norm, self.feed_forward_norm):
-            norm.build(shape)
-        if isinstance(self.self_attention, SelfAttention):
-            self.self_attention.build(shape)
-        else:
-            self.self_attention.build(shape, shape)
-        self.feed_forward_inner.build(shape)
-        self.feed_forward_outer.build(shape[:-1] + (self.feed_forward_dim,))
+            _build(norm, shape)
+        self._build_self_attention(shape)
+        self._build_feed_forward(shape)
 
-    def call(self, inputs, mask=None, training=None):
+    def call(self, inputs, padding_mask=None, training=None):
         h = self.self_attention_norm(inputs)
-        h = _self_attend(self.self_attention, h, mask, False, training)
+        h = _self_attend(self.self_attention, h, padding_mask, False, training)
         return self._feed_forward(self._residual(inputs, h, training), training)
 
 
@@ -253,14 +264,10 @@ class TransformerDecoderBlock(_Block):
             self.cross_attention_norm,
             self.feed_forward_norm,
         ):
-            norm.build(shape)
-        if isinstance(self.self_attention, SelfAttention):
-            self.self_attention.build(shape)
-        else:
-            self.self_attention.build(shape, shape)
-        self.cross_attention.build(shape, memory_shape)
-        self.feed_forward_inner.build(shape)
-        self.feed_forward_outer.build(shape[:-1] + (self.feed_forward_dim,))
+            _build(norm, shape)
+        self._build_self_attention(shape)
+        _build(self.cross_attention, shape, memory_shape)
+        self._build_feed_forward(shape)
 
     def cross_cache(self, memory):
         """The memory's projected keys and values, `(B, 2, S, heads, dim)`."""

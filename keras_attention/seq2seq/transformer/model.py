@@ -65,6 +65,8 @@ class TransformerTranslator(TextTranslator):
             `1`.
         length_penalty: GNMT length penalty exponent of beam search.
             Defaults to `0.0`.
+        use_cache: Whether `call`/`decode` step with the key/value cache
+            (`True`, the default) or run the whole prefix at every step.
         start_token: Defaults to `"[start]"`.
         end_token: Defaults to `"[end]"`.
         **kwargs: `keras.Model` keyword arguments such as `name`.
@@ -117,6 +119,7 @@ class TransformerTranslator(TextTranslator):
         max_output_length=50,
         beam_width=1,
         length_penalty=0.0,
+        use_cache=True,
         start_token=START_TOKEN,
         end_token=END_TOKEN,
         **kwargs,
@@ -137,6 +140,7 @@ class TransformerTranslator(TextTranslator):
         self.feed_forward_dim = feed_forward_dim
         self.num_key_value_heads = num_key_value_heads
         self.dropout = _validation.rate("dropout", dropout)
+        self.use_cache = bool(use_cache)
         self._build_layers()
 
     def _block_arguments(self):
@@ -220,7 +224,7 @@ class TransformerTranslator(TextTranslator):
             self.source_embedding(source_ids), training=training
         )
         for block in self.encoder_blocks:
-            x = block(x, mask=mask, training=training)
+            x = block(x, padding_mask=mask, training=training)
         return self.encoder_norm(x), mask
 
     def teacher_forcing(self, source_ids, target_input_ids, training=None):
@@ -254,7 +258,7 @@ class TransformerTranslator(TextTranslator):
         source_ids,
         beam_width=None,
         decoding=None,
-        use_cache=True,
+        use_cache=None,
         **options,
     ):
         """Translates ids; returns a `keras_attention.seq2seq.DecodeResult`.
@@ -264,14 +268,16 @@ class TransformerTranslator(TextTranslator):
             beam_width: Defaults to the model's `beam_width`.
             decoding: `"greedy"`, `"beam"` or `"sample"`, as
                 `Translator.decode`.
-            use_cache: Whether each step reads the key/value cache
-                (`True`, the default) or runs the whole prefix again.
+            use_cache: Whether each step reads the key/value cache or runs
+                the whole prefix again. Defaults to the model's
+                `use_cache`.
             **options: The decoding's options, as `Translator.decode`.
         """
         checks.token_id_inputs(
             "TransformerTranslator", "source_ids", source_ids, self._vocab
         )
         memory, memory_mask = self.encode(source_ids, training=False)
+        use_cache = self.use_cache if use_cache is None else use_cache
         cell = self.decoder_cell if use_cache else self.uncached_decoder_cell
         common = {
             "cell": cell,
@@ -291,4 +297,5 @@ class TransformerTranslator(TextTranslator):
             "feed_forward_dim": self.feed_forward_dim,
             "num_key_value_heads": self.num_key_value_heads,
             "dropout": self.dropout,
+            "use_cache": self.use_cache,
         }

@@ -1,0 +1,121 @@
+"""TransformerTranslator: the decoders with and without the cache, teacher
+forcing, raw text, saving."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention
+from keras_attention.data.translation import make_synthetic_translation
+from keras_attention.seq2seq.text_translator import target_text
+from keras_attention.seq2seq.transformer import TransformerTranslator
+from keras_attention.text import tokenize
+from tests.seq2seq._arrays import assert_allclose
+from tests.seq2seq._arrays import to_numpy
+
+DATA = make_synthetic_translation(40, seed=5)
+
+
+def _vocabulary(texts):
+    return ["", "[UNK]", *sorted({w for t in texts for w in t.split()})]
+
+
+SOURCE_VOCABULARY = _vocabulary(tokenize(t) for t in DATA.sources)
+TARGET_VOCABULARY = _vocabulary(target_text(t) for t in DATA.targets)
+
+
+def _model(**kwargs):
+    defaults = {
+        "model_dim": 8,
+        "num_layers": 2,
+        "num_heads": 2,
+        "feed_forward_dim": 16,
+        "max_output_length": 6,
+        "dropout": 0.0,
+    }
+    keras.utils.set_random_seed(3)
+    model = TransformerTranslator(
+        SOURCE_VOCABULARY, TARGET_VOCABULARY, **{**defaults, **kwargs}
+    )
+    # Padding is never a decoded token, so teacher forcing sees the same
+    # target as decoding did.
+    bias = np.zeros(len(TARGET_VOCABULARY), "float32")
+    bias[0] = -1e4
+    model.output_layer.bias.assign(bias)
+    return model
+
+
+def _sources(model):
+    return model.vectorize_sources(DATA.sources[:3])
+
+
+@pytest.mark.parametrize(
+    "decoding, options",
+    [
+        ("greedy", {}),
+        ("beam", {"beam_width": 3, "length_penalty": 0.6}),
+        ("sample", {"seed": 4, "temperature": 0.8}),
+    ],
+)
+def test_cached_and_uncached_decoding_give_the_same_translations(
+    decoding, options
+):
+    model = _model(num_key_value_heads=1)
+    ids = _sources(model)
+    cached = model.decode(ids, decoding=decoding, **options)
+    uncached = model.decode(ids, decoding=decoding, use_cache=False, **options)
+    assert (
+        to_numpy(cached.tokens).tolist() == to_numpy(uncached.tokens).tolist()
+    )
+    assert_allclose(cached.scores, uncached.scores, atol=1e-4)
+    assert_allclose(cached.alignments, uncached.alignments, atol=1e-5)
+
+
+def test_greedy_scores_are_the_teacher_forced_log_probabilities():
+    model = _model()
+    ids = _sources(model)
+    result = model.decode(ids)
+    tokens, lengths = to_numpy(result.tokens), to_numpy(result.lengths)
+    target_input = np.concatenate(
+        [np.full((3, 1), model.start_id), tokens[:, :-1]], axis=1
+    )
+    logits, alignments = model.teacher_forcing(ids, target_input)
+    log_probs = to_numpy(keras.ops.log_softmax(logits, axis=-1))
+    chosen = np.take_along_axis(log_probs, tokens[..., None], -1)[..., 0]
+    for i in range(3):
+        n = lengths[i]
+        assert chosen[i, :n].sum() == pytest.approx(
+            float(to_numpy(result.scores)[i]), abs=1e-4
+        )
+        assert_allclose(
+            to_numpy(alignments)[i, :n],
+            to_numpy(result.alignments)[i, :n],
+            atol=1e-5,
+        )
+
+
+def test_translates_raw_text_and_loads_back(tmp_path):
+    model = _model()
+    translations = model.translate(DATA.sources[:2], beam_width=2)
+    path = os.path.join(tmp_path, "transformer.keras")
+    model.save(path)
+    loaded = keras_attention.load_model(path)
+    assert isinstance(loaded, TransformerTranslator)
+    assert loaded.translate(DATA.sources[:2], beam_width=2) == translations
+    assert loaded.get_config()["num_layers"] == 2
+    with pytest.raises(ValueError, match="at least one word"):
+        model.translate("")
+
+
+def test_refuses_bad_sizes_and_source_ranks():
+    with pytest.raises(ValueError, match="num_layers"):
+        _model(num_layers=0)
+    with pytest.raises(ValueError, match="multiple of `num_heads`"):
+        _model(model_dim=10, num_heads=4)
+    model = _model()
+    with pytest.raises(ValueError, match=r"`source_ids` of shape"):
+        model.decode(np.array([2, 3]))
+    with pytest.raises(ValueError, match="decoding"):
+        model.decode(_sources(model), decoding="nucleus")
