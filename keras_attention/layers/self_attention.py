@@ -4,7 +4,7 @@ import keras
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
-from keras_attention.layers import _common
+from keras_attention.layers import _mask_shapes
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
@@ -261,10 +261,10 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
         """The padding `mask` and `attention_mask` against `inputs`."""
         name = type(self).__name__
         inputs = {"inputs": query_shape}
-        _common.check_mask_shape(
+        _mask_shapes.check_mask_shape(
             name, "mask", masks.get("query_mask"), query_shape[:-1], inputs
         )
-        _common.check_attention_mask(
+        _mask_shapes.check_attention_mask(
             name,
             masks.get("attention_mask"),
             query_shape,
