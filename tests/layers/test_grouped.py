@@ -25,7 +25,10 @@ def test_grouped_weighted_sum_uses_key_value_head_h_over_groups(rng):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.tensorflow_lane
 def test_folded_attention_equals_attention_with_repeated_heads(rng):
+    """Other lanes: tests/layers/test_grouped_query.py (the fused path
+    against Keras's layer)."""
     query = rng.normal(size=(2, 3, 4, 2)).astype("float32")
     key, value = rng.normal(size=(2, 2, 5, 2, 2)).astype("float32")
     mask = rng.random((2, 3, 5)) > 0.3

@@ -2,6 +2,7 @@
 softmax's merge step, against the whole row at once."""
 
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_attention.ops import _blocks
@@ -19,7 +20,10 @@ def test_to_blocks_pads_and_from_blocks_undoes_it(rng):
     assert _blocks.block_size(4, 3) == 3 and _blocks.block_size(4, 9) == 4
 
 
+@pytest.mark.tensorflow_lane
 def test_block_softmax_gives_the_softmax_and_its_log_sum_exp(rng):
+    """Other lanes: tests/ops/test_chunked.py (the blocks' softmax is
+    the chunked path's)."""
     s = rng.normal(size=(2, 5)).astype("float32")
     s[1, 0] = -200.0  # a first weight below 1e-30: the other branch
     weights, lse = _blocks.block_softmax(ops.convert_to_tensor(s))
@@ -28,7 +32,9 @@ def test_block_softmax_gives_the_softmax_and_its_log_sum_exp(rng):
     np.testing.assert_allclose(ops.convert_to_numpy(lse), want, rtol=1e-5)
 
 
+@pytest.mark.tensorflow_lane
 def test_merging_blocks_equals_one_softmax_over_the_row(rng):
+    """Other lanes: tests/ops/test_chunked.py, chunked against dense."""
     s_np = rng.normal(size=(3, 8)).astype("float32")
     v = ops.convert_to_tensor(rng.normal(size=(8, 2)).astype("float32"))
     s = ops.convert_to_tensor(s_np)

@@ -2,6 +2,7 @@
 tensors of the grouped heads, the blocks' layout, the backend's vjp)."""
 
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_attention.ops import _flex_blocks
@@ -21,7 +22,9 @@ def test_index_tensors_give_query_head_kv_head_times_groups_plus_g():
     assert kv.ravel().tolist() == [5, 6]
 
 
+@pytest.mark.tensorflow_lane
 def test_blocks_hold_the_heads_and_give_them_back(rng):
+    """Other lanes: tests/ops/test_flex.py, blocks against dense."""
     query = rng.normal(size=(2, 5, 4, 3)).astype("float32")
     key = rng.normal(size=(2, 6, 2, 3)).astype("float32")
     blocks = _flex_blocks.FlexBlocks(
