@@ -18,10 +18,11 @@ def _numpy_grouped(query, key, value, mask, scale):
 
 
 def test_grouped_weighted_sum_uses_key_value_head_h_over_groups(rng):
-    weights = rng.random((2, 4, 3, 5)).astype("float32")
+    # 3 groups of 2 K/V heads: a mix-up of the two axes changes shapes.
+    weights = rng.random((2, 6, 3, 5)).astype("float32")
     value = rng.normal(size=(2, 5, 2, 3)).astype("float32")
     got = ops.convert_to_numpy(_grouped.grouped_weighted_sum(weights, value))
-    want = np.einsum("bhqk,bkhd->bqhd", weights, np.repeat(value, 2, axis=2))
+    want = np.einsum("bhqk,bkhd->bqhd", weights, np.repeat(value, 3, axis=2))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
