@@ -35,12 +35,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Test paths (relative to the repository root) of the PyTorch lane: the
 # ops, scores, layers, seq2seq, saving and error checks.
 TORCH_LANE = (
-    "tests/test_ops.py",
-    "tests/test_ops_chunked.py",
-    "tests/test_ops_logits.py",
+    "tests/ops/",
     "tests/scores/",
-    "tests/test_ops_flex.py",
-    "tests/test_ops_mods.py",
     "tests/test_properties.py",
     "tests/test_saving.py",
     "tests/test_saved_models.py",

@@ -163,10 +163,9 @@ def test_no_module_over_600_lines(module):
     assert lines <= MAX_MODULE_LINES, f"{module}: {lines} lines"
 
 
-# Packages whose every module has a test file at the mirrored path
-# (`keras_attention/a/b.py` <-> `tests/a/test_b.py`), and the modules
-# tested by a file of another name.
-MIRRORED_PACKAGES = ("scores", "seq2seq", "models.sentiment")
+# Every module of every package has a test file at the mirrored path,
+# `keras_attention/a/b.py` <-> `tests/a/test_b.py` (a private module
+# `_b.py` <-> `test_b.py`); the modules tested by a file of another name:
 TESTED_ELSEWHERE = {
     "keras_attention.seq2seq.scheduled": "tests/seq2seq/test_sampling.py",
     "keras_attention.seq2seq.checks": "tests/test_bad_inputs.py",
@@ -175,17 +174,31 @@ TESTED_ELSEWHERE = {
 
 def _mirrored_modules():
     for module in sorted(MODULES):
-        package = module.split(".", 1)[-1].rsplit(".", 1)[0]
-        is_package = os.path.isdir(os.path.join(ROOT, *module.split(".")))
-        if package in MIRRORED_PACKAGES and not is_package:
+        if not os.path.isdir(os.path.join(ROOT, *module.split("."))):
             yield module
+
+
+def _mirror(module):
+    parts = module.split(".")[1:]
+    name = parts[-1].removeprefix("_")
+    mirror = os.path.join("tests", *parts[:-1], f"test_{name}.py")
+    return TESTED_ELSEWHERE.get(module, mirror)
+
+
+def test_every_package_is_mirrored():
+    packages = {m.rsplit(".", 1)[0] for m in _mirrored_modules()}
+    assert {
+        "keras_attention",
+        "keras_attention.ops",
+        "keras_attention.layers",
+        "keras_attention.models.sentiment",
+        "keras_attention.visualize",
+    } <= packages
 
 
 @pytest.mark.parametrize("module", list(_mirrored_modules()))
 def test_tests_mirror_the_modules(module):
-    parts = module.split(".")[1:]
-    mirror = os.path.join("tests", *parts[:-1], f"test_{parts[-1]}.py")
-    mirror = TESTED_ELSEWHERE.get(module, mirror)
+    mirror = _mirror(module)
     assert os.path.exists(os.path.join(ROOT, mirror)), (
         f"{module} has no test file {mirror}"
     )

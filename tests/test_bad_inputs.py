@@ -147,7 +147,7 @@ def test_decoder_refuses_integer_memory(rand):
 
 # Items 1, 2 and 11: one rule for empty text (keras_attention.text.
 # check_words), in the Python API and on the command line. Translator and
-# TextModel: tests/seq2seq/test_translator.py, tests/data/test_text.py.
+# TextModel: tests/seq2seq/test_translator.py, tests/test_text.py.
 
 
 @pytest.mark.parametrize(

@@ -383,10 +383,10 @@ ROWS = {
         ka.text.make_vectorizer, {"vocabulary": ["", "[UNK]", "a"]}
     ),
     "text.tf_tokenize": exempt(
-        "TensorFlow string tensors inside a graph: tests/data/test_text.py"
+        "TensorFlow string tensors inside a graph: tests/test_text.py"
     ),
     "text.tf_detokenize": exempt(
-        "TensorFlow string tensors inside a graph: tests/data/test_text.py"
+        "TensorFlow string tensors inside a graph: tests/test_text.py"
     ),
     "text.TextModel": exempt(
         "a keras.Model subclass: its predict is swept in "
@@ -410,7 +410,7 @@ ROWS.update(
         ),
         "RelativePositionBias": exempt(
             "a score mod: its call takes the index tensors of a kernel; "
-            "tests/layers/test_layer_mods.py and docs/errors.md"
+            "tests/layers/test_mods.py and docs/errors.md"
         ),
         "ops.flex_attention": fn(
             ka.ops.flex_attention,
@@ -430,13 +430,13 @@ ROWS.update(
         ),
         "ops.BlockMask": exempt(RESULT),
         "ops.and_masks": exempt(
-            "combines mask mods (callables): tests/test_ops_flex.py"
+            "combines mask mods (callables): tests/ops/test_flex.py"
         ),
         "ops.or_masks": exempt(
-            "combines mask mods (callables): tests/test_ops_flex.py"
+            "combines mask mods (callables): tests/ops/test_flex.py"
         ),
         "ops.apply_mods": exempt(
-            "applies mods (callables) to logits: tests/test_ops_flex.py"
+            "applies mods (callables) to logits: tests/ops/test_flex.py"
         ),
         "ops.one_hot_argmax": fn(ka.ops.one_hot_argmax, logits=(2, 5)),
         "ops.mask_logits": exempt(
@@ -486,7 +486,7 @@ ROWS.update(
             },
         ),
         "data.tokens_for": exempt(
-            "a vectorizer's view of one sentence: tests/data/test_text.py"
+            "a vectorizer's view of one sentence: tests/test_text.py"
         ),
         "data.ParallelCorpus": exempt(RESULT),
         "data.SentimentData": exempt(RESULT),

@@ -14,10 +14,12 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _chunking
-from keras_attention.layers import _common
+from keras_attention.layers import _local_window
+from keras_attention.layers import _logit_activation
+from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
-from keras_attention.layers._common import clone_initializer as _clone
+from keras_attention.layers import _projections
 
 _HEADS_FIRST = (0, 2, 1, 3)
 _HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
@@ -111,8 +113,10 @@ class MultiHeadBase(keras.layers.Layer):
         self.chunk_size = checks.chunk_size(
             chunk_size, self.score, self.dropout
         )
-        self.attention_activation = _common.activation(attention_activation)
-        self.penalty_coefficient = _common.penalty(penalty_coefficient)
+        self.attention_activation = _logit_activation.get(attention_activation)
+        self.penalty_coefficient = _validation.non_negative(
+            "penalty_coefficient", penalty_coefficient, finite=True
+        )
         # Tracked only in `build` (a layer mod's weights after Keras's).
         self._mods_holder = _Untracked(
             tuple(
@@ -164,8 +168,12 @@ class MultiHeadBase(keras.layers.Layer):
         and the dtype policy of the layer.
         """
         return {
-            "kernel_initializer": _clone(self.kernel_initializer),
-            "bias_initializer": _clone(self.bias_initializer),
+            "kernel_initializer": _projections.clone_initializer(
+                self.kernel_initializer
+            ),
+            "bias_initializer": _projections.clone_initializer(
+                self.bias_initializer
+            ),
             "kernel_regularizer": self.kernel_regularizer,
             "bias_regularizer": self.bias_regularizer,
             "activity_regularizer": self.projection_activity_regularizer,
@@ -246,7 +254,7 @@ class MultiHeadBase(keras.layers.Layer):
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
         """Explicit masks of the wrong shape: a `ValueError` naming them."""
-        _common.check_heads_masks(
+        _mask_shapes.check_heads_masks(
             type(self).__name__,
             (query_shape, value_shape, key_shape),
             masks,
@@ -368,7 +376,7 @@ class MultiHeadBase(keras.layers.Layer):
         band = None
         if self._attention_width is not None:
             causal = bool(masks["use_causal_mask"])
-            band = _common.local_window_band(self._attention_width, causal)
+            band = _local_window.band(self._attention_width, causal)
         dropout_fn = None
         if self.dropout > 0 and training not in (None, False):
 
@@ -391,11 +399,11 @@ class MultiHeadBase(keras.layers.Layer):
 
         `sliding_window=n` (MultiHeadAttention) is `|i - j| < n`;
         `attention_width` (SelfAttention) is keras-self-attention's window
-        (`_common.local_window_band`). `None` without a window.
+        (`_local_window.band`). `None` without a window.
         """
         if self._attention_width is None:
             return _chunking.window_band(self._sliding_window)
-        return _common.local_window_band(self._attention_width, causal)
+        return _local_window.band(self._attention_width, causal)
 
     def _dense_only_features(self):
         """The features the chunked path does not take (names), checked.
@@ -447,13 +455,13 @@ class MultiHeadBase(keras.layers.Layer):
         )
         if self._attention_width is None:
             return mask
-        window = _common.local_window_mask(
+        window = _local_window.mask(
             ops.shape(query)[1],
             ops.shape(value)[1],
             self._attention_width,
             history_only=use_causal_mask,
         )
-        return _common.and_mask(mask, window)
+        return _local_window.and_mask(mask, window)
 
     def _compute_attention(
         self,
@@ -503,7 +511,7 @@ class MultiHeadBase(keras.layers.Layer):
             ops.transpose(query, _HEADS_FIRST),
             ops.transpose(key, _HEADS_FIRST),
         )
-        logits = _common.activate(logits, activation)
+        logits = _logit_activation.apply(logits, activation)
         dropout_fn = None
         if self.dropout > 0:
 
@@ -555,11 +563,11 @@ class MultiHeadBase(keras.layers.Layer):
             "value_dim": self.value_dim,
             "dropout": self.dropout,
             "use_bias": self.use_bias,
-            **_common.projection_config(self),
+            **_projections.projection_config(self),
             "seed": self.seed,
             "score": scores_lib.serialize(self.score),
             "chunk_size": self.chunk_size,
-            "attention_activation": _common.serialize_activation(
+            "attention_activation": _logit_activation.serialize(
                 self.attention_activation
             ),
             "penalty_coefficient": self.penalty_coefficient,

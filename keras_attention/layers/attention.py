@@ -6,8 +6,11 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
-from keras_attention.layers import _common
+from keras_attention.layers import _inputs
 from keras_attention.layers import _keras_scores
+from keras_attention.layers import _local_window
+from keras_attention.layers import _logit_activation
+from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 
 _SCORE_MODES = {
@@ -219,14 +222,16 @@ class Attention(keras.layers.Layer):
         self.score_mode = score_mode
         score = _score_from(score, self.use_scale, score_mode)
         self.score = scores_lib.get(score, dtype=self.dtype_policy)
-        self.dropout = _common.check_rate("dropout", dropout)
+        self.dropout = _validation.rate("dropout", dropout)
         self.seed = seed
         self.attention_width = _validation.positive_int(
             "attention_width", attention_width, allow_none=True
         )
-        self.attention_activation = _common.activation(attention_activation)
+        self.attention_activation = _logit_activation.get(attention_activation)
         self.use_attention_bias = bool(use_attention_bias)
-        self.penalty_coefficient = _common.penalty(penalty_coefficient)
+        self.penalty_coefficient = _validation.non_negative(
+            "penalty_coefficient", penalty_coefficient, finite=True
+        )
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
@@ -253,7 +258,7 @@ class Attention(keras.layers.Layer):
             )
         if value_shape is None:
             value_shape = query_shape
-        _common.check_query_value_key(
+        _inputs.check_query_value_key(
             type(self).__name__, query_shape, value_shape, key_shape
         )
         query_seq_shape = (
@@ -277,10 +282,10 @@ class Attention(keras.layers.Layer):
         name = type(self).__name__
         _validation.floating_inputs(name, query=query, value=value, key=key)
         key_shape = None if key is None else key.shape
-        _common.check_padding_masks(
+        _mask_shapes.check_padding_masks(
             name, query.shape, value.shape, key_shape, masks
         )
-        _common.check_attention_mask(
+        _mask_shapes.check_attention_mask(
             name, masks["attention_mask"], query.shape, value.shape
         )
 
@@ -312,7 +317,7 @@ class Attention(keras.layers.Layer):
         }
         self._check_inputs(query, value, key, masks)
         name = type(self).__name__
-        query, query_mask, attention_mask, squeeze = _common.as_query_sequence(
+        query, query_mask, attention_mask, squeeze = _inputs.as_query_sequence(
             query, query_mask, attention_mask, use_causal_mask, name
         )
         key = value if key is None else key
@@ -326,18 +331,18 @@ class Attention(keras.layers.Layer):
             use_causal_mask=use_causal_mask,
         )
         if self.attention_width is not None:
-            _common.check_window_query(name, squeeze)
-            window = _common.local_window_mask(
+            _local_window.check_query(name, squeeze)
+            window = _local_window.mask(
                 ops.shape(query)[1],
                 ops.shape(value)[1],
                 self.attention_width,
                 history_only=use_causal_mask,
             )
-            mask = _common.and_mask(mask, window)
+            mask = _local_window.and_mask(mask, window)
         logits = self._calculate_scores(query, key)
         if self.use_attention_bias:
             logits = logits + ops.cast(self.attention_bias, logits.dtype)
-        logits = _common.activate(logits, self.attention_activation)
+        logits = _logit_activation.apply(logits, self.attention_activation)
         return logits, mask, squeeze
 
     def call(
@@ -361,7 +366,7 @@ class Attention(keras.layers.Layer):
         query_mask, value_mask, key_mask, mask = _list_masks(
             query_mask, value_mask, key_mask, mask
         )
-        query_mask, value_mask = _common.keras_masks(
+        query_mask, value_mask = _inputs.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
         logits, mask, squeeze = self._weights_and_mask(
@@ -449,7 +454,7 @@ class Attention(keras.layers.Layer):
         query_mask, value_mask, key_mask, mask = _list_masks(
             query_mask, value_mask, key_mask, mask
         )
-        query_mask, value_mask = _common.keras_masks(
+        query_mask, value_mask = _inputs.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
         value = query if value is None else value
@@ -480,7 +485,7 @@ class Attention(keras.layers.Layer):
             "dropout": self.dropout,
             "seed": self.seed,
             "attention_width": self.attention_width,
-            "attention_activation": _common.serialize_activation(
+            "attention_activation": _logit_activation.serialize(
                 self.attention_activation
             ),
             "use_attention_bias": self.use_attention_bias,

@@ -7,11 +7,10 @@ from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
-from keras_attention.layers import _common
 from keras_attention.layers import _grouped as grouped
 from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
-from keras_attention.layers._common import clone_initializer as _clone
+from keras_attention.layers import _projections
 
 
 def _and_mods(*mods):
@@ -194,8 +193,12 @@ class GroupedQueryAttention(keras.layers.Layer):
     def _get_common_kwargs_for_sublayer(self):
         """Keras's hook: what every projection shares (fresh initializers)."""
         return {
-            "kernel_initializer": _clone(self.kernel_initializer),
-            "bias_initializer": _clone(self.bias_initializer),
+            "kernel_initializer": _projections.clone_initializer(
+                self.kernel_initializer
+            ),
+            "bias_initializer": _projections.clone_initializer(
+                self.bias_initializer
+            ),
             "kernel_regularizer": self.kernel_regularizer,
             "bias_regularizer": self.bias_regularizer,
             "activity_regularizer": self.projection_activity_regularizer,
@@ -500,7 +503,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             "sliding_window": self.sliding_window,
             "dropout": self.dropout,
             "flash_attention": self.flash_attention,
-            **_common.projection_config(self),
+            **_projections.projection_config(self),
             "seed": self.seed,
             "chunk_size": self.chunk_size,
             "rotary_embedding": None

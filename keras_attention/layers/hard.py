@@ -6,7 +6,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
-from keras_attention.layers import _common
+from keras_attention.layers import _inputs
 from keras_attention.layers.attention import Attention
 
 _MODES = ("argmax", "sample")
@@ -140,7 +140,7 @@ class HardAttention(Attention):
         mask=None,
     ):
         ka_ops.checks.positions("HardAttention", value=_shape(value))
-        query_mask, value_mask = _common.keras_masks(
+        query_mask, value_mask = _inputs.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
         logits, mask, squeeze = self._weights_and_mask(
@@ -206,7 +206,7 @@ class HardAttention(Attention):
         training=None,
         mask=None,
     ):
-        query_mask, value_mask = _common.keras_masks(
+        query_mask, value_mask = _inputs.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
         value = query if value is None else value

@@ -7,7 +7,7 @@ from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
-from keras_attention.layers import _common
+from keras_attention.layers import _mask_shapes
 
 _QUERIES = ("learned", "last")
 
@@ -100,7 +100,7 @@ class AttentionPooling(keras.layers.Layer):
                 "query='last'. Received: "
                 f"units={units!r}, query={query!r}"
             )
-        self.dropout = _common.check_rate("dropout", dropout)
+        self.dropout = _validation.rate("dropout", dropout)
         self.seed = seed
         self.query_initializer = keras.initializers.get(query_initializer)
         self.supports_masking = True
@@ -143,7 +143,7 @@ class AttentionPooling(keras.layers.Layer):
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         ka_ops.checks.positions(type(self).__name__, inputs=inputs.shape)
-        _common.check_mask_shape(
+        _mask_shapes.check_mask_shape(
             type(self).__name__,
             "mask",
             mask,

@@ -4,7 +4,7 @@ import keras
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
-from keras_attention.layers import _common
+from keras_attention.layers import _mask_shapes
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
@@ -45,49 +45,21 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
         seed: Seed of the dropout. Defaults to `None`.
         score: Any `keras_attention.scores` identifier, shared by the heads.
             Defaults to `"scaled_dot"`, the formula above.
-        chunk_size: Memory-efficient attention for long sequences
-            (`keras_attention.ops.chunked_attention`: blocks of queries and
-            keys with an online softmax and a recomputing backward pass, so
-            memory grows linearly with the length). `None` (default) uses it
-            by itself when the dense weights (batch × heads × Tq × Tk
-            floats, with batch 1 when it is not static) would take 2 GiB
-            or more (times `units` for an additive score), or for a causal
-            dot-product call traced by TensorFlow (`tf.function`, XLA) with
-            2048 or more queries and keys, where skipping the future's
-            blocks makes it faster than dense; and when the lengths are
-            static, the score can be chunked (every score but
-            `"location"`), no attention scores are requested, no dropout
-            is active and there is no `attention_mask`; otherwise the
-            dense path. `0` is always dense. A positive value is the block
-            size, and then an unsupported combination raises `ValueError`.
-            Both paths give the same outputs and gradients (to float32
-            rounding). The chunked path takes a sliding window or
-            `attention_width` (it skips the blocks outside it) but not
-            `attention_activation` or `penalty_coefficient`: with those
-            `None` is dense and a positive value raises `ValueError`.
+        chunk_size: Memory-efficient attention for long sequences, chosen
+            and limited as `MultiHeadAttention`'s `chunk_size` says (`None`
+            picks the blocks by itself, `0` is dense, a positive value is
+            the block size); the blocks also skip what `attention_width`
+            leaves out. Defaults to `None`.
         attention_width: Optional positive integer `w`: local attention,
             keras-self-attention's window: position `i` sees
             `i - w // 2 <= j < i - w // 2 + w`, or with
             `use_causal_mask=True` the history `i - w < j <= i`. An odd
             centred `w` is `MultiHeadAttention(sliding_window=(w + 1) // 2)`
             and a causal `w` is `sliding_window=w`. Defaults to `None`.
-        attention_activation: Optional activation (name or callable)
-            applied to the logits before the softmax (keras-self-attention's
-            semantics); masked keys still get weight exactly 0. Defaults to
-            `None`.
-        penalty_coefficient: Non-negative weight `c` of Lin et al.'s
-            penalty, for each head `h` `c · mean_batch ‖A_h A_hᵀ − I‖²_F`,
-            summed over the heads and added with `add_loss`. Defaults to
-            `0.0`, none.
-        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
-            kv_idx)` on the scaled logits (`keras_attention.ops.mods`, a
-            registered function, or a layer such as
-            `keras_attention.RelativePositionBias`), saved in the config.
-            Defaults to `None`.
-        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
-            ANDed with the other masks, saved in the config. With either
-            mod the heads attend through `keras_attention.ops.flex_attention`
-            (dense, or in blocks with `chunk_size`). Defaults to `None`.
+        attention_activation, penalty_coefficient, score_mod, mask_mod: As
+            `MultiHeadAttention`'s (the logits' activation, Lin et al.'s
+            penalty, flex mods saved in the config). Default to `None`,
+            `0.0`, `None` and `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -261,10 +233,10 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
         """The padding `mask` and `attention_mask` against `inputs`."""
         name = type(self).__name__
         inputs = {"inputs": query_shape}
-        _common.check_mask_shape(
+        _mask_shapes.check_mask_shape(
             name, "mask", masks.get("query_mask"), query_shape[:-1], inputs
         )
-        _common.check_attention_mask(
+        _mask_shapes.check_attention_mask(
             name,
             masks.get("attention_mask"),
             query_shape,

@@ -6,7 +6,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
-from keras_attention.layers import _common
+from keras_attention.layers import _mask_shapes
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -146,7 +146,7 @@ class StructuredSelfAttention(keras.layers.Layer):
 
     def _check_inputs(self, inputs, mask):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
-        _common.check_mask_shape(
+        _mask_shapes.check_mask_shape(
             type(self).__name__,
             "mask",
             mask,

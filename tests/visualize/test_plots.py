@@ -1,12 +1,11 @@
+"""visualize/plots.py: matplotlib heatmaps of NumPy weights."""
+
 import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
-
 from keras_attention import visualize  # noqa: E402
-from tests import subprocesses  # noqa: E402
 
-# Checks plots and HTML of NumPy weights, not a backend: TensorFlow lane.
 pytestmark = pytest.mark.backend_independent
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -22,23 +21,6 @@ def _read_png(path):
 
 def _tick_texts(labels):
     return [label.get_text() for label in labels]
-
-
-def test_package_imports_without_matplotlib_networkx_or_tfds():
-    # Keras itself imports matplotlib when it can, so "not in sys.modules"
-    # proves nothing; blocking them makes any import of them by our
-    # modules fail instead.
-    code = (
-        "import sys\n"
-        "sys.modules['matplotlib'] = None\n"
-        "sys.modules['tensorflow_datasets'] = None\n"
-        "sys.modules['networkx'] = None\n"
-        "import keras_attention, keras_attention.data\n"
-        "import keras_attention.visualize\n"
-        "print('imported')"
-    )
-    result = subprocesses.run_python(["-c", code])
-    assert result.stdout.strip().splitlines()[-1] == "imported"
 
 
 def test_plot_attention_labels_rows_and_columns(tmp_path):
@@ -137,56 +119,6 @@ def test_plot_attention_grid_rejects_empty_list():
         visualize.plot_attention_grid([], [])
 
 
-def test_attention_html_escapes_tokens_and_scales_opacity():
-    page = visualize.attention_html(
-        [["<script>", "a&b", '"q"'], ["fine"]],
-        [np.array([0.25, 0.5, 0.25]), [1.0]],
-        titles=["<b>label</b>", "second"],
-    )
-    assert page.startswith("<!DOCTYPE html>")
-    assert "<script>" not in page and "<b>" not in page
-    assert "&lt;script&gt;" in page
-    assert "a&amp;b" in page
-    assert "&quot;q&quot;" in page
-    assert "&lt;b&gt;label&lt;/b&gt;" in page
-    assert page.count('<span class="token"') == 4
-    assert page.count('<div class="sentence">') == 2
-    assert 'title="0.2500"' in page and 'title="0.5000"' in page
-    # Opacity is the weight over the sentence's largest weight.
-    assert 'rgba(255, 120, 0, 0.500)">&lt;script&gt;' in page
-    assert 'rgba(255, 120, 0, 1.000)">a&amp;b' in page
-
-
-def test_attention_html_handles_all_zero_weights():
-    page = visualize.attention_html([["a", "b"]], [[0.0, 0.0]])
-    assert page.count("rgba(255, 120, 0, 0.000)") == 2
-
-
-def test_attention_html_rejects_multi_hop_weights_with_advice():
-    with pytest.raises(ValueError, match="average over the hops"):
-        visualize.attention_html([["a", "b"]], [np.ones((2, 2))])
-
-
-@pytest.mark.parametrize(
-    "tokens, weights, titles, match",
-    [
-        ([["a", "b"]], [[1.0]], None, "2 tokens"),
-        ([["a"]], [[1.0], [1.0]], None, "weights_list"),
-        ([["a"]], [[1.0]], ["x", "y"], "titles"),
-    ],
-)
-def test_attention_html_rejects_mismatches(tokens, weights, titles, match):
-    with pytest.raises(ValueError, match=match):
-        visualize.attention_html(tokens, weights, titles=titles)
-
-
-def test_save_attention_html_writes_the_page(tmp_path):
-    path = tmp_path / "attention.html"
-    visualize.save_attention_html(path, [["ünïcode"]], [[1.0]])
-    text = path.read_text(encoding="utf-8")
-    assert text == visualize.attention_html([["ünïcode"]], [[1.0]])
-
-
 def test_plot_attention_grid_shares_one_labelled_colour_scale():
     fig = visualize.plot_attention_grid(
         [np.array([[0.2, 0.8]]), np.array([[0.3, 0.3, 0.4]])],
@@ -208,11 +140,3 @@ def test_plot_attention_labels_its_colour_bar():
     assert bar.get_ylabel() == "attention weight"
     fig = visualize.plot_attention([[0.5, 0.5]], ["a", "b"], colorbar=False)
     assert len(fig.axes) == 1
-
-
-def test_attention_html_says_what_the_colours_mean():
-    page = visualize.attention_html(
-        [["a"]], [[1.0]], note="Averaged over the 3 hops & more."
-    )
-    assert visualize.HTML_NOTE in page
-    assert "Averaged over the 3 hops &amp; more." in page

@@ -27,7 +27,7 @@ SEGMENTS = np.array([[0, 0, 0, 1, 1, 1, 1, 2, 2], [0, 0, 0, 0, 0, 0, 1, 1, 1]])
 
 @pytest.mark.tensorflow_lane
 def test_mask_mods_equal_the_layers_flags_and_masks(x):
-    """Other lanes: tests/test_ops_flex.py (the mods themselves) and
+    """Other lanes: tests/ops/test_flex.py (the mods themselves) and
     `test_model_with_mods_saves_and_loads` below (the layers with mods)."""
     layer = keras_attention.MultiHeadAttention(2, 4)
     want = to_np(layer(x, x, use_causal_mask=True))
@@ -58,7 +58,7 @@ def test_mask_mods_equal_the_layers_flags_and_masks(x):
 @pytest.mark.tensorflow_lane
 def test_attention_bias_equals_the_alibi_score_mod(x):
     """Other lanes: `test_blocks_give_the_dense_outputs_and_gradients` in
-    tests/test_ops_flex.py (the bias mod, on every backend)."""
+    tests/ops/test_flex.py (the bias mod, on every backend)."""
     layer = keras_attention.SelfAttention(num_heads=4)
     i, j = np.arange(9)[:, None], np.arange(9)[None]
     slopes = np.array(mods.alibi_slopes(4))[:, None, None]
@@ -75,7 +75,7 @@ def test_attention_bias_equals_the_alibi_score_mod(x):
 @pytest.mark.tensorflow_lane
 def test_chunked_and_dense_layers_agree_with_mods(x):
     """Other lanes: `test_blocks_give_the_dense_outputs_and_gradients` in
-    tests/test_ops_flex.py (the same kernel, without the projections)."""
+    tests/ops/test_flex.py (the same kernel, without the projections)."""
     kwargs = dict(score_mod=mods.alibi(2), mask_mod=mods.sliding_window(3))
     dense = keras_attention.MultiHeadAttention(2, 4, chunk_size=0, **kwargs)
     chunked = keras_attention.MultiHeadAttention(2, 4, chunk_size=4, **kwargs)
@@ -112,7 +112,7 @@ def _table_gradient(x, chunk_size, weights=None):
 @pytest.mark.tensorflow_lane
 def test_relative_position_table_trains_through_the_chunked_path(x):
     """Other lanes: `test_relative_position_table_gets_the_dense_gradient_
-    through_blocks` in tests/test_ops_flex.py."""
+    through_blocks` in tests/ops/test_flex.py."""
     dense, weights = _table_gradient(x, 0)
     chunked, _ = _table_gradient(x, 4, weights)
     assert np.abs(dense).max() > 1e-4

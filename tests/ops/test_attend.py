@@ -1,3 +1,6 @@
+"""ops/attend.py: masked_softmax, attention and the Frobenius penalty,
+against hand cases and NumPy."""
+
 import keras
 import numpy as np
 import pytest
@@ -85,31 +88,6 @@ def test_weights_sum_to_one_over_unmasked_keys(batch, length, seed, dtype):
     has_key = mask.any(-1)
     np.testing.assert_allclose(sums[has_key], 1.0, atol=2e-3)
     np.testing.assert_array_equal(sums[~has_key], 0.0)
-
-
-def test_causal_mask_is_lower_triangular():
-    got = ops.convert_to_numpy(ka_ops.causal_mask(3, 5))
-    np.testing.assert_array_equal(got, np.tril(np.ones((3, 5), bool)))
-
-
-def test_combine_masks_ands_every_mask():
-    q = np.array([[True, True, False]])
-    v = np.array([[True, False, True, True]])
-    a = np.ones((1, 3, 4), bool)
-    a[0, 0, 3] = False
-    got = ops.convert_to_numpy(
-        ka_ops.combine_masks(
-            3,
-            4,
-            query_mask=q,
-            value_mask=v,
-            attention_mask=a,
-            use_causal_mask=True,
-        )
-    )
-    want = q[:, :, None] & v[:, None, :] & a & np.tril(np.ones((3, 4), bool))
-    np.testing.assert_array_equal(np.broadcast_to(got, want.shape), want)
-    assert ka_ops.combine_masks(3, 4) is None
 
 
 def test_attention_matches_numpy_reference(rng):

@@ -1,0 +1,57 @@
+"""layers/_multi_head_checks.py: the multi-head layers' argument and
+shape checks, with Keras's words where Keras has a check."""
+
+import pytest
+
+from keras_attention import scores
+from keras_attention.layers import _multi_head_checks as checks
+
+DOT = scores.get("scaled_dot")
+LOCATION = scores.LocationScore(max_length=4)
+
+
+def test_output_shape_and_attention_axes_become_tuples():
+    assert checks.output_shape_tuple(None) is None
+    assert checks.output_shape_tuple(8) == (8,)
+    assert checks.output_shape_tuple([2, 3]) == (2, 3)
+    for bad in (0, (), (2, -1), True, "8"):
+        with pytest.raises(ValueError, match="Invalid `output_shape`"):
+            checks.output_shape_tuple(bad)
+    assert checks.attention_axes_tuple(None) is None
+    assert checks.attention_axes_tuple(-2) == (-2,)
+    assert checks.attention_axes_tuple([1, 2]) == (1, 2)
+    for bad in ("1", [1.0], (True,)):
+        with pytest.raises(ValueError, match="Received: attention_axes="):
+            checks.attention_axes_tuple(bad)
+
+
+def test_chunk_size_and_flash_attention_against_score_and_dropout():
+    assert checks.chunk_size(None, LOCATION, 0.5) is None
+    assert checks.chunk_size(0, LOCATION, 0.5) == 0
+    assert checks.chunk_size(4, DOT, 0.0) == 4
+    with pytest.raises(ValueError, match="chunk_size=-1"):
+        checks.chunk_size(-1, DOT, 0.0)
+    with pytest.raises(ValueError, match="needs a score that is a dot"):
+        checks.chunk_size(4, LOCATION, 0.0)
+    with pytest.raises(ValueError, match="cannot apply dropout"):
+        checks.chunk_size(4, DOT, 0.1)
+    checks.flash_attention(True, DOT, 0.0)
+    checks.flash_attention(False, LOCATION, 0.5)
+    with pytest.raises(ValueError, match="Dropout is not supported"):
+        checks.flash_attention(True, DOT, 0.1)
+    with pytest.raises(ValueError, match="Flash attention needs a score"):
+        checks.flash_attention(True, LOCATION, 0.0)
+
+
+def test_query_value_key_shapes():
+    checks.query_value_key_shapes((2, 3, 4), (2, 5, 6), None)
+    checks.query_value_key_shapes((None, 3, 4), (2, None, 6), (2, 5, 6))
+    for shapes, match in [
+        (((2, 3, 4), (2, 5, 6), (2, 4, 6)), "except the last one"),
+        (((2, 3, 4), (2, 5, 6, 1), None), "same rank, at least 3"),
+        (((2, 4), (2, 6), None), "same rank, at least 3"),
+        (((2, 3, None), (2, 5, 6), None), "last axis"),
+        (((2, 3, 4), (3, 5, 6), None), "same batch size"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            checks.query_value_key_shapes(*shapes)
