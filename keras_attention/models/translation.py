@@ -331,24 +331,15 @@ def train_translator(
             "schedule='cosine_time' decays over the time budget: give "
             f"`max_minutes`. Received: max_minutes={max_minutes!r}"
         )
-    if architecture not in ARCHITECTURES:
-        raise ValueError(
-            "Received an invalid value for argument `architecture`, expected "
-            f"one of {list(ARCHITECTURES)}. Received: "
-            f"architecture={architecture!r}"
-        )
     non_negative_length("warmup_steps", warmup_steps)
     keras.utils.set_random_seed(seed)
-    source_vocabulary, target_vocabulary = build_vocabularies(
-        train.sources, train.targets, max_source_tokens, max_target_tokens
+    model = _build_translator(
+        architecture,
+        train,
+        (max_source_tokens, max_target_tokens),
+        strategy,
+        model_kwargs,
     )
-    if "max_output_length" not in model_kwargs:
-        longest = max(len(tokenize(t).split()) for t in train.targets)
-        model_kwargs["max_output_length"] = 2 * longest + 2
-    with distribute.scope(strategy):
-        model = ARCHITECTURES[architecture](
-            source_vocabulary, target_vocabulary, **model_kwargs
-        )
     steps = -(-len(train) // batch_size) * epochs
     rate = learning_rate_schedule(learning_rate, schedule, steps, warmup_steps)
     if max_minutes:
@@ -358,12 +349,13 @@ def train_translator(
             warmup_steps=warmup_steps,
         )
         callbacks = [*(callbacks or []), limit]
-    if label_smoothing:
-        loss = SmoothedSequenceLoss(label_smoothing)
-    else:
-        loss = keras.losses.SparseCategoricalCrossentropy(
+    loss = (
+        SmoothedSequenceLoss(label_smoothing)
+        if label_smoothing
+        else keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, ignore_class=0
         )
+    )
     result = fitting.fit(
         model,
         make_dataset(
@@ -387,6 +379,22 @@ def train_translator(
     if label_smoothing and getattr(result.model, "compiled", False):
         _compile_with_builtin_loss(result.model, learning_rate)
     return result
+
+
+def _build_translator(architecture, train, max_tokens, strategy, kwargs):
+    """The `architecture`'s model on `train`'s vocabularies, in the scope."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(
+            "Received an invalid value for argument `architecture`, expected "
+            f"one of {list(ARCHITECTURES)}. Received: "
+            f"architecture={architecture!r}"
+        )
+    vocabularies = build_vocabularies(train.sources, train.targets, *max_tokens)
+    if "max_output_length" not in kwargs:
+        longest = max(len(tokenize(t).split()) for t in train.targets)
+        kwargs["max_output_length"] = 2 * longest + 2
+    with distribute.scope(strategy):
+        return ARCHITECTURES[architecture](*vocabularies, **kwargs)
 
 
 def _compile_args(rate, loss):
