@@ -107,7 +107,12 @@ def predict_sentiment(model, sentences, batch_size=64):
         `(probabilities, attention)`: a `(num_sentences, num_classes)`
         array and a list with one `(num_hops, length)` array per sentence,
         `length` being its number of non-padding positions.
+
+    Raises:
+        ValueError: A sentence holds no word (a letter or a digit), as in
+            `TextModel.predict`: there is nothing to attend to.
     """
+    text.check_words(sentences, "sentences")
     vectorizer = vectorizer_of(model)
     # String tensors exist on TensorFlow only; elsewhere the vectorizer
     # runs eagerly and the model from token ids on does the rest.

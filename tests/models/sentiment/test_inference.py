@@ -73,20 +73,26 @@ def test_token_id_model_agrees_with_the_raw_string_model():
 def test_predict_sentiment_trims_each_sentence_across_batches():
     model = _model()
     sentences = ["good"] * 3 + ["never dull and never boring at all"] * 3
-    # The last batch has no token at all (an RNN takes no 0 steps).
-    sentences += ["", "!"]
     probabilities, attention = sentiment.predict_sentiment(
         model, sentences, batch_size=2
     )
-    assert probabilities.shape == (8, 2)
-    shapes = [(3, 1)] * 3 + [(3, 7)] * 3 + [(3, 0)] * 2
+    assert probabilities.shape == (6, 2)
+    shapes = [(3, 1)] * 3 + [(3, 7)] * 3
     assert [w.shape for w in attention] == shapes
-    full = _outputs(model, sentences[3:])
-    np.testing.assert_allclose(attention[3], full["attention"][0], atol=1e-6)
-    # An empty text gets what it gets next to a longer one.
+    full = _outputs(model, sentences[2:])
+    np.testing.assert_allclose(attention[3], full["attention"][1], atol=1e-6)
+    # A short text gets what it gets next to a longer one.
     np.testing.assert_allclose(
-        probabilities[6:], full["probabilities"][-2:], atol=1e-6
+        probabilities[2:], full["probabilities"], atol=1e-6
     )
+
+
+@pytest.mark.parametrize("wordless", ["", "  ", "!?"])
+def test_predict_sentiment_refuses_a_text_without_a_word(wordless):
+    # The package's one rule (#30 item 1), as TextModel.predict and
+    # Translator.translate: nothing to attend to is an error, not an answer.
+    with pytest.raises(ValueError, match=r"Received: sentences\[1\]="):
+        sentiment.predict_sentiment(_model(), ["good", wordless])
 
 
 def test_predict_sentiment_rejects_models_without_vectorizer():
