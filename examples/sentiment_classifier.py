@@ -418,6 +418,7 @@ def _train(args, splits, strategy):
     )
     if initial is not None:
         result.train_seconds += initial.train_seconds
+        result.restored_seconds += initial.restored_seconds
     return result
 
 
@@ -452,8 +453,7 @@ def main(argv=None):
         "best_validation_accuracy": max(
             result.history.get("val_accuracy", [float("nan")])
         ),
-        "epochs_trained": result.epochs_trained,
-        "train_seconds": round(result.train_seconds, 1),
+        **fitting.training_metrics(result),
         "args": vars(args),
     }
     if "attention_on_cues" in test:
@@ -478,6 +478,7 @@ def main(argv=None):
             "attention_on_cues",
             "attention_redundancy",
             "epochs_trained",
+            "epochs_restored",
             "train_seconds",
         ),
     )

@@ -512,8 +512,7 @@ def main(argv=None):
         {
             "beam_width": args.beam_width,
             "length_penalty": args.length_penalty,
-            "epochs_trained": result.epochs_trained,
-            "train_seconds": round(result.train_seconds, 1),
+            **fitting.training_metrics(result),
             "best_val_loss": min(
                 result.history.get("val_loss", [float("nan")])
             ),
@@ -545,6 +544,7 @@ def main(argv=None):
         "validation_bleu",
         "alignment_accuracy",
         "epochs_trained",
+        "epochs_restored",
         "train_seconds",
     )
     fitting.print_metrics(metrics, keys)

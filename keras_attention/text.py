@@ -305,13 +305,13 @@ class TextModel(keras.Model):
     def predict_step(self, data):
         """Predicts a batch, with one extra one-word text appended.
 
-        A batch whose texts have no token at all (`""`, or only
-        punctuation) vectorizes to ids of length 0, and an RNN after the
-        vectorizer fails on zero time steps. The extra text makes every
-        batch at least one token long; its row is dropped, and the other
-        rows are what they would be in any padded batch (masked padding
-        changes nothing), so an empty text gets what it gets next to a
-        longer one: all-padding ids.
+        `predict` refuses a text without a word (`check_words`), but a
+        dataset of strings reaches this step as it is: a batch whose texts
+        have no token at all (`""`, or only punctuation) vectorizes to ids
+        of length 0, and an RNN after the vectorizer fails on zero time
+        steps. The extra text makes every batch at least one token long;
+        its row is dropped, and the other rows are what they would be in
+        any padded batch (masked padding changes nothing).
         """
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         if keras.backend.standardize_dtype(x.dtype) != "string":
@@ -365,6 +365,10 @@ def _text_batch(x):
         raise ValueError(
             f"`x` holds no text: nothing to predict. Received: x={x!r}"
         )
+    # The package's one rule for empty text (as `Translator.translate`):
+    # a text without a word has nothing to attend to, so it is refused
+    # rather than answered from padding alone.
+    check_words(x if isinstance(x, str) else texts, "x")
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
             "A model with a string input predicts on the TensorFlow "

@@ -106,6 +106,10 @@ def test_text_model_predicts_from_a_string_a_list_or_a_numpy_array(path):
         got = keras.tree.flatten(model.predict(given, verbose=0))
         for g, e in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+    # A text without a word is refused (issue 30's one rule for empty
+    # text), by the loaded model's own class.
+    with pytest.raises(ValueError, match=r"Received: x\[1\]=''"):
+        model.predict([sentences[0], ""], verbose=0)
     # One sentence alone: an output over its tokens is as long as the
     # sentence, the golden one padded (with zeros) to the batch's longest.
     one = keras.tree.flatten(model.predict(sentences[0], verbose=0))

@@ -1,5 +1,7 @@
 """keras_attention.text: the text handling the core owns."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -86,7 +88,9 @@ def _text_model():
 
 
 @pytest.mark.tensorflow_only
-def test_text_model_predicts_texts_without_a_token():
+def test_text_model_refuses_a_text_without_a_word():
+    import tensorflow as tf
+
     vectorizer = keras.layers.TextVectorization()
     vectorizer.adapt(["a good film", "a bad film"])
     sentences = keras.Input(shape=(1,), dtype="string")
@@ -94,18 +98,31 @@ def test_text_model_predicts_texts_without_a_token():
         vectorizer(sentences)
     )
     model = text.TextModel(sentences, keras.layers.LSTM(2)(embedded))
-    # Next to a longer text, "" and "!" are all padding.
-    want = model.predict(["a bad film", "", "!"], verbose=0)[1:]
-    np.testing.assert_allclose(model.predict(["", "!"], verbose=0), want)
-    np.testing.assert_allclose(model.predict_on_batch(["", "!"]), want)
-    np.testing.assert_allclose(
-        model.predict(["a bad film"], verbose=0),
-        model.predict(["a bad film", ""], verbose=0)[:1],
-    )
+    # The package's one rule for empty text (#30 item 1), as
+    # Translator.translate: a ValueError naming the text, not an answer.
+    for x, where in [
+        ("", "x"),
+        (["a bad film", "  "], "x[1]"),
+        (np.array(["good", "!"]), "x[1]"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(f"Received: {where}=")):
+            model.predict(x, verbose=0)
+    with pytest.raises(ValueError, match=re.escape("Received: x[0]=''")):
+        model.predict_on_batch(["", "!"])
     with pytest.raises(ValueError, match="holds no text"):
         model.predict([], verbose=0)
     with pytest.raises(ValueError, match="Received: x=None"):
         model.predict(None, verbose=0)
+
+    # A dataset of strings reaches predict_step unchecked: a batch without
+    # a token is all padding, as next to a longer text.
+    def dataset(texts):
+        rows = np.array([[t] for t in texts], dtype=object)
+        return tf.data.Dataset.from_tensor_slices(rows).batch(8)
+
+    want = model.predict(dataset(["a bad film", "", "!"]), verbose=0)[1:]
+    got = model.predict(dataset(["", "!"]), verbose=0)
+    np.testing.assert_allclose(got, want)
 
 
 @pytest.mark.tensorflow_only

@@ -16,9 +16,13 @@ call to `fit` is here, the same for both:
   the best weights, then the caller's own;
 - resume: a run killed midway resumes from its last finished epoch when
   started again with the same output directory (the backup is deleted
-  when training ends);
-- results: one `FitResult`; reports: `write_run` (the chief writes
-  `model.keras` and `metrics.json`) and `print_metrics`.
+  when training ends); beside the backup, each finished epoch's seconds
+  are recorded, so that a resumed run knows how long the epochs it
+  restored took;
+- results: one `FitResult`, whose counts say which epochs this call ran
+  and which it restored; reports: `training_metrics` (those counts as
+  `metrics.json` keys), `write_run` (the chief writes `model.keras` and
+  `metrics.json`) and `print_metrics`.
 
 Under a multi-worker strategy every worker trains, but only the chief
 writes the run's files; the others keep their checkpoints and backups in
@@ -37,6 +41,9 @@ from keras_attention.models import distribute
 
 CHECKPOINT = "checkpoint.weights.h5"
 BACKUP = "backup"
+#: In the backup directory (so deleted with it): `{epoch: seconds}` of the
+#: epochs finished so far, over every call that resumed the run.
+EPOCH_SECONDS = "epoch_seconds.json"
 
 
 @dataclasses.dataclass
@@ -47,16 +54,89 @@ class FitResult:
         model: The trained model with the best validation weights; under a
             strategy with several replicas, a copy that predicts on this
             process alone (`distribute.local_copy`).
-        history: `History.history`, the logs by epoch.
-        train_seconds: Wall-clock time of `fit`.
+        history: `History.history`, the logs by epoch (of this call).
+        train_seconds: Wall-clock time of this call's `fit`.
         epochs_trained: Epochs run by this call (not those restored from a
             backup).
+        epochs_restored: Epochs restored from the backup of a killed run
+            (`0` for a fresh run): this call started at the next one.
+        restored_seconds: The seconds that the killed runs spent on the
+            restored epochs, as recorded beside the backup (not the epoch
+            lost in the kill, nor the time before the first epoch began).
     """
 
     model: keras.Model
     history: dict
     train_seconds: float
     epochs_trained: int
+    epochs_restored: int = 0
+    restored_seconds: float = 0.0
+
+    @property
+    def epochs_total(self) -> int:
+        """Epochs that the model has trained: restored plus this call's."""
+        return self.epochs_restored + self.epochs_trained
+
+    @property
+    def train_seconds_total(self) -> float:
+        """Seconds of this call plus those of the epochs it restored."""
+        return self.train_seconds + self.restored_seconds
+
+
+def training_metrics(result) -> dict:
+    """A `FitResult`'s counts as the examples' `metrics.json` keys.
+
+    `epochs_trained` and `train_seconds` count this invocation alone (after
+    a kill, the resumed part), `epochs_restored` the epochs taken from the
+    backup, `epochs_total` and `train_seconds_total` the whole run.
+    """
+    return {
+        "epochs_trained": result.epochs_trained,
+        "epochs_restored": result.epochs_restored,
+        "epochs_total": result.epochs_total,
+        "train_seconds": round(result.train_seconds, 1),
+        "train_seconds_total": round(result.train_seconds_total, 1),
+    }
+
+
+class _EpochClock(keras.callbacks.Callback):
+    """Records each finished epoch's seconds in `EPOCH_SECONDS`.
+
+    An epoch counts from the end of the one before (from the start of
+    training for the first of a call, so its compilation too). The file is
+    replaced whole, never half written, just before `BackupAndRestore`
+    backs the epoch up (a kill in between leaves a second that no
+    backup restores, ignored); it keeps the epochs of earlier, killed
+    calls.
+    """
+
+    def __init__(self, backup_dir):
+        super().__init__()
+        self.backup_dir = backup_dir
+        self.path = os.path.join(backup_dir, EPOCH_SECONDS)
+        self.seconds = {}
+
+    def on_train_begin(self, logs=None):
+        self.seconds = _read_epoch_seconds(self.path)
+        self._last = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = time.perf_counter()
+        self.seconds[epoch] = now - self._last
+        self._last = now
+        os.makedirs(self.backup_dir, exist_ok=True)
+        with open(self.path + ".tmp", "w") as f:
+            json.dump({str(e): s for e, s in self.seconds.items()}, f)
+        os.replace(self.path + ".tmp", self.path)
+
+
+def _read_epoch_seconds(path) -> dict:
+    """`{epoch: seconds}` from `path`; empty if it is absent or unreadable."""
+    try:
+        with open(path) as f:
+            return {int(e): float(s) for e, s in json.load(f).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def strategy_from_flags(distribute_name="none", cpu_devices=None):
@@ -201,6 +281,7 @@ def fit(
     distribute.build_optimizer(fitted, strategy)
     work_dir = distribute.work_dir(output_dir, strategy)
     os.makedirs(work_dir, exist_ok=True)
+    clock = _EpochClock(os.path.join(work_dir, BACKUP))
     start = time.perf_counter()
     with distribute.fit_scope(strategy):
         history = fitted.fit(
@@ -211,18 +292,37 @@ def fit(
                 validation_data, batch_size, strategy, sample_weight
             ),
             epochs=epochs,
-            callbacks=make_callbacks(work_dir, patience, callbacks),
+            # The clock first: an epoch's seconds are on disk before its
+            # backup, so that every restored epoch has them.
+            callbacks=[clock, *make_callbacks(work_dir, patience, callbacks)],
             # The datasets shuffle themselves, with their seed.
             shuffle=False,
             verbose=verbose,
         )
     seconds = time.perf_counter() - start
+    restored = _epochs_restored(history.epoch, clock.seconds, epochs)
     return FitResult(
         model=distribute.local_copy(model, strategy),
         history=dict(history.history),
         train_seconds=seconds,
-        epochs_trained=len(history.history.get("loss", [])),
+        epochs_trained=len(history.epoch),
+        epochs_restored=restored,
+        restored_seconds=sum(
+            s for e, s in clock.seconds.items() if e < restored
+        ),
     )
+
+
+def _epochs_restored(ran, recorded, epochs) -> int:
+    """How many epochs the backup held, from `History.epoch` (`ran`).
+
+    `fit` starts at the first epoch not backed up. When it ran none, the
+    backup held `epochs` or more: as many as `recorded` (the clock's
+    `{epoch: seconds}`) knows, if it knows more.
+    """
+    if ran:
+        return ran[0]
+    return max(epochs, max(recorded, default=-1) + 1)
 
 
 def write_run(output_dir, model, metrics, strategy=None) -> bool:

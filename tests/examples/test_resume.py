@@ -70,7 +70,11 @@ def test_killed_run_resumes_and_loses_at_most_one_epoch(name, tmp_path):
     assert started == list(range(backed_up + 1, EPOCHS + 1))
     with open(os.path.join(output, "metrics.json")) as f:
         metrics = json.load(f)
+    # This invocation's epochs, those it restored and the whole run's.
     assert metrics["epochs_trained"] == EPOCHS - backed_up
+    assert metrics["epochs_restored"] == backed_up
+    assert metrics["epochs_total"] == EPOCHS
+    assert metrics["train_seconds_total"] > metrics["train_seconds"]
     assert not os.path.exists(os.path.join(output, "backup"))
     model = keras.saving.load_model(
         os.path.join(output, "model.keras"), safe_mode=True

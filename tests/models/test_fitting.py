@@ -86,6 +86,21 @@ def test_interrupted_training_resumes_from_backup(tmp_path):
     )
     # Epochs 1 and 2 were backed up; only epochs 3 and 4 run again.
     assert result.epochs_trained == 2
+    assert result.epochs_restored == 2
+    assert result.epochs_total == 4
+    # The restored epochs' time, recorded by the killed run, is counted in
+    # the total and not in this call's seconds.
+    assert result.restored_seconds > 0
+    assert result.train_seconds_total == pytest.approx(
+        result.train_seconds + result.restored_seconds
+    )
+    assert fitting.training_metrics(result) == {
+        "epochs_trained": 2,
+        "epochs_restored": 2,
+        "epochs_total": 4,
+        "train_seconds": round(result.train_seconds, 1),
+        "train_seconds_total": round(result.train_seconds_total, 1),
+    }
     assert not os.path.exists(tmp_path / "backup")
     assert os.path.exists(tmp_path / "checkpoint.weights.h5")
     assert isinstance(result, fitting.FitResult)
@@ -96,6 +111,10 @@ def test_evaluate_and_report(tmp_path):
     result = sentiment.train_sentiment_classifier(
         splits, str(tmp_path), epochs=1, verbose=0, **TINY_MODEL
     )
+    # A run that restored nothing: its own epochs and seconds are the total.
+    assert (result.epochs_restored, result.epochs_total) == (0, 1)
+    assert result.restored_seconds == 0
+    assert result.train_seconds_total == result.train_seconds
     metrics, probabilities, attention = sentiment.evaluate_sentiment_classifier(
         result.model, splits["test"]
     )

@@ -59,8 +59,16 @@ def token_id_model(model, probabilities_only=False):
     after_vectorizer = keras.Model(vectorizer.output, outputs)
     length = vectorizer.get_config()["output_sequence_length"]
     token_ids = keras.Input(shape=(length,), dtype="int32", name="token_ids")
+    # The graph after the vectorizer again, with the same layers, from an
+    # int32 input: `vectorizer.output` is int64, and a model on it would
+    # convert every batch to int64 (which JAX truncates, with a warning).
+    from_ids = keras.models.clone_model(
+        after_vectorizer,
+        input_tensors=token_ids,
+        clone_function=lambda layer: layer,
+    )
     return keras.Model(
-        token_ids, after_vectorizer(token_ids), name=f"{model.name}_token_ids"
+        token_ids, from_ids.output, name=f"{model.name}_token_ids"
     )
 
 
@@ -99,7 +107,12 @@ def predict_sentiment(model, sentences, batch_size=64):
         `(probabilities, attention)`: a `(num_sentences, num_classes)`
         array and a list with one `(num_hops, length)` array per sentence,
         `length` being its number of non-padding positions.
+
+    Raises:
+        ValueError: A sentence holds no word (a letter or a digit), as in
+            `TextModel.predict`: there is nothing to attend to.
     """
+    text.check_words(sentences, "sentences")
     vectorizer = vectorizer_of(model)
     # String tensors exist on TensorFlow only; elsewhere the vectorizer
     # runs eagerly and the model from token ids on does the rest.
