@@ -343,6 +343,35 @@ ROWS = {
         lambda o, source_ids: o.decode(source_ids),
         source_ids=("ids", (2, 3), 4),
     ),
+    "seq2seq.TransformerTranslator": cls(
+        {
+            "source_vocabulary": ["", "[UNK]", "ein", "hund"],
+            "target_vocabulary": ["", "[UNK]", "[start]", "[end]", "a"],
+            "model_dim": 4,
+            "num_layers": 1,
+            "num_heads": 2,
+            "feed_forward_dim": 4,
+            "max_output_length": 3,
+        },
+        lambda o, source_ids: o.decode(source_ids),
+        source_ids=("ids", (2, 3), 4),
+    ),
+    "seq2seq.TransformerEncoderBlock": cls(
+        {"model_dim": 4, "num_heads": 2, "feed_forward_dim": 4},
+        lambda o, inputs: o(inputs),
+        inputs=(2, 3, 4),
+    ),
+    "seq2seq.TransformerDecoderBlock": cls(
+        {"model_dim": 4, "num_heads": 2, "feed_forward_dim": 4},
+        lambda o, inputs, memory: o(inputs, memory),
+        inputs=(2, 3, 4),
+        memory=(2, 5, 4),
+    ),
+    "seq2seq.TransformerDecoderCell": exempt(
+        "a cell of shared blocks that the decoders step (swept through "
+        "seq2seq.TransformerTranslator's decode); its own refusals (a "
+        "cell_state, no blocks) in tests/seq2seq/transformer/test_cell.py"
+    ),
     "seq2seq.greedy_decode": _decode(seq2seq.greedy_decode),
     "seq2seq.sample_decode": _decode(seq2seq.sample_decode, seed=0),
     "seq2seq.beam_search_decode": _decode(

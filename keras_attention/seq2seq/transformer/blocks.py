@@ -17,6 +17,7 @@ from keras_attention.layers.grouped_query import GroupedQueryAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
 from keras_attention.layers.rotary import RotaryEmbedding
 from keras_attention.layers.self_attention import SelfAttention
+from keras_attention.seq2seq import checks
 
 _EPSILON = 1e-6
 
@@ -106,6 +107,23 @@ class _Block(keras.layers.Layer):
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout)
 
+    def _check(self, **tensors):
+        """Floating `(batch, time, model_dim)` tensors of one batch size."""
+        name = type(self).__name__
+        _validation.floating_inputs(name, **tensors)
+        for argument, tensor in tensors.items():
+            shape = tuple(tensor.shape)
+            if len(shape) != 3 or shape[-1] not in (None, self.model_dim):
+                raise ValueError(
+                    f"{name} expects `{argument}` of shape `(batch_size, "
+                    f"time, {self.model_dim})` (model_dim). Received: "
+                    f"{argument}.shape={shape}"
+                )
+        if len(tensors) > 1:
+            checks.batch_sizes(
+                name, **{k: tuple(v.shape) for k, v in tensors.items()}
+            )
+
     def _attention(self, kind, name):
         return _attention(
             kind,
@@ -193,6 +211,7 @@ class TransformerEncoderBlock(_Block):
         self._build_feed_forward(shape)
 
     def call(self, inputs, padding_mask=None, training=None):
+        self._check(inputs=inputs)
         h = self.self_attention_norm(inputs)
         h = _self_attend(self.self_attention, h, padding_mask, False, training)
         return self._feed_forward(self._residual(inputs, h, training), training)
@@ -288,6 +307,7 @@ class TransformerDecoderBlock(_Block):
         cache_update_index=None,
         training=None,
     ):
+        self._check(inputs=inputs, memory=memory)
         h = self.self_attention_norm(inputs)
         if self_cache is None:
             h = _self_attend(
