@@ -278,6 +278,9 @@ class TransformerDecoderBlock(_Block):
     def build(self, inputs_shape, memory_shape=None):
         shape = tuple(inputs_shape)
         memory_shape = shape if memory_shape is None else tuple(memory_shape)
+        checks.batch_sizes(
+            type(self).__name__, inputs=shape, memory=memory_shape
+        )
         for norm in (
             self.self_attention_norm,
             self.cross_attention_norm,
