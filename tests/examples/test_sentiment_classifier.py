@@ -11,7 +11,7 @@ import pytest
 
 from keras_attention.data import make_synthetic_sentiment
 from tests import subprocesses
-from tests.data.test_splits import _sst_root
+from tests.data.test_sst import _sst_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "sentiment_classifier.py")

@@ -396,7 +396,9 @@ def test_the_python_blocks_of_docs_flex_md_run():
     import os
     import re
 
-    path = os.path.join(os.path.dirname(__file__), "..", "docs", "flex.md")
+    path = os.path.join(
+        os.path.dirname(__file__), "..", "..", "docs", "flex.md"
+    )
     with open(path, encoding="utf-8") as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
     assert len(blocks) >= 3
