@@ -26,7 +26,10 @@ and `bleu_uncased`; on real data `validation_bleu`; on synthetic
 data `alignment_accuracy`: the share of target words whose strongest
 attention weight, with the gold target fed to the decoder, falls on the
 source word they translate), `alignment.png` (target × source weights
-of a few test sentences) and `alignment.html` (the same, interactive).
+of a few test sentences) and `alignment.html` (the same, interactive);
+with `--model transformer` also `encoder_attention.png` and
+`encoder_attention.html`, every encoder block's self-attention per head on
+the first test sentence.
 A killed run resumes from its last epoch when started again with the
 same `--output`. `--distribute` spreads training over several devices or
 machines (docs/distributed.md). Errors in the arguments or the files,
@@ -312,8 +315,8 @@ def parse_args(argv=None):
         type=_cli.run_directory,
         default=os.path.join("runs", "translation"),
         help="run directory: model.keras, metrics.json, alignment.png, "
-        "alignment.html, checkpoint.weights.h5, and on real data "
-        "truecaser.json",
+        "alignment.html, checkpoint.weights.h5, with --model transformer "
+        "encoder_attention.png and .html, and on real data truecaser.json",
     )
     parser.add_argument(
         "--translate",
@@ -526,15 +529,19 @@ def main(argv=None):
             test["alignments"],
             os.path.join(args.output, "alignment.png"),
         )
+        written = translation.save_encoder_attention(
+            result.model,
+            splits["test"].sources[0],
+            os.path.join(args.output, "encoder_attention.png"),
+        )
         if truecaser is not None:
             import json
 
             with open(os.path.join(args.output, TRUECASER), "w") as f:
                 json.dump(truecaser, f, ensure_ascii=False)
-        print(
-            f"wrote {args.output}/model.keras, metrics.json, alignment.png, "
-            "alignment.html"
-        )
+        names = ["model.keras", "metrics.json", "alignment.png"]
+        names += ["alignment.html"] + [os.path.basename(p) for p in written]
+        print(f"wrote {args.output}/" + ", ".join(names))
     examples = zip(splits["test"].sources, test["translations"], strict=True)
     for source, translated in list(examples)[:3]:
         print(f"  {source}  ->  {translated}")

@@ -23,6 +23,12 @@ from keras_attention.seq2seq.decoding import sample_decode
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
+# Both translators' embeddings: unit-variance vectors, as the RNN preset
+# was tuned with.
+EMBEDDINGS_INITIALIZER = {
+    "class_name": "RandomNormal",
+    "config": {"stddev": 1.0},
+}
 
 _DECODING_OPTIONS = {
     "greedy": (),
@@ -159,6 +165,13 @@ class TextTranslator(keras.Model):
             return logits
         result = self.decode(inputs)
         return result.tokens, result.scores, result.alignments
+
+    def encoder_attention(self, source_ids):
+        """The encoder's attention weights by layer path: `{}` here, an
+        RNN encoder has none; `TransformerTranslator` returns its blocks'
+        self-attention per head."""
+        self.check_source_rank(source_ids)
+        return {}
 
     def vectorize_sources(self, texts):
         """Raw source texts → padded ids `(batch_size, longest)` (NumPy).

@@ -23,6 +23,7 @@ from keras_attention.seq2seq.cell import AttentionDecoderCell
 from keras_attention.seq2seq.decoder import AttentionDecoder
 from keras_attention.seq2seq.monotonic import BahdanauMonotonicAttention
 from keras_attention.seq2seq.monotonic import LuongMonotonicAttention
+from keras_attention.seq2seq.text_translator import EMBEDDINGS_INITIALIZER
 from keras_attention.seq2seq.text_translator import END_TOKEN as END_TOKEN
 from keras_attention.seq2seq.text_translator import START_TOKEN as START_TOKEN
 from keras_attention.seq2seq.text_translator import TextTranslator
@@ -35,10 +36,6 @@ _ATTENTIONS = (
     "bahdanau_monotonic",
     "luong_monotonic",
 )
-_EMBEDDINGS_INITIALIZER = {
-    "class_name": "RandomNormal",
-    "config": {"stddev": 1.0},
-}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -169,7 +166,7 @@ class Translator(TextTranslator):
             len(self.source_vocabulary),
             embedding_dim,
             mask_zero=True,
-            embeddings_initializer=_EMBEDDINGS_INITIALIZER,
+            embeddings_initializer=EMBEDDINGS_INITIALIZER,
             name="source_embedding",
         )
         self.encoder = keras.layers.Bidirectional(
@@ -183,7 +180,7 @@ class Translator(TextTranslator):
             len(self.target_vocabulary),
             embedding_dim,
             mask_zero=True,
-            embeddings_initializer=_EMBEDDINGS_INITIALIZER,
+            embeddings_initializer=EMBEDDINGS_INITIALIZER,
             name="target_embedding",
         )
         self.decoder_cell = AttentionDecoderCell(

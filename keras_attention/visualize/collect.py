@@ -37,7 +37,7 @@ import numpy as np
 
 from keras_attention import text as text_lib
 from keras_attention.layers.structured import StructuredSelfAttention
-from keras_attention.seq2seq.translator import Translator
+from keras_attention.seq2seq.text_translator import TextTranslator
 
 _SCORES = "return_attention_scores"
 
@@ -68,7 +68,8 @@ def collect_attention(model, inputs) -> AttentionMaps:
     """Every attention layer's weights from one forward pass of `model`.
 
     Works on a functional or `Sequential` Keras model (nested ones too)
-    and on a `keras_attention.seq2seq.Translator`, on every backend. An
+    and on a `keras_attention.seq2seq.Translator` or `TransformerTranslator`,
+    on every backend. An
     attention layer is one whose `call` takes `return_attention_scores`:
     this package's layers and Keras's `MultiHeadAttention`,
     `GroupQueryAttention`, `Attention` and `AdditiveAttention`. The model is
@@ -81,10 +82,14 @@ def collect_attention(model, inputs) -> AttentionMaps:
     `StructuredSelfAttention`'s hops `(batch, hops, time)` are its heads,
     `(batch, hops, 1, time)`, each hop one query over the tokens. A
     `Translator` gives its decoder's alignments `(batch, 1,
-    max_output_length, source_time)`, decoded as `model.decode` does.
+    max_output_length, source_time)`, decoded as `model.decode` does; a
+    `TransformerTranslator` gives them last, after each encoder block's
+    self-attention per head `(batch, heads, source_time, source_time)`
+    (`model.encoder_attention`), whose queries are the source tokens.
 
     Args:
-        model: A functional or `Sequential` model, or a `Translator`.
+        model: A functional or `Sequential` model, or a `Translator` or
+            `TransformerTranslator`.
         inputs: What `model.predict_on_batch` takes: arrays, a dict of
             them, or text for a model with a string input (a
             `keras_attention.text.TextModel`) or a `Translator` (a string,
@@ -102,7 +107,7 @@ def collect_attention(model, inputs) -> AttentionMaps:
             cannot be read), a `Sequential` model that was never built, or
             has no attention layer.
     """
-    if isinstance(model, Translator):
+    if isinstance(model, TextTranslator):
         return _translator_attention(model, inputs)
     found = []
     probe_inputs = _new_inputs(model)
@@ -279,7 +284,7 @@ def _text_tokens(model, inputs):
 
 
 def _translator_attention(model, inputs) -> AttentionMaps:
-    """A `Translator`'s decoder alignments over its source words."""
+    """A translator's encoder attention and decoder alignments."""
     if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "iu":
         ids = inputs
         vocabulary = model.source_vocabulary
@@ -288,13 +293,18 @@ def _translator_attention(model, inputs) -> AttentionMaps:
         texts = text_lib.as_text_list(inputs, "inputs")
         ids = model.vectorize_sources(texts)
         tokens = [text_lib.tokenize(t).split() for t in texts]
+    maps = {
+        path: np.asarray(keras.ops.convert_to_numpy(w), dtype="float32")
+        for path, w in model.encoder_attention(ids).items()
+    }
     result = model.decode(ids)
     decoded = keras.ops.convert_to_numpy(result.tokens)
     weights = keras.ops.convert_to_numpy(result.alignments)
     decoder = getattr(model, "decoder", None)
     path = f"{model.name}/{getattr(decoder, 'name', 'decoder')}"
+    maps[path] = weights[:, None].astype("float32")
     return AttentionMaps(
-        {path: weights[:, None].astype("float32")},
+        maps,
         tokens=tokens,
         query_tokens=[model.tokens_to_words(row) for row in decoded],
     )

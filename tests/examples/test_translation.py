@@ -67,6 +67,8 @@ def test_synthetic_transformer_run_translates_and_attends(tmp_path):
     assert metrics["alignment_accuracy"] >= MIN_ALIGNMENT_ACCURACY
     with open(os.path.join(tmp_path, "metrics.json")) as f:
         assert json.load(f)["args"]["model"] == "transformer"
+    for name in ("encoder_attention.png", "encoder_attention.html"):
+        assert os.path.getsize(os.path.join(tmp_path, name)) > 0
     translated = _example().main(
         ["--output", str(tmp_path), "--translate", "ri kife pino todi"]
     )

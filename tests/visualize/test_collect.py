@@ -194,6 +194,29 @@ def test_translator_equals_decode_and_takes_text():
     ]
 
 
+def test_transformer_translator_gives_encoder_heads_then_alignments():
+    model = keras_attention.models.TransformerTranslator(
+        ["", "[UNK]", "ein", "hund"],
+        ["", "[UNK]", "[start]", "[end]", "a", "dog"],
+        model_dim=4,
+        num_layers=2,
+        num_heads=2,
+        feed_forward_dim=8,
+        max_output_length=3,
+    )
+    ids = np.array([[2, 3], [3, 0]])
+    maps = visualize.collect_attention(model, ids)
+    encoder = model.encoder_attention(ids)
+    assert list(maps)[:2] == list(encoder)
+    for path, weights in encoder.items():
+        assert maps[path].shape == (2, 2, 2, 2)
+        np.testing.assert_allclose(maps[path], to_np(weights), atol=1e-6)
+    decoder = list(maps)[-1]
+    alignments = to_np(model.decode(ids).alignments)
+    np.testing.assert_allclose(maps[decoder][:, 0], alignments, atol=1e-6)
+    assert maps.tokens == [["ein", "hund"], ["hund"]]
+
+
 @pytest.mark.tensorflow_only
 def test_text_model_gives_its_tokens():
     vectorizer = keras.layers.TextVectorization()

@@ -46,9 +46,13 @@ def _attention(kind, num_heads, key_dim, num_key_value_heads, dropout, name):
     return MultiHeadAttention(num_heads, key_dim, dropout=dropout, name=name)
 
 
-def _self_attend(layer, x, mask, causal, training, cache=None, index=None):
+def _self_attend(
+    layer, x, mask, causal, training, cache=None, index=None, scores=False
+):
     """`layer` over `x` itself, whichever class it is; the cache if given."""
     options = {"use_causal_mask": causal, "training": training}
+    if scores:
+        options["return_attention_scores"] = True
     if cache is not None:
         options.update(cache=cache, cache_update_index=index)
     if isinstance(layer, SelfAttention):
@@ -185,9 +189,13 @@ class TransformerEncoderBlock(_Block):
         padding_mask: Optional boolean `(batch_size, time)`, `False` at
             padding (keras-hub's `TransformerEncoder` argument).
         training: Whether dropout is active.
+        return_attention_scores: Whether to return the self-attention
+            weights too. Defaults to `False`.
 
     Returns:
-        `(batch_size, time, model_dim)`.
+        `(batch_size, time, model_dim)`; with `return_attention_scores`,
+        `(outputs, weights)`, the weights per head `(batch_size, heads,
+        time, time)`.
 
     Example:
 
@@ -210,11 +218,32 @@ class TransformerEncoderBlock(_Block):
         self._build_self_attention(shape)
         self._build_feed_forward(shape)
 
-    def call(self, inputs, padding_mask=None, training=None):
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         self._check(inputs=inputs)
         h = self.self_attention_norm(inputs)
-        h = _self_attend(self.self_attention, h, padding_mask, False, training)
-        return self._feed_forward(self._residual(inputs, h, training), training)
+        h = _self_attend(
+            self.self_attention,
+            h,
+            padding_mask,
+            False,
+            training,
+            scores=return_attention_scores,
+        )
+        weights = None
+        if return_attention_scores:
+            h, weights = h
+        outputs = self._feed_forward(
+            self._residual(inputs, h, training), training
+        )
+        if return_attention_scores:
+            return outputs, weights
+        return outputs
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention.seq2seq import checks
+from keras_attention.seq2seq.text_translator import EMBEDDINGS_INITIALIZER
 from keras_attention.seq2seq.text_translator import END_TOKEN
 from keras_attention.seq2seq.text_translator import START_TOKEN
 from keras_attention.seq2seq.text_translator import TextTranslator
@@ -21,11 +22,6 @@ from keras_attention.seq2seq.transformer.blocks import TransformerDecoderBlock
 from keras_attention.seq2seq.transformer.blocks import TransformerEncoderBlock
 from keras_attention.seq2seq.transformer.cell import TransformerDecoderCell
 from keras_attention.seq2seq.transformer.cell import run_stack
-
-_EMBEDDINGS_INITIALIZER = {
-    "class_name": "RandomNormal",
-    "config": {"stddev": 1.0},
-}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -159,13 +155,13 @@ class TransformerTranslator(TextTranslator):
         self.source_embedding = keras.layers.Embedding(
             len(self.source_vocabulary),
             dim,
-            embeddings_initializer=_EMBEDDINGS_INITIALIZER,
+            embeddings_initializer=EMBEDDINGS_INITIALIZER,
             name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
             len(self.target_vocabulary),
             dim,
-            embeddings_initializer=_EMBEDDINGS_INITIALIZER,
+            embeddings_initializer=EMBEDDINGS_INITIALIZER,
             name="target_embedding",
         )
         self.encoder_blocks = [
@@ -226,6 +222,27 @@ class TransformerTranslator(TextTranslator):
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=training)
         return self.encoder_norm(x), mask
+
+    def encoder_attention(self, source_ids):
+        """Each encoder block's self-attention weights, by layer path.
+
+        One inference pass of the encoder over source ids `(B, S)`;
+        returns `{"<model>/<block>/self_attention": (B, heads, S, S)}`,
+        first block first, each query row summing to 1 over the source's
+        words (a padded query row is all zeros).
+        """
+        self.check_source_rank(source_ids)
+        source_ids = ops.cast(source_ids, "int32")
+        mask = ops.not_equal(source_ids, 0)
+        x = self.source_embedding(source_ids)
+        weights = {}
+        for block in self.encoder_blocks:
+            x, block_weights = block(
+                x, padding_mask=mask, return_attention_scores=True
+            )
+            path = f"{self.name}/{block.name}/{block.self_attention.name}"
+            weights[path] = block_weights
+        return weights
 
     def teacher_forcing(self, source_ids, target_input_ids, training=None):
         """Logits and alignments with the gold target fed at every step.

@@ -35,6 +35,23 @@ def test_encoder_block_is_its_sublayers_composed_pre_norm():
     assert block.self_attention.rotary_embedding is not None
 
 
+def test_encoder_block_returns_its_self_attention_weights_per_head():
+    block = TransformerEncoderBlock(8, 2, 16)
+    x = _rand(2, 5, 8)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+    outputs, weights = block(x, padding_mask=mask, return_attention_scores=True)
+    # The same outputs as without the weights, and the sublayer's own.
+    assert_allclose(outputs, block(x, padding_mask=mask), atol=1e-6)
+    _, expected = block.self_attention(
+        block.self_attention_norm(x), mask=mask, return_attention_scores=True
+    )
+    assert tuple(weights.shape) == (2, 2, 5, 5)
+    assert_allclose(weights, expected, atol=1e-6)
+    weights = to_numpy(weights)
+    assert np.all(weights[0, :, :3, 3:] == 0)
+    assert_allclose(weights[0, :, :3].sum(-1), 1.0, atol=1e-5)
+
+
 def test_encoder_block_ignores_what_sits_at_padding():
     block = TransformerEncoderBlock(8, 2, 16)
     x = _rand(1, 5, 8)

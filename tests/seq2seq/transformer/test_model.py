@@ -96,6 +96,30 @@ def test_greedy_scores_are_the_teacher_forced_log_probabilities():
         )
 
 
+def test_encoder_attention_is_each_blocks_self_attention():
+    model = _model()
+    sources = _sources(model)
+    maps = model.encoder_attention(sources)
+    assert list(maps) == [
+        f"{model.name}/encoder_{i}/self_attention" for i in range(2)
+    ]
+    # Block by block, each block's weights are those of its sublayer.
+    mask = sources != 0
+    x = model.source_embedding(sources)
+    for block, weights in zip(model.encoder_blocks, maps.values(), strict=True):
+        h = block.self_attention_norm(x)
+        _, expected = block.self_attention(
+            h, mask=mask, return_attention_scores=True
+        )
+        assert_allclose(weights, expected, atol=1e-5)
+        x = block(x, padding_mask=mask)
+    # The RNN translator's encoder has no attention to show.
+    rnn = keras_attention.seq2seq.Translator(
+        SOURCE_VOCABULARY, TARGET_VOCABULARY, embedding_dim=4, units=4
+    )
+    assert rnn.encoder_attention(sources) == {}
+
+
 def test_translates_raw_text_and_loads_back(tmp_path):
     model = _model()
     translations = model.translate(DATA.sources[:2], beam_width=2)
