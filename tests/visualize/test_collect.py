@@ -194,7 +194,11 @@ def test_translator_equals_decode_and_takes_text():
     ]
 
 
+@pytest.mark.tensorflow_lane
 def test_transformer_translator_gives_encoder_heads_then_alignments():
+    """On JAX and PyTorch, tests/seq2seq/transformer/test_model.py's
+    test_encoder_attention_is_each_blocks_self_attention checks the
+    weights this returns (the rest is the same Python on every backend)."""
     model = keras_attention.models.TransformerTranslator(
         ["", "[UNK]", "ein", "hund"],
         ["", "[UNK]", "[start]", "[end]", "a", "dog"],

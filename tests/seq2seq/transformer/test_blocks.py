@@ -80,7 +80,14 @@ def test_decoder_block_is_causal_and_masks_the_memory():
     assert np.all(alignments[0, :, 2] == 0.0)
 
 
-@pytest.mark.parametrize("num_key_value_heads", [None, 1])
+# Grouped heads in the TensorFlow lane only (15 s on JAX); on JAX and
+# PyTorch tests/layers/test_cache.py checks GroupedQueryAttention's cached
+# steps against the full pass, and test_model.py decodes a grouped-head
+# Transformer with and without the cache.
+@pytest.mark.parametrize(
+    "num_key_value_heads",
+    [None, pytest.param(1, marks=pytest.mark.tensorflow_lane)],
+)
 def test_decoder_block_step_by_step_with_the_cache_matches_the_whole(
     num_key_value_heads,
 ):

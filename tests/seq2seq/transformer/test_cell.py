@@ -46,7 +46,13 @@ def test_state_layout_counts_varying_and_constant_states():
     assert to_numpy(cell.state_layout.memory(states)).shape == (2, 3, 8)
 
 
-@pytest.mark.parametrize("num_key_value_heads", [None, 1])
+# Grouped heads in the TensorFlow lane only; on JAX and PyTorch
+# test_model.py decodes a grouped-head Transformer with and without the
+# cache.
+@pytest.mark.parametrize(
+    "num_key_value_heads",
+    [None, pytest.param(1, marks=pytest.mark.tensorflow_lane)],
+)
 def test_cached_and_uncached_steps_agree(num_key_value_heads):
     cached, uncached = _cells(num_key_value_heads)
     rng = np.random.default_rng(1)
