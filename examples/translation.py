@@ -130,6 +130,12 @@ def _add_model_arguments(group):
         "divisor of --num-heads; default: one per head)",
     )
     group.add_argument(
+        "--tie-embeddings",
+        action="store_true",
+        help="transformer: the output layer reuses the target embedding's "
+        "table (Press & Wolf, 2017) instead of a Dense layer of its own",
+    )
+    group.add_argument(
         "--feed-forward-dim",
         type=_cli.positive_int,
         default=None,
@@ -425,6 +431,7 @@ def _train(args, splits, strategy):
             "num_heads": args.num_heads,
             "num_key_value_heads": args.num_key_value_heads,
             "feed_forward_dim": args.feed_forward_dim or 4 * args.embedding_dim,
+            "tie_embeddings": args.tie_embeddings,
         }
     else:
         model_kwargs = {

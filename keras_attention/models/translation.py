@@ -320,8 +320,8 @@ def train_translator(
             `embedding_dim`, `units`, `attention`, `dropout`, ...; for
             `TransformerTranslator` `model_dim`, `num_layers`,
             `num_heads`, `feed_forward_dim`, `num_key_value_heads`,
-            `dropout`; for both `max_output_length`, `beam_width`,
-            `length_penalty`.
+            `tie_embeddings`, `dropout`; for both `max_output_length`,
+            `beam_width`, `length_penalty`.
 
     Returns:
         A `keras_attention.models.fitting.FitResult`.

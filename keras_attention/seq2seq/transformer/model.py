@@ -24,6 +24,34 @@ from keras_attention.seq2seq.transformer.cell import TransformerDecoderCell
 from keras_attention.seq2seq.transformer.cell import run_stack
 
 
+class _TiedOutput(keras.layers.Layer):
+    """Logits from the target embedding's own table (Press & Wolf, 2017).
+
+    `logits = h · Eᵀ / sqrt(model_dim) + b`: `E` is the embedding layer's
+    `(vocabulary, model_dim)` table, a sublayer here and in the model
+    (Keras tracks and saves it once), and the scale keeps unit-variance
+    embeddings from giving logits of standard deviation `sqrt(model_dim)`
+    on layer-normalized inputs. Only a `TransformerTranslator` builds it.
+    """
+
+    def __init__(self, embedding, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding = embedding
+        self.units = embedding.input_dim
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(
+            shape=(self.units,), initializer="zeros", name="bias"
+        )
+        self.built = True
+
+    def call(self, inputs):
+        table = ops.cast(self.embedding.embeddings, inputs.dtype)
+        scale = ops.cast(1.0 / self.embedding.output_dim**0.5, inputs.dtype)
+        logits = ops.matmul(inputs, ops.transpose(table)) * scale
+        return logits + ops.cast(self.bias, inputs.dtype)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TransformerTranslator(TextTranslator):
     """A pre-norm encoder-decoder Transformer (Vaswani et al., 2017).
@@ -63,6 +91,10 @@ class TransformerTranslator(TextTranslator):
             Defaults to `0.0`.
         use_cache: Whether `call`/`decode` step with the key/value cache
             (`True`, the default) or run the whole prefix at every step.
+        tie_embeddings: Whether the output layer reuses the target
+            embedding's table (`logits = h · Eᵀ / sqrt(model_dim) + b`,
+            Press & Wolf 2017) instead of a `Dense` layer of its own.
+            Defaults to `False`.
         start_token: Defaults to `"[start]"`.
         end_token: Defaults to `"[end]"`.
         **kwargs: `keras.Model` keyword arguments such as `name`.
@@ -100,6 +132,7 @@ class TransformerTranslator(TextTranslator):
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
         - [Xiong et al., 2020](https://arxiv.org/abs/2002.04745)
         - [Su et al., 2021](https://arxiv.org/abs/2104.09864)
+        - [Press & Wolf, 2017](https://arxiv.org/abs/1608.05859)
     """
 
     def __init__(
@@ -116,6 +149,7 @@ class TransformerTranslator(TextTranslator):
         beam_width=1,
         length_penalty=0.0,
         use_cache=True,
+        tie_embeddings=False,
         start_token=START_TOKEN,
         end_token=END_TOKEN,
         **kwargs,
@@ -137,6 +171,9 @@ class TransformerTranslator(TextTranslator):
         self.num_key_value_heads = num_key_value_heads
         self.dropout = _validation.rate("dropout", dropout)
         self.use_cache = bool(use_cache)
+        self.tie_embeddings = bool(
+            _validation.optional_bool("tie_embeddings", tie_embeddings)
+        )
         self._build_layers()
 
     def _block_arguments(self):
@@ -183,9 +220,14 @@ class TransformerTranslator(TextTranslator):
             epsilon=1e-6, name="decoder_norm"
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout)
-        self.output_layer = keras.layers.Dense(
-            len(self.target_vocabulary), name="output_layer"
-        )
+        if self.tie_embeddings:
+            self.output_layer = _TiedOutput(
+                self.target_embedding, name="output_layer"
+            )
+        else:
+            self.output_layer = keras.layers.Dense(
+                len(self.target_vocabulary), name="output_layer"
+            )
         self.decoder_cell = TransformerDecoderCell(
             self.decoder_blocks,
             self.decoder_norm,
@@ -315,4 +357,5 @@ class TransformerTranslator(TextTranslator):
             "num_key_value_heads": self.num_key_value_heads,
             "dropout": self.dropout,
             "use_cache": self.use_cache,
+            "tie_embeddings": self.tie_embeddings,
         }

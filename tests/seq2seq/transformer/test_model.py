@@ -129,6 +129,28 @@ def test_encoder_attention_is_each_blocks_self_attention():
     assert rnn.encoder_attention(sources) == {}
 
 
+def test_tied_embeddings_reuse_the_target_table_and_load_back(tmp_path):
+    model = _model(tie_embeddings=True)
+    h = np.random.default_rng(0).normal(size=(3, 2, 8)).astype("float32")
+    table = to_numpy(model.target_embedding.embeddings)
+    bias = to_numpy(model.output_layer.bias)
+    expected = h @ table.T / np.sqrt(8.0) + bias
+    assert_allclose(model.output_layer(h), expected, atol=1e-4)
+    # One table, not a Dense kernel beside it; every weight once.
+    untied = _model()
+    assert len(model.trainable_weights) == len(untied.trainable_weights) - 1
+    assert len({id(w) for w in model.weights}) == len(model.weights)
+    ids = _sources(model)
+    target = np.full((3, 2), model.start_id)
+    logits, _ = model.teacher_forcing(ids, target)
+    path = os.path.join(tmp_path, "tied.keras")
+    model.save(path)
+    loaded = keras_attention.load_model(path)
+    assert loaded.get_config()["tie_embeddings"] is True
+    assert loaded.output_layer.embedding is loaded.target_embedding
+    assert_allclose(loaded.teacher_forcing(ids, target)[0], logits, atol=1e-5)
+
+
 def test_translates_raw_text_and_loads_back(tmp_path):
     model = _model()
     translations = model.translate(DATA.sources[:2], beam_width=2)
