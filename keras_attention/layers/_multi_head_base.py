@@ -446,14 +446,16 @@ class MultiHeadBase(keras.layers.Layer):
         checks.attention_mask_rank(
             type(self).__name__, attention_mask, query, value
         )
-        masks = {
-            "query_mask": query_mask,
-            "value_mask": value_mask,
-            "key_mask": key_mask,
-            "attention_mask": attention_mask,
-            "use_causal_mask": use_causal_mask,
-        }
-        return self._attention_masks(masks).dense(
+        flags = self._attention_masks(
+            dict(
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+            )
+        )
+        return flags.dense(
             ops.shape(query)[1], ops.shape(value)[1], heads_axis=True
         )
 
