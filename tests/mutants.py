@@ -85,6 +85,13 @@ MUTANTS = (
         "enumerate(lines[1:-1], start=2)",
     ),
     Mutant(
+        "window_off_by_one",
+        "the sliding window's band limits are one key too wide",
+        "keras_attention/ops/mods.py",
+        "return (self.window - 1, self.window - 1)",
+        "return (self.window, self.window)",
+    ),
+    Mutant(
         "structured_padding",
         "StructuredSelfAttention ignores the padding mask",
         "keras_attention/layers/structured.py",

@@ -114,12 +114,9 @@ def _compiled_tensorflow():
 
 
 def window_band(window):
-    """The `band` of `chunked_attention` for a `sliding_window` (or `None`).
-
-    `sliding_window=w` lets query `i` see keys `|i - j| < w`
-    (`keras_attention.ops.sliding_window_mask`).
-    """
-    return None if window is None else (window - 1, window - 1)
+    """The `band` of `chunked_attention` for a `sliding_window` (or `None`):
+    the limits of the mask mod `keras_attention.ops.mods.sliding_window`."""
+    return None if window is None else ka_ops.mods.sliding_window(window).limits
 
 
 def chunked_heads_attention(
@@ -130,13 +127,7 @@ def chunked_heads_attention(
     `block` is `(queries, keys)` per block (from `block_size`); `band` is
     `chunked_attention`'s `(left, right)` window, or `None`.
     """
-    key_mask = None
-    for mask in key_masks:
-        if mask is not None:
-            mask = ops.cast(mask, "bool")
-            key_mask = (
-                mask if key_mask is None else ops.logical_and(key_mask, mask)
-            )
+    key_mask = ka_ops.masks.and_all(*key_masks)
     additive_v = None
     if score.is_dot_product:
         query, key, scale = score.dot_product_form(query, key)

@@ -1,9 +1,5 @@
-"""keras-self-attention's local window (`attention_width`): its band,
-its mask and the check that the query has positions (private module)."""
-
-from keras import ops
-
-from keras_attention import ops as ka_ops
+"""keras-self-attention's local window (`attention_width`): its band
+and the check that the query has positions (private module)."""
 
 
 def band(width, history_only):
@@ -12,26 +8,12 @@ def band(width, history_only):
     Centred, query `i` sees keys `i - width // 2 <= j < i - width // 2 +
     width` (for an even width one key more before the query than after
     it); with `history_only` (a causal layer) `i - width < j <= i`. The
-    band of `keras_attention.ops.band_mask` and of the chunked path.
+    `band` flag of `keras_attention.ops.masks.attention_masks`, which
+    every path (dense, fused, chunked, flex) takes its mask from.
     """
     if history_only:
         return (width - 1, 0)
     return (width // 2, width - width // 2 - 1)
-
-
-def mask(query_length, key_length, width, history_only):
-    """keras-self-attention's local window `(Tq, Tk)`: `True` = attend."""
-    left, right = band(width, history_only)
-    return ka_ops.band_mask(query_length, key_length, left, right)
-
-
-def and_mask(mask, other):
-    """`mask & other`, either possibly `None`."""
-    if other is None:
-        return mask
-    if mask is None:
-        return other
-    return ops.logical_and(ops.cast(mask, "bool"), other)
 
 
 def check_query(layer_name, single_query):

@@ -5,8 +5,8 @@ their config) and in the call (one call's mods, `document(segment_ids)`
 say), and an `attention_bias` call argument. With any of them the heads
 attend through `keras_attention.ops.flex_attention`, and the layer's own
 masks (padding masks, `attention_mask`, causal masking, windows) become
-mask mods of `keras_attention.ops.mods`, so that one mask vocabulary
-serves the dense and the chunked path.
+mask mods through `keras_attention.ops.masks.attention_masks`, the one
+mask vocabulary of the dense, fused and chunked paths.
 """
 
 import inspect
@@ -99,48 +99,6 @@ def score_mod_of(own, call, attention_bias):
     return parts[0] if len(parts) == 1 else mods_lib.chain(*parts)
 
 
-def _padding(mask, axis):
-    """A `(B, T)` padding mask as a mask mod on queries (`axis=2`) or keys."""
-    mask = ops.cast(mask, "bool")
-    mask = ops.expand_dims(ops.expand_dims(mask, 1), 5 - axis)
-    return mods_lib.boolean_mask(mask)
-
-
-def _explicit(attention_mask):
-    mask = ops.cast(attention_mask, "bool")
-    if len(mask.shape) == 2:
-        mask = mask[None]
-    if len(mask.shape) == 3:
-        mask = ops.expand_dims(mask, 1)
-    return mods_lib.boolean_mask(mask)
-
-
-def mask_mod_of(masks, own, call, sliding_window=None, band=None):
-    """The layer's masks and mask mods as one mask mod (or `None`).
-
-    `masks` holds the keyword arguments of `_compute_attention_mask`;
-    `band` is a `(left, right)` window (`attention_width`).
-    """
-    parts = []
-    if masks.get("query_mask") is not None:
-        parts.append(_padding(masks["query_mask"], 2))
-    for name in ("value_mask", "key_mask"):
-        if masks.get(name) is not None:
-            parts.append(_padding(masks[name], 3))
-    if masks.get("attention_mask") is not None:
-        parts.append(_explicit(masks["attention_mask"]))
-    if masks.get("use_causal_mask"):
-        parts.append(mods_lib.causal())
-    if sliding_window is not None:
-        parts.append(mods_lib.sliding_window(sliding_window))
-    if band is not None:
-        parts.append(mods_lib.band(*band))
-    parts += [m for m in (own, call) if m is not None]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else ka_ops.and_masks(*parts)
-
-
 def flex_heads(heads, scale, score_mod, mask_mod, options):
     """`(context, weights)` of projected heads `(q, k, v)`, `(B, T, H, D)`.
 
@@ -184,14 +142,8 @@ def apply_to_logits(logits, mask, own, call):
     logits.
     """
     score_mod = score_mod_of(own[0], call[0], None)
-    mask_mod = mask_mod_of({}, own[1], call[1])
-    logits, extra = ka_ops.apply_mods(logits, score_mod, mask_mod)
+    mask_mod = ka_ops.masks.AttentionMasks(mask_mods=(own[1], call[1]))
+    logits, extra = ka_ops.apply_mods(logits, score_mod, mask_mod.mask_mod())
     if call[2] is not None:
         logits = logits + ops.cast(call[2], logits.dtype)
-    if extra is not None:
-        mask = (
-            extra
-            if mask is None
-            else ops.logical_and(ops.cast(mask, "bool"), extra)
-        )
-    return logits, mask
+    return logits, ka_ops.masks.and_all(mask, extra)

@@ -340,16 +340,17 @@ class MultiHeadBase(keras.layers.Layer):
             causal=bool(masks["use_causal_mask"]),
         )
         if block[0]:
+            flags = self._attention_masks(masks)
             context = _chunking.chunked_heads_attention(
                 self.score,
                 q,
                 k,
                 v,
-                masks["query_mask"],
-                (masks["value_mask"], masks["key_mask"]),
-                masks["use_causal_mask"],
+                flags.query_mask,
+                (flags.key_mask,),
+                False,
                 block,
-                band=self._chunk_band(masks["use_causal_mask"]),
+                band=flags.limits,
             )
             return context, None
         mask = self._compute_attention_mask(query, value, **masks)
@@ -373,10 +374,6 @@ class MultiHeadBase(keras.layers.Layer):
             self, self._dense_only_features(), self._flash_attention
         )
         q, k, scale = self.score.dot_product_form(q, k)
-        band = None
-        if self._attention_width is not None:
-            causal = bool(masks["use_causal_mask"])
-            band = _local_window.band(self._attention_width, causal)
         dropout_fn = None
         if self.dropout > 0 and training not in (None, False):
 
@@ -388,22 +385,29 @@ class MultiHeadBase(keras.layers.Layer):
             (q, k, v),
             1.0 if scale is None else scale,
             _mods.score_mod_of(own[0], mods[0], mods[2]),
-            _mods.mask_mod_of(
-                masks, own[1], mods[1], self._sliding_window, band
-            ),
+            self._attention_masks(masks, (own[1], mods[1])).mask_mod(),
             (self.chunk_size, dropout_fn, return_weights),
         )
 
-    def _chunk_band(self, causal):
-        """`(left, right)`: the keys each query may see, for the chunked path.
+    def _attention_masks(self, masks, mask_mods=()):
+        """The layer's mask flags as one `ka_ops.masks.AttentionMasks`.
 
-        `sliding_window=n` (MultiHeadAttention) is `|i - j| < n`;
-        `attention_width` (SelfAttention) is keras-self-attention's window
-        (`_local_window.band`). `None` without a window.
+        `masks` holds the keyword arguments of `_compute_attention_mask`;
+        `sliding_window=n` (MultiHeadAttention) is `|i - j| < n`,
+        `attention_width` (SelfAttention) keras-self-attention's window
+        (`_local_window.band`). The dense, chunked and flex paths all
+        take their masks from here.
         """
-        if self._attention_width is None:
-            return _chunking.window_band(self._sliding_window)
-        return _local_window.band(self._attention_width, causal)
+        band = None
+        if self._attention_width is not None:
+            causal = bool(masks.get("use_causal_mask"))
+            band = _local_window.band(self._attention_width, causal)
+        return ka_ops.masks.attention_masks(
+            **masks,
+            sliding_window=self._sliding_window,
+            band=band,
+            mask_mods=mask_mods,
+        )
 
     def _dense_only_features(self):
         """The features the chunked path does not take (names), checked.
@@ -442,26 +446,18 @@ class MultiHeadBase(keras.layers.Layer):
         checks.attention_mask_rank(
             type(self).__name__, attention_mask, query, value
         )
-        mask = ka_ops.combine_masks(
-            ops.shape(query)[1],
-            ops.shape(value)[1],
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-            sliding_window=self._sliding_window,
-            heads_axis=True,
+        flags = self._attention_masks(
+            dict(
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+            )
         )
-        if self._attention_width is None:
-            return mask
-        window = _local_window.mask(
-            ops.shape(query)[1],
-            ops.shape(value)[1],
-            self._attention_width,
-            history_only=use_causal_mask,
+        return flags.dense(
+            ops.shape(query)[1], ops.shape(value)[1], heads_axis=True
         )
-        return _local_window.and_mask(mask, window)
 
     def _compute_attention(
         self,

@@ -321,6 +321,10 @@ class Attention(keras.layers.Layer):
             query, query_mask, attention_mask, use_causal_mask, name
         )
         key = value if key is None else key
+        band = None
+        if self.attention_width is not None:
+            _local_window.check_query(name, squeeze)
+            band = _local_window.band(self.attention_width, use_causal_mask)
         mask = ka_ops.combine_masks(
             ops.shape(query)[1],
             ops.shape(value)[1],
@@ -329,16 +333,8 @@ class Attention(keras.layers.Layer):
             key_mask=key_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
+            band=band,
         )
-        if self.attention_width is not None:
-            _local_window.check_query(name, squeeze)
-            window = _local_window.mask(
-                ops.shape(query)[1],
-                ops.shape(value)[1],
-                self.attention_width,
-                history_only=use_causal_mask,
-            )
-            mask = _local_window.and_mask(mask, window)
         logits = self._calculate_scores(query, key)
         if self.use_attention_bias:
             logits = logits + ops.cast(self.attention_bias, logits.dtype)
@@ -411,10 +407,11 @@ class Attention(keras.layers.Layer):
         if not use_causal_mask:
             return v_mask
         shape = ops.shape(scores)
-        causal = ops.expand_dims(ka_ops.causal_mask(shape[-2], shape[-1]), 0)
-        if v_mask is None:
-            return causal
-        return ops.logical_and(ops.expand_dims(v_mask, -2), causal)
+        mask = ka_ops.combine_masks(
+            shape[-2], shape[-1], value_mask=v_mask, use_causal_mask=True
+        )
+        # Keras's shape: `(1, Tq, Tv)` without `v_mask`.
+        return mask if len(mask.shape) == 3 else ops.expand_dims(mask, 0)
 
     def compute_mask(self, inputs, mask=None):
         # The output has the query's positions, so the query's mask.

@@ -14,10 +14,7 @@ from keras_attention.layers import _projections
 
 
 def _and_mods(*mods):
-    mods = [m for m in mods if m is not None]
-    if not mods:
-        return None
-    return mods[0] if len(mods) == 1 else ka_ops.and_masks(*mods)
+    return ka_ops.masks.AttentionMasks(mask_mods=mods).mask_mod()
 
 
 def _positive_or_none(name, value):

@@ -5,10 +5,13 @@ through these functions; they hold no state and create no variables, so
 they can be used on their own, inside a custom layer or in a `keras.ops`
 graph on any backend (TensorFlow, JAX, PyTorch).
 
-- `masks`: `causal_mask`, `sliding_window_mask`, `band_mask` and
-  `combine_masks`, which turns Keras padding masks, query/value/key
-  masks, explicit attention masks, causal masking and windows into one
-  boolean mask.
+- `masks`: the one mask vocabulary. `masks.attention_masks` turns Keras
+  padding masks, query/value/key masks, explicit attention masks, causal
+  masking, windows and bands into one `AttentionMasks` (a tensor for the
+  dense paths, block masks and band limits for the chunked path, a mask
+  mod for `flex_attention`); `combine_masks` is its tensor, and
+  `causal_mask`, `sliding_window_mask`, `band_mask` the position mods on
+  a grid.
 - `attend`: the attend step (logits → mask → float32 softmax → dropout →
   weighted sum) as `attend` and `attention`, its pieces `masked_softmax`
   and `logits_dtype`, the fused multi-head kernel `dot_product_attention`

@@ -1,8 +1,9 @@
 """Attention in blocks, with memory linear in the sequence length.
 
 `chunked_attention` computes what `attend` computes for a dot-product or an
-additive score without ever holding the `(Tq, Tk)` weights; its masks come
-from `combine_masks`, block by block, like those of the dense path.
+additive score without ever holding the `(Tq, Tk)` weights; its masks are
+`attention_masks`', those of the dense path, evaluated block by block, and
+the limits of their band say which blocks to skip.
 """
 
 import keras
@@ -21,26 +22,18 @@ from keras_attention.ops._blocks import sequential_map as _sequential_map
 from keras_attention.ops._blocks import set_at as _set_at
 from keras_attention.ops._blocks import to_blocks as _to_blocks
 from keras_attention.ops.attend import logits_dtype
-from keras_attention.ops.masks import combine_masks
+from keras_attention.ops.masks import AttentionMasks
+from keras_attention.ops.masks import and_all
+from keras_attention.ops.masks import attention_masks
 
 
 def _mask_blocks(mask, batch: int, length: int, size: int):
     """A `(B, T)` padding mask (or `None`) → `(nb, B, size)`, padded False."""
     num_blocks = -(-length // size)
-    valid = ops.ones((batch, length), dtype="bool")
-    if mask is not None:
-        valid = ops.logical_and(valid, ops.cast(mask, "bool"))
+    valid = and_all(ops.ones((batch, length), dtype="bool"), mask)
     valid = ops.pad(valid, [[0, 0], [0, num_blocks * size - length]])
     valid = ops.reshape(valid, (batch, num_blocks, size))
     return ops.transpose(valid, (1, 0, 2))
-
-
-def _band_limits(band, causal):
-    """`(left, right)`: query `i` sees keys `i - left ... i + right`."""
-    left, right = (None, None) if band is None else band
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    return left, right
 
 
 class _Blocks:
@@ -51,7 +44,7 @@ class _Blocks:
     are skipped. Dot-product queries are scaled once, up front.
     """
 
-    def __init__(self, tensors, scale, masks, causal, band, sizes):
+    def __init__(self, tensors, scale, masks, sizes):
         q, k, v = tensors[:3]
         self.additive_v = tensors[3] if len(tensors) > 3 else None
         batch, _, self.q_len, _ = ops.shape(q)
@@ -61,7 +54,10 @@ class _Blocks:
         self.nq = -(-self.q_len // self.qc)
         self.nk = -(-self.k_len // self.kc)
         self.scale, self.dtype = scale, q.dtype
-        self.left, self.right = _band_limits(band, causal)
+        # The band of every rule of positions: its limits pick the key
+        # blocks to visit, the mod itself masks inside a block.
+        self.band = masks.band
+        self.left, self.right = masks.limits
         if self.additive_v is None:
             q = q * ops.cast(scale, q.dtype)
         self.q = _to_blocks(q, self.qc, self.nq)
@@ -73,16 +69,18 @@ class _Blocks:
         if self.additive_v is None:
             self.q_t = ops.swapaxes(self.q, -1, -2)
             self.k_t = ops.swapaxes(self.k, -1, -2)
-        self.q_valid = _mask_blocks(masks[0], batch, self.q_len, self.qc)
-        self.k_valid = _mask_blocks(masks[1], batch, self.k_len, self.kc)
+        self.q_valid = _mask_blocks(
+            masks.query_mask, batch, self.q_len, self.qc
+        )
+        self.k_valid = _mask_blocks(masks.key_mask, batch, self.k_len, self.kc)
         # Padded query rows need no mask (their outputs are dropped and
         # their upstream gradient is zero); padded keys do. Without any
         # mask the blocks skip the masking arithmetic altogether.
         self.masked = (
             self.left is not None
             or self.right is not None
-            or masks[0] is not None
-            or masks[1] is not None
+            or masks.query_mask is not None
+            or masks.key_mask is not None
             or not isinstance(self.k_len, int)
             or self.k_len % self.kc != 0
         )
@@ -111,20 +109,18 @@ class _Blocks:
         """The mask of query block i against key block j, or `None`."""
         if not self.masked:
             return None
-        band = None
-        if self.left is not None or self.right is not None:
-            band = (self.left, self.right)
-        valid = combine_masks(
+        block = AttentionMasks(
+            query_mask=ops.take(self.q_valid, i, axis=0),
+            key_mask=ops.take(self.k_valid, j, axis=0),
+            band=self.band,
+        )
+        return block.dense(
             self.qc,
             self.kc,
-            query_mask=ops.take(self.q_valid, i, axis=0),
-            value_mask=ops.take(self.k_valid, j, axis=0),
             heads_axis=True,
             query_offset=i * self.qc,
             key_offset=j * self.kc,
-            band=band,
         )
-        return valid
 
     def logit_grads(self, i, k_j, ds, hidden):
         """Gradients of a block's logits: `(d q_i, d k_j, d additive_v)`.
@@ -398,7 +394,12 @@ def chunked_attention(
         depth = float(ops.shape(tensors[0])[-1])
         scale = 1.0 if additive_v is not None else 1.0 / depth**0.5
     sizes = checks.chunk_sizes(query_chunk_size, key_chunk_size)
-    masks = (query_mask, key_mask)
+    masks = attention_masks(
+        query_mask=query_mask,
+        key_mask=key_mask,
+        use_causal_mask=causal,
+        band=band,
+    )
 
     @ops.custom_gradient
     def _attend(*tensors):
@@ -406,7 +407,7 @@ def chunked_attention(
         # eager mode a recording tape would otherwise keep every block's
         # temporaries alive (memory quadratic in the length).
         tensors = [ops.stop_gradient(t) for t in tensors]
-        blocks = _Blocks(tensors, scale, masks, causal, band, sizes)
+        blocks = _Blocks(tensors, scale, masks, sizes)
         out, lse = _forward(blocks)
 
         def grad(*args, upstream=None):

@@ -1,18 +1,74 @@
-"""Attention masks: one boolean mask from every source of masking.
+"""Attention masks: one vocabulary for every source of masking.
 
-Masks are boolean with `True` meaning "attend". Every layer, seq2seq
-mechanism and the chunked path build their masks here, so that a padding
-mask, an explicit `attention_mask`, causal masking and a sliding window
-mean the same thing everywhere.
+Masks are boolean with `True` meaning "attend". A layer's mask flags
+(padding masks, an explicit `attention_mask`, causal masking, sliding
+windows and bands) become one `AttentionMasks` in `attention_masks`: the
+padding and explicit masks as tensors, every rule of positions as one band
+mask mod (`keras_attention.ops.mods.band`, merged from `causal()`,
+`sliding_window(w)` and `band(left, right)` by their `limits`). The dense
+and fused paths take its `dense` tensor, the chunked path the same tensor
+block by block (with block offsets) and the band's limits to skip whole
+blocks, and `flex_attention` its `mask_mod`. `and_all` is the one AND of
+mask tensors.
 """
 
 from keras import ops
 
 from keras_attention.ops import checks
+from keras_attention.ops import mods
+from keras_attention.ops.flex import and_masks
 
 
-def _positions(length, offset):
-    return ops.arange(length) + offset
+def and_all(*masks):
+    """The AND of boolean masks that broadcast together; `None`s skipped.
+
+    Args:
+        *masks: Boolean (or 0/1) tensors, or `None`.
+
+    Returns:
+        A boolean tensor, or `None` when every mask is `None`.
+    """
+    result = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        result = mask if result is None else ops.logical_and(result, mask)
+    return result
+
+
+def merge_limits(*limits):
+    """The band `(left, right)` inside every band of `limits`.
+
+    Each of `limits` is a `(left, right)` pair (`None` on an open side) or
+    `None` (no limit); the tighter side wins.
+    """
+    left = right = None
+    for pair in limits:
+        if pair is None:
+            continue
+        if pair[0] is not None:
+            left = pair[0] if left is None else min(left, pair[0])
+        if pair[1] is not None:
+            right = pair[1] if right is None else min(right, pair[1])
+    return left, right
+
+
+def position_mask(
+    mask_mod, query_length, key_length, query_offset=0, key_offset=0
+):
+    """A mask mod of positions only, evaluated on a `(Tq, Tk)` grid.
+
+    Query `r` of the grid is position `query_offset + r`, key `c` is
+    `key_offset + c` (offsets: integers or scalar tensors, for a block of
+    a longer sequence); the mod's batch and head are `0`.
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    rows = ops.expand_dims(ops.arange(query_length) + query_offset, -1)
+    cols = ops.expand_dims(ops.arange(key_length) + key_offset, 0)
+    return ops.cast(mask_mod(0, 0, rows, cols), "bool")
 
 
 def causal_mask(
@@ -20,7 +76,8 @@ def causal_mask(
 ):
     """Lower-triangular boolean mask: query `i` sees keys `j <= i`.
 
-    The same convention as `keras.layers.MultiHeadAttention`.
+    The same convention as `keras.layers.MultiHeadAttention`: the mask mod
+    `keras_attention.ops.mods.causal()` on a grid.
 
     Args:
         query_length: Number of query positions `Tq`.
@@ -33,9 +90,9 @@ def causal_mask(
         Boolean tensor of shape `(query_length, key_length)`.
     """
     checks.lengths(query_length=query_length, key_length=key_length)
-    rows = ops.expand_dims(_positions(query_length, query_offset), -1)
-    cols = ops.expand_dims(_positions(key_length, key_offset), 0)
-    return ops.greater_equal(rows, cols)
+    return position_mask(
+        mods.causal(), query_length, key_length, query_offset, key_offset
+    )
 
 
 def sliding_window_mask(
@@ -47,16 +104,21 @@ def sliding_window_mask(
 ):
     """Band mask: query `i` sees keys `j` with `|i - j| < window`.
 
-    The convention of `keras.layers.MultiHeadAttention(sliding_window=...)`.
+    The convention of `keras.layers.MultiHeadAttention(sliding_window=...)`:
+    the mask mod `keras_attention.ops.mods.sliding_window(window)` on a grid.
 
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
     """
     checks.lengths(query_length=query_length, key_length=key_length)
     checks.lengths(window=window)
-    rows = ops.expand_dims(_positions(query_length, query_offset), -1)
-    cols = ops.expand_dims(_positions(key_length, key_offset), 0)
-    return ops.less(ops.abs(rows - cols), window)
+    return position_mask(
+        mods.sliding_window(window),
+        query_length,
+        key_length,
+        query_offset,
+        key_offset,
+    )
 
 
 def band_mask(
@@ -69,118 +131,236 @@ def band_mask(
 ):
     """Band mask: query `i` sees keys `i - left <= j <= i + right`.
 
-    `None` leaves that side unbounded. `sliding_window_mask(w)` is
-    `band_mask(left=w - 1, right=w - 1)`, `causal_mask` is
-    `band_mask(right=0)`; a window of `w` keys centred on the query (keys
-    `i - w // 2 <= j < i - w // 2 + w`) is `(w // 2, w - w // 2 - 1)` and
-    the `w` most recent keys are `(w - 1, 0)`.
+    `None` leaves that side unbounded (the mask mod
+    `keras_attention.ops.mods.band(left, right)` on a grid).
+    `sliding_window_mask(w)` is `band_mask(left=w - 1, right=w - 1)`,
+    `causal_mask` is `band_mask(right=0)`; a window of `w` keys centred on
+    the query (keys `i - w // 2 <= j < i - w // 2 + w`) is `(w // 2, w - w
+    // 2 - 1)` and the `w` most recent keys are `(w - 1, 0)`.
 
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
     """
     checks.lengths(query_length=query_length, key_length=key_length)
     checks.lengths(left=left, right=right)
-    rows = ops.expand_dims(_positions(query_length, query_offset), -1)
-    cols = ops.expand_dims(_positions(key_length, key_offset), 0)
-    offset = cols - rows
-    mask = ops.ones((query_length, key_length), dtype="bool")
-    if left is not None:
-        mask = ops.logical_and(mask, ops.greater_equal(offset, -left))
-    if right is not None:
-        mask = ops.logical_and(mask, ops.less_equal(offset, right))
-    return mask
+    return position_mask(
+        mods.band(left, right),
+        query_length,
+        key_length,
+        query_offset,
+        key_offset,
+    )
 
 
-def _and(mask, other):
-    other = ops.cast(other, "bool")
-    return other if mask is None else ops.logical_and(mask, other)
+class AttentionMasks:
+    """The masks of one attention call, from `attention_masks`.
+
+    Attributes:
+        query_mask: Boolean `(batch_size, Tq)` or `None`.
+        key_mask: Boolean `(batch_size, Tk)` (the value and key masks
+            ANDed) or `None`.
+        attention_mask: The explicit mask, `(Tq, Tk)`, `(batch_size, Tq,
+            Tk)` or per head `(batch_size, heads, Tq, Tk)`, or `None`.
+        band: The one `keras_attention.ops.mods.band` of every rule of
+            positions (causal, windows, bands), or `None`.
+        mask_mods: Further mask mods (for `flex_attention`).
+    """
+
+    def __init__(
+        self,
+        query_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        band=None,
+        mask_mods=(),
+    ):
+        self.query_mask = query_mask
+        self.key_mask = key_mask
+        self.attention_mask = attention_mask
+        self.band = band
+        self.mask_mods = tuple(m for m in mask_mods if m is not None)
+
+    @property
+    def limits(self):
+        """`(left, right)` of the band (`(None, None)` without one): the
+        keys each query may see, which the chunked path skips blocks by."""
+        return (None, None) if self.band is None else self.band.limits
+
+    def dense(
+        self,
+        query_length,
+        key_length,
+        heads_axis: bool = False,
+        query_offset=0,
+        key_offset=0,
+    ):
+        """The mask as one tensor (`mask_mods` are not evaluated here).
+
+        Args:
+            query_length: Number of query positions `Tq`.
+            key_length: Number of key positions `Tk`.
+            heads_axis: Whether the mask is for logits with a heads axis,
+                `(batch_size, num_heads, Tq, Tk)`: the result then has one
+                too (of size 1 unless `attention_mask` has one).
+            query_offset: Position of the first query, for a block of a
+                longer sequence (the band). Defaults to `0`.
+            key_offset: Position of the first key. Defaults to `0`.
+
+        Returns:
+            A boolean tensor that broadcasts to `(batch_size, Tq, Tk)` (or
+            `(batch_size, num_heads, Tq, Tk)` with `heads_axis=True`), or
+            `None` when no mask applies.
+        """
+        explicit, per_head = self.attention_mask, None
+        if explicit is not None and len(explicit.shape) == 4:
+            if not heads_axis:
+                raise ValueError(
+                    "An `attention_mask` with a heads axis, `(batch_size, "
+                    "num_heads, Tq, Tk)`, needs `heads_axis=True`. Received: "
+                    f"attention_mask.shape={tuple(explicit.shape)}"
+                )
+            # ANDed once the `(B, Tq, Tk)` masks have their heads axis:
+            # aligned from the right, batch would meet heads.
+            explicit, per_head = None, explicit
+        positions = None
+        if self.band is not None:
+            positions = position_mask(
+                self.band, query_length, key_length, query_offset, key_offset
+            )
+        mask = and_all(
+            _expand(self.key_mask, -2),
+            _expand(self.query_mask, -1),
+            explicit,
+            positions,
+        )
+        if heads_axis and mask is not None and len(mask.shape) == 3:
+            mask = ops.expand_dims(mask, -3)
+        return and_all(mask, per_head)
+
+    def mask_mod(self):
+        """Every mask as one mask mod of `flex_attention` (or `None`)."""
+        parts = []
+        if self.query_mask is not None:
+            parts.append(_as_mod(self.query_mask[:, None, :, None]))
+        if self.key_mask is not None:
+            parts.append(_as_mod(self.key_mask[:, None, None, :]))
+        if self.attention_mask is not None:
+            explicit = ops.cast(self.attention_mask, "bool")
+            if len(explicit.shape) == 2:
+                explicit = explicit[None]
+            if len(explicit.shape) == 3:
+                explicit = ops.expand_dims(explicit, 1)
+            parts.append(_as_mod(explicit))
+        if self.band is not None:
+            parts.append(self.band)
+        parts += self.mask_mods
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else and_masks(*parts)
 
 
-def combine_masks(
-    query_length,
-    key_length,
+def _expand(mask, axis):
+    return None if mask is None else ops.expand_dims(mask, axis)
+
+
+def _as_mod(mask):
+    return mods.boolean_mask(mask)
+
+
+def attention_masks(
     query_mask=None,
     value_mask=None,
     key_mask=None,
     attention_mask=None,
     use_causal_mask: bool = False,
     sliding_window: int | None = None,
+    band=None,
+    mask_mods=(),
+):
+    """A layer's mask flags as one `AttentionMasks`.
+
+    The one place the flags get their meaning: the padding masks are
+    ANDed, and causal masking, `sliding_window` and `band` become one band
+    mask mod (`keras_attention.ops.mods.causal()`, `sliding_window(w)` and
+    `band(left, right)`, merged by their `limits`).
+
+    Args:
+        query_mask: Optional `(batch_size, Tq)`; a masked query gets no key.
+        value_mask: Optional `(batch_size, Tk)`.
+        key_mask: Optional `(batch_size, Tk)`, combined with `value_mask`.
+        attention_mask: Optional `(batch_size, Tq, Tk)` or `(Tq, Tk)`, or
+            per head `(batch_size, num_heads, Tq, Tk)`.
+        use_causal_mask: Whether query `i` may only see keys `j <= i`.
+        sliding_window: Optional positive integer: query `i` only sees keys
+            `j` with `|i - j| < sliding_window`.
+        band: Optional pair `(left, right)`: query `i` only sees keys
+            `i - left <= j <= i + right` (`None` on a side for no limit).
+        mask_mods: Further mask mods, ANDed in `mask_mod()`.
+
+    Returns:
+        An `AttentionMasks`.
+    """
+    rules = []
+    if use_causal_mask:
+        rules.append(mods.causal())
+    if sliding_window is not None:
+        rules.append(mods.sliding_window(sliding_window))
+    if band is not None:
+        rules.append(mods.band(*band))
+    limits = merge_limits(*(rule.limits for rule in rules))
+    merged = None if limits == (None, None) else mods.band(*limits)
+    return AttentionMasks(
+        query_mask=and_all(query_mask),
+        key_mask=and_all(value_mask, key_mask),
+        attention_mask=attention_mask,
+        band=merged,
+        mask_mods=mask_mods,
+    )
+
+
+def combine_masks(
+    query_length,
+    key_length,
     heads_axis: bool = False,
     query_offset=0,
     key_offset=0,
-    band=None,
+    **flags,
 ):
-    """Combines the padding, explicit, causal and window masks into one.
+    """Combines a layer's mask flags into one boolean mask.
+
+    `attention_masks(**flags).dense(...)`: the same mask that the chunked
+    path builds block by block and `flex_attention` evaluates as a mask
+    mod.
 
     Args:
         query_length: Number of query positions `Tq`.
         key_length: Number of key positions `Tk`.
-        query_mask: Optional `(batch_size, Tq)`; a masked query gets no key.
-        value_mask: Optional `(batch_size, Tk)`.
-        key_mask: Optional `(batch_size, Tk)`, combined with `value_mask`.
-        attention_mask: Optional `(batch_size, Tq, Tk)` or `(Tq, Tk)`; with
-            `heads_axis=True` also `(batch_size, num_heads, Tq, Tk)`.
-        use_causal_mask: Whether query `i` may only see keys `j <= i`.
-        sliding_window: Optional positive integer: query `i` only sees keys
-            `j` with `|i - j| < sliding_window`.
         heads_axis: Whether the mask is for logits with a heads axis,
             `(batch_size, num_heads, Tq, Tk)`: the result then has one too
-            (of size 1 unless `attention_mask` has one).
+            (of size 1 unless `attention_mask` has one). Needed for a per-head
+            `attention_mask`.
         query_offset: Position of the first query, for a block of a longer
-            sequence (causal and window masks). Defaults to `0`.
+            sequence (causal masking, windows, bands). Defaults to `0`.
         key_offset: Position of the first key. Defaults to `0`.
-        band: Optional pair `(left, right)`: query `i` only sees keys
-            `i - left <= j <= i + right` (`band_mask`; `None` on a side
-            for no limit). Defaults to `None`.
+        **flags: The keyword arguments of `attention_masks`: `query_mask`,
+            `value_mask`, `key_mask`, `attention_mask`, `use_causal_mask`,
+            `sliding_window`, `band`.
 
     Returns:
         A boolean tensor that broadcasts to `(batch_size, Tq, Tk)` (or
         `(batch_size, num_heads, Tq, Tk)` with `heads_axis=True`), or `None`
         when no mask applies.
+
+    Example:
+
+    >>> mask = keras_attention.ops.combine_masks(
+    ...     3, 3, value_mask=[[True, True, False]], use_causal_mask=True
+    ... )
+    >>> keras.ops.convert_to_numpy(mask).astype(int)
+    array([[[1, 0, 0],
+            [1, 1, 0],
+            [1, 1, 0]]])
     """
-    per_head = None
-    if attention_mask is not None and len(attention_mask.shape) == 4:
-        if not heads_axis:
-            raise ValueError(
-                "An `attention_mask` with a heads axis, `(batch_size, "
-                "num_heads, Tq, Tk)`, needs `heads_axis=True`. Received: "
-                f"attention_mask.shape={tuple(attention_mask.shape)}"
-            )
-        # Combined after the `(B, Tq, Tk)` masks have gained their heads
-        # axis: aligned from the right, batch would meet heads.
-        per_head, attention_mask = attention_mask, None
-    mask = None
-    for padding in (value_mask, key_mask):
-        if padding is not None:
-            mask = _and(mask, ops.expand_dims(padding, -2))
-    if query_mask is not None:
-        mask = _and(mask, ops.expand_dims(query_mask, -1))
-    if attention_mask is not None:
-        mask = _and(mask, attention_mask)
-    if use_causal_mask:
-        mask = _and(
-            mask,
-            causal_mask(query_length, key_length, query_offset, key_offset),
-        )
-    if band is not None:
-        mask = _and(
-            mask,
-            band_mask(
-                query_length,
-                key_length,
-                band[0],
-                band[1],
-                query_offset,
-                key_offset,
-            ),
-        )
-    if sliding_window is not None:
-        band = sliding_window_mask(
-            query_length, key_length, sliding_window, query_offset, key_offset
-        )
-        mask = _and(mask, band)
-    if heads_axis and mask is not None and len(mask.shape) == 3:
-        mask = ops.expand_dims(mask, -3)
-    if per_head is not None:
-        mask = _and(mask, per_head)
-    return mask
+    return attention_masks(**flags).dense(
+        query_length, key_length, heads_axis, query_offset, key_offset
+    )

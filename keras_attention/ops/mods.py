@@ -34,9 +34,16 @@ def _positive_int(value, name):
 
 
 class Mod:
-    """Base of the mods: a config of plain values, no tensors."""
+    """Base of the mods: a config of plain values, no tensors.
+
+    `limits` is `(left, right)` for a mask mod that is a band of positions
+    (query `i` sees keys `i - left <= j <= i + right`, `None` for an open
+    side), which the chunked paths read to skip whole blocks; `None` for
+    any other mod.
+    """
 
     tensors = ()
+    limits = None
 
     def get_config(self):
         return {}
@@ -61,6 +68,8 @@ class Mod:
 @_register
 class Causal(Mod):
     """Mask mod: query `i` sees keys `j <= i` (`causal()`)."""
+
+    limits = (None, 0)
 
     def __call__(self, batch, head, q_idx, kv_idx):
         return ops.greater_equal(q_idx, kv_idx)
@@ -88,6 +97,10 @@ class SlidingWindow(Mod):
 
     def __init__(self, window):
         self.window = _positive_int(window, "window")
+
+    @property
+    def limits(self):
+        return (self.window - 1, self.window - 1)
 
     def __call__(self, batch, head, q_idx, kv_idx):
         return ops.less(ops.abs(q_idx - kv_idx), self.window)
@@ -438,14 +451,20 @@ class Band(Mod):
                 )
         self.left, self.right = left, right
 
+    @property
+    def limits(self):
+        return (self.left, self.right)
+
     def __call__(self, batch, head, q_idx, kv_idx):
         offset = kv_idx - q_idx
-        keep = ops.greater_equal(offset, offset)
+        sides = []
         if self.left is not None:
-            keep = ops.logical_and(keep, ops.greater_equal(offset, -self.left))
+            sides.append(ops.greater_equal(offset, -self.left))
         if self.right is not None:
-            keep = ops.logical_and(keep, ops.less_equal(offset, self.right))
-        return keep
+            sides.append(ops.less_equal(offset, self.right))
+        if not sides:
+            return ops.greater_equal(offset, offset)
+        return sides[0] if len(sides) == 1 else ops.logical_and(*sides)
 
     def get_config(self):
         return {"left": self.left, "right": self.right}

@@ -320,3 +320,23 @@ def test_sliding_window_band_equals_dense_window(window, rand):
     np.testing.assert_allclose(
         ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=1e-5
     )
+
+
+def test_chunked_sliding_window_matches_keras(rand):
+    """The chunked path's window against Keras's own layer, not only
+    against our dense path (both take the window from one place)."""
+    x = rand(2, 7, 8)
+    mask = np.arange(7)[None].repeat(2, 0) < [[7], [5]]
+    theirs = keras.layers.MultiHeadAttention(2, 4, sliding_window=3)
+    ours = keras_attention.MultiHeadAttention(
+        2, 4, sliding_window=3, chunk_size=2
+    )
+    theirs(x, x)
+    ours(x, x)
+    ours.set_weights(theirs.get_weights())
+    call = {"value_mask": mask, "use_causal_mask": True}
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ours(x, x, **call)),
+        ops.convert_to_numpy(theirs(x, x, **call)),
+        atol=1e-5,
+    )
