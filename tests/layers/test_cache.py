@@ -148,6 +148,12 @@ def _pair(kind, variant):
     return layers
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() == "jax",
+    reason="JAX compiles every eager block loop (minutes in the lane); "
+    "test_decoding_runs_under_jit_compile[mha_chunked_alibi] runs the "
+    "chunked cache with a mod under jax.jit against the full pass",
+)
 @pytest.mark.parametrize(
     "kind, variant",
     [("mha", "plain"), ("mha", "alibi"), ("self", "window"), ("gqa", "alibi")],
@@ -197,9 +203,14 @@ def test_chunked_cache_equals_the_dense_cache_and_the_full_pass(
     )
 
 
+@pytest.mark.tensorflow_lane
 def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch):
     """`chunk_size=None`: a cache whose dense weights pass the threshold
-    (lowered here) is attended in blocks; asking for scores stays dense."""
+    (lowered here) is attended in blocks; asking for scores stays dense.
+    TensorFlow lane: the choice is the same Python on every backend; the
+    blocks run in the other lanes in
+    `test_chunked_cache_equals_the_dense_cache_and_the_full_pass` (PyTorch)
+    and `test_decoding_runs_under_jit_compile` (JAX)."""
     from keras_attention.layers import _chunking
 
     seen = []
