@@ -133,6 +133,8 @@ def _pair(kind, variant):
         "plain": {},
         "alibi": {"score_mod": keras_attention.ops.mods.alibi(heads)},
         "window": {"mask_mod": keras_attention.ops.mods.sliding_window(2)},
+        # keras-self-attention's local window, a band over the cache slots.
+        "width": {"attention_width": 3},
     }[variant]
     layers = []
     for chunk_size in (0, 2):
@@ -156,15 +158,21 @@ def _pair(kind, variant):
 )
 @pytest.mark.parametrize(
     "kind, variant",
-    [("mha", "plain"), ("mha", "alibi"), ("self", "window"), ("gqa", "alibi")],
+    [
+        ("mha", "plain"),
+        ("mha", "alibi"),
+        ("self", "window"),
+        ("self", "width"),
+        ("gqa", "alibi"),
+    ],
 )
 def test_chunked_cache_equals_the_dense_cache_and_the_full_pass(
     kind, variant, rand
 ):
     """Prefill 2, a chunk of 2 at index 2, one token at 4: in blocks of 2
     (and densely, with the scores) the mods and the causal mask read
-    absolute positions. `plain` and `window` rotate (rotary embeddings),
-    `alibi` does not."""
+    absolute positions. `plain`, `window` and `width` rotate (rotary
+    embeddings), `alibi` does not."""
     dense, chunked = _pair(kind, variant)
     x = rand(B, T, D)
     _call(dense, x)
