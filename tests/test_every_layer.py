@@ -223,6 +223,27 @@ def _single_input(make_layer, rows=TV, pooled=False):
     return build
 
 
+def _grouped_query(inputs, data):
+    branch = _query_value(
+        lambda: keras_attention.GroupedQueryAttention(
+            head_dim=4, num_query_heads=4, num_key_value_heads=2
+        )
+    )(inputs, data)
+    return dataclasses.replace(branch, may_stay=("key/bias",))
+
+
+def _additive_list_call(inputs, data):
+    """Keras's list call, `AdditiveAttention()([query, value])`."""
+    projection = keras.layers.Dense(DIM)
+    layer = keras_attention.AdditiveAttention()
+    out = layer(
+        [projection(inputs["query"]), keras.layers.Dense(DIM)(inputs["value"])]
+    )
+    return Branch(
+        layer, projection, ("query", "value"), out, out, _target(data, TQ)
+    )
+
+
 def _multi_head_wrapper(inputs, data):
     projection = keras.layers.Dense(DIM)
     layer = keras_attention.MultiHead(
@@ -357,6 +378,24 @@ LAYERS: dict[str, Callable] = {
         pooled=True,
     ),
     "multi_head_wrapper": _multi_head_wrapper,
+    # Issue 29's layers: grouped K/V heads, Keras's additive layer, T5's
+    # bias (a layer that is a score mod; its table must train) and rotary
+    # embeddings (no weights of their own) on a causal layer.
+    "grouped_query": _grouped_query,
+    "additive_attention": _additive_list_call,
+    "relative_position_bias": _single_input(
+        lambda: keras_attention.SelfAttention(
+            num_heads=2,
+            score_mod=keras_attention.RelativePositionBias(
+                num_heads=2, num_buckets=8, max_distance=16
+            ),
+        )
+    ),
+    "rotary_embedding": _single_input(
+        lambda: keras_attention.SelfAttention(
+            num_heads=2, rotary_embedding=keras_attention.RotaryEmbedding()
+        )
+    ),
     **{f"mechanism_{k}": _mechanism(v) for k, v in MECHANISMS.items()},
     **{
         f"decoder_{k}": _decoder(
@@ -489,6 +528,14 @@ DECODER_POLICY = {
     "attention_pooling_last": "float32",
     "multi_head_wrapper": "mixed_float16",
     "mechanism_bahdanau_sparsemax": "mixed_bfloat16",
+    # Issue 29's: GroupedQueryAttention and RotaryEmbedding under
+    # mixed_float16, the TensorFlow lane only (in the JAX lane's joint
+    # mixed_bfloat16 model the two added 35 s of compiling); the other two
+    # train in every lane.
+    "grouped_query": "mixed_float16",
+    "additive_attention": "float32",
+    "relative_position_bias": "mixed_bfloat16",
+    "rotary_embedding": "mixed_float16",
 }
 # The float32 test runs in the TensorFlow lane only (`tensorflow_lane`):
 # on JAX each joint model compiles for most of a minute in the loaded

@@ -14,6 +14,9 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.layers import _chunking
+from keras_attention.layers import _local_window
+from keras_attention.layers import _mods
 
 
 def check_cache(layer_name, cache, cache_update_index):
@@ -84,6 +87,57 @@ def outputs(output, scores, cache, return_attention_scores):
     return result[0] if len(result) == 1 else result
 
 
+class _Shifted:
+    """A mod read at absolute query positions, `q_idx + start`: the
+    queries of a cached call begin at `cache_update_index`, and a mod
+    (causality, a window, ALiBi) means the query's place in the cache."""
+
+    def __init__(self, mod, start):
+        self.mod, self.start = mod, start
+
+    @property
+    def tensors(self):
+        return tuple(getattr(self.mod, "tensors", ()) or ())
+
+    def with_tensors(self, tensors):
+        return _Shifted(self.mod.with_tensors(tensors), self.start)
+
+    def __call__(self, *args):
+        *lead, q_idx, kv_idx = args
+        q_idx = ops.cast(q_idx, "int32") + ops.cast(self.start, "int32")
+        return self.mod(*lead, q_idx, kv_idx)
+
+
+def shifted(mod, start):
+    """`mod` at absolute query positions (itself when `start` is `0`)."""
+    if mod is None or (isinstance(start, int) and start == 0):
+        return mod
+    return _Shifted(mod, start)
+
+
+def cache_mask_mod(masks, start, own, call, sliding_window=None, band=None):
+    """The mask mod over the cache slots, for `flex_attention`.
+
+    The caller's `attention_mask (B, Tq, max_length)` is read at the
+    call's queries; causality, the windows and the mask mods `own` (the
+    constructor's) and `call` at absolute positions (from `start`).
+    """
+    explicit = _mods.mask_mod_of(
+        {"attention_mask": masks.get("attention_mask")}, None, None
+    )
+    positional = _mods.mask_mod_of(
+        {"use_causal_mask": masks.get("use_causal_mask")},
+        own,
+        call,
+        sliding_window,
+        band,
+    )
+    parts = [m for m in (explicit, shifted(positional, start)) if m is not None]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ka_ops.and_masks(*parts)
+
+
 class CacheMixin:
     """`rotary_embedding=` and the cached call of the multi-head layers.
 
@@ -91,6 +145,10 @@ class CacheMixin:
     the constructor's keyword arguments, serialises it, and runs a call
     with a cache or rotary embeddings through the layer's own sublayers
     and Keras hooks (`_compute_attention_mask`, `_compute_attention`).
+    With a cache, the slots are attended densely through those hooks, or
+    through `flex_attention` when the call has mods or the layer chunks
+    (a positive `chunk_size`, or `None` with large dense weights): its
+    blocks keep memory linear in the cache length.
     """
 
     def __init__(self, *args, rotary_embedding=None, **kwargs):
@@ -111,7 +169,7 @@ class CacheMixin:
         return_attention_scores,
         cache,
         cache_update_index,
-        mods=(),
+        mods=(None, None, None),
     ):
         """Projections, rotary, cache update, attention, output: keras-hub's
         `CachedMultiHeadAttention.call` on this layer's sublayers.
@@ -119,7 +177,8 @@ class CacheMixin:
         With a cache only the caller's `attention_mask (B, Tq, max_length)`
         and `use_causal_mask` (queries at `cache_update_index` onwards)
         apply; the padding masks of the call's inputs do not describe the
-        cache.
+        cache. Without one (rotary embeddings only) the heads attend as in
+        a plain call, chunked or through the mods.
         """
         if self._axes is not None and not self._axes.is_plain:
             raise ValueError(
@@ -128,18 +187,6 @@ class CacheMixin:
                 "Received: attention_axes="
                 f"{getattr(self, 'attention_axes', None)!r}"
             )
-        layer_mods = (
-            getattr(self, "score_mod", None),
-            getattr(self, "mask_mod", None),
-        )
-        if any(m is not None for m in (*layer_mods, *mods)):
-            raise ValueError(
-                f"{type(self).__name__}: `score_mod`, `mask_mod` and "
-                "`attention_bias` do not apply with `cache` or "
-                "`rotary_embedding` yet (GroupedQueryAttention takes both). "
-                f"Received: rotary_embedding={self.rotary_embedding!r}, "
-                f"cache given: {cache is not None}"
-            )
         start = start_of(cache_update_index)
         q = rotate(self.rotary_embedding, self._query_dense(query), start)
 
@@ -147,8 +194,19 @@ class CacheMixin:
             return rotate(self.rotary_embedding, self._key_dense(key), start)
 
         if cache is None:
+            self._check_masks(query.shape, value.shape, key.shape, masks)
             k, v = project_key(), self._value_dense(value)
-            mask = self._compute_attention_mask(query, value, **masks)
+            context, weights = self._attend_heads(
+                query,
+                value,
+                q,
+                k,
+                v,
+                masks,
+                training,
+                return_attention_scores,
+                mods,
+            )
         else:
             cache = ops.cast(cache, self.compute_dtype)
             k, v, cache = cached_keys_values(
@@ -157,15 +215,118 @@ class CacheMixin:
                 project_key,
                 lambda: self._value_dense(value),
             )
-            window = getattr(self, "_sliding_window", None)
-            mask = cache_mask(query, k, masks, start, sliding_window=window)
-        context, weights = self._compute_attention(
-            q, k, v, mask, training, return_attention_scores
-        )
+            context, weights = self._attend_cache(
+                query,
+                (q, k, v),
+                masks,
+                start,
+                training,
+                return_attention_scores,
+                mods,
+            )
         if getattr(self, "use_gate", False):
             context = context * self._gate_dense(query)
         output = self._output_dense(context)
         return outputs(output, weights, cache, return_attention_scores)
+
+    def _cache_band(self, masks):
+        """`SelfAttention`'s `attention_width` as a `(left, right)` band."""
+        width = getattr(self, "_attention_width", None)
+        if width is None:
+            return None
+        return _local_window.band(width, bool(masks.get("use_causal_mask")))
+
+    def _attend_cache(
+        self, query, heads, masks, start, training, return_weights, mods
+    ):
+        """`(context, weights)` of the heads `(q, k, v)` over the cache."""
+        own = self._mods_holder.value
+        modded = any(m is not None for m in (*own, *mods))
+        q, k, v = heads
+        if modded or self._cache_blocks(q, k, return_weights, training):
+            return self._flex_cache(
+                heads, masks, start, training, return_weights, mods
+            )
+        mask = cache_mask(
+            query,
+            k,
+            masks,
+            start,
+            sliding_window=getattr(self, "_sliding_window", None),
+            band=self._cache_band(masks),
+        )
+        return self._compute_attention(q, k, v, mask, training, return_weights)
+
+    def _cache_blocks(self, q, k, return_weights, training):
+        """Whether the cache is attended in `flex_attention`'s blocks: a
+        positive `chunk_size`, or `None` where the dense weights would
+        pass `_chunking.AUTO_CHUNK_MIN_BYTES` (as a plain call chooses)."""
+        if self.chunk_size == 0:
+            return False
+        dense_only = (
+            bool(self._dense_only_features())
+            or self._flash_attention
+            or bool(self.overridden_hooks)
+            or not self.score.is_dot_product
+        )
+        if self.chunk_size:
+            if dense_only:
+                raise ValueError(
+                    f"{type(self).__name__}: a cached call with a positive "
+                    "`chunk_size` attends in the blocks of `flex_attention`"
+                    ", which need a dot-product score, no flash attention "
+                    "and no overridden attention hooks; pass chunk_size="
+                    f"None or 0. Received: chunk_size={self.chunk_size}, "
+                    f"score={self.score.name!r}"
+                )
+            return True
+        dropout = self.dropout > 0 and training is not False
+        if dense_only or return_weights or dropout:
+            return False
+        batch, q_len, k_len = q.shape[0], q.shape[1], k.shape[1]
+        if not all(isinstance(n, int) for n in (q_len, k_len)):
+            return False
+        size = 4 * (batch or 1) * self.num_heads * q_len * k_len
+        return size >= _chunking.AUTO_CHUNK_MIN_BYTES
+
+    def _flex_cache(self, heads, masks, start, training, return_weights, mods):
+        """The cache through `flex_attention` (`_mods.flex_heads`), the
+        mods and masks at absolute query positions."""
+        _mods.check_flex(
+            self, self._dense_only_features(), self._flash_attention
+        )
+        q, k, v = heads
+        q, k, scale = self.score.dot_product_form(q, k)
+        own = self._mods_holder.value
+        score_mod = _mods.score_mod_of(
+            shifted(own[0], start), shifted(mods[0], start), mods[2]
+        )
+        mask_mod = cache_mask_mod(
+            masks,
+            start,
+            own[1],
+            mods[1],
+            getattr(self, "_sliding_window", None),
+            self._cache_band(masks),
+        )
+        dropout_fn = None
+        if self.dropout > 0 and training not in (None, False):
+
+            def dropout_fn(weights):
+                return self._dropout_layer(weights, training=training)
+
+        chunk_size = self.chunk_size
+        if chunk_size is None and self._cache_blocks(
+            q, k, return_weights, training
+        ):
+            chunk_size = _chunking.AUTO_CHUNK_SIZE
+        return _mods.flex_heads(
+            (q, k, v),
+            1.0 if scale is None else scale,
+            score_mod,
+            mask_mod,
+            (chunk_size, dropout_fn, return_weights),
+        )
 
     def get_config(self):
         rotary = self.rotary_embedding
@@ -177,9 +338,12 @@ class CacheMixin:
         }
 
 
-def cache_mask(query, key, masks, start, heads_axis=True, sliding_window=None):
-    """The mask over the cache slots: `attention_mask`, and causality from
-    the first query's position `start`, with a heads axis."""
+def cache_mask(
+    query, key, masks, start, heads_axis=True, sliding_window=None, band=None
+):
+    """The mask over the cache slots: `attention_mask`, and causality and
+    the windows from the first query's position `start`, with a heads
+    axis."""
     attention_mask = masks.get("attention_mask")
     if attention_mask is not None:
         attention_mask = ops.cast(attention_mask, "bool")
@@ -189,6 +353,7 @@ def cache_mask(query, key, masks, start, heads_axis=True, sliding_window=None):
         attention_mask=attention_mask,
         use_causal_mask=bool(masks.get("use_causal_mask")),
         sliding_window=sliding_window,
+        band=band,
         query_offset=start,
         heads_axis=heads_axis,
     )

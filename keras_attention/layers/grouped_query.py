@@ -414,9 +414,13 @@ class GroupedQueryAttention(keras.layers.Layer):
                 sliding_window=self.sliding_window,
             )
         self._return_attention_scores = return_attention_scores
+        # The mods read absolute positions: the queries of a cached call
+        # begin at `cache_update_index`.
         self._call_mods = (
-            _mods.score_mod_of(self.score_mod, score_mod, None),
-            _and_mods(self.mask_mod, mask_mod),
+            _cache.shifted(
+                _mods.score_mod_of(self.score_mod, score_mod, None), start
+            ),
+            _cache.shifted(_and_mods(self.mask_mod, mask_mod), start),
         )
         output, scores = self._compute_attention(
             query_heads, key_heads, value_heads, mask, training

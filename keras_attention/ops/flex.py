@@ -492,9 +492,12 @@ def flex_attention(
     static = isinstance(q_len, int) and isinstance(k_len, int)
     if kinds is None and mask_mod is not None and static:
         # The blocks the mask empties are skipped, the full ones trusted.
+        # Blocks no longer than the lengths, as the kernel cuts them: a
+        # cached decoding step (one query) evaluates one row of the mask.
         batch = ops.shape(query)[0]
+        plan_sizes = (min(sizes[0], q_len), min(sizes[1], k_len))
         kinds = create_block_mask(
-            mask_mod, batch, shapes[2], q_len, k_len, sizes
+            mask_mod, batch, shapes[2], q_len, k_len, plan_sizes
         ).kinds
     mods = (score_mod, bind, mask_mod)
     tensors = [query, key, value, *mod_tensors]

@@ -124,6 +124,125 @@ def test_chunked_cache_decoding_equals_the_dense_pass(rand):
         np.testing.assert_allclose(to_np(out)[:, 0], full[:, i], atol=1e-5)
 
 
+def _pair(kind, variant):
+    """A dense (`chunk_size=0`) and a chunked (`chunk_size=2`) layer of
+    `kind` with `variant`'s rotary embedding and mod, same weights."""
+    heads = 4 if kind == "gqa" else 2
+    rotary = variant != "alibi"
+    kwargs = {
+        "plain": {},
+        "alibi": {"score_mod": keras_attention.ops.mods.alibi(heads)},
+        "window": {"mask_mod": keras_attention.ops.mods.sliding_window(2)},
+        # keras-self-attention's local window, a band over the cache slots.
+        "width": {"attention_width": 3},
+    }[variant]
+    layers = []
+    for chunk_size in (0, 2):
+        rope = keras_attention.RotaryEmbedding() if rotary else None
+        args = dict(chunk_size=chunk_size, rotary_embedding=rope, **kwargs)
+        if kind == "mha":
+            layer = keras_attention.MultiHeadAttention(2, 4, **args)
+        elif kind == "self":
+            layer = keras_attention.SelfAttention(2, **args)
+        else:
+            layer = keras_attention.GroupedQueryAttention(4, 4, 2, **args)
+        layers.append(layer)
+    return layers
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() == "jax",
+    reason="JAX compiles every eager block loop (minutes in the lane); "
+    "test_decoding_runs_under_jit_compile[mha_chunked_alibi] runs the "
+    "chunked cache with a mod under jax.jit against the full pass",
+)
+@pytest.mark.parametrize(
+    "kind, variant",
+    [
+        ("mha", "plain"),
+        ("mha", "alibi"),
+        ("self", "window"),
+        ("self", "width"),
+        ("gqa", "alibi"),
+    ],
+)
+def test_chunked_cache_equals_the_dense_cache_and_the_full_pass(
+    kind, variant, rand
+):
+    """Prefill 2, a chunk of 2 at index 2, one token at 4: in blocks of 2
+    (and densely, with the scores) the mods and the causal mask read
+    absolute positions. `plain`, `window` and `width` rotate (rotary
+    embeddings), `alibi` does not."""
+    dense, chunked = _pair(kind, variant)
+    x = rand(B, T, D)
+    _call(dense, x)
+    _call(chunked, x)
+    chunked.set_weights(dense.get_weights())
+    full, full_scores = (
+        to_np(t)
+        for t in _call(
+            dense, x, use_causal_mask=True, return_attention_scores=True
+        )
+    )
+    cache, chunked_cache = [np.zeros((B, 2, T, 2, 4), "float32")] * 2
+    for lo, hi in ((0, 2), (2, 4), (4, 5)):
+        step = dict(cache_update_index=_index(lo), use_causal_mask=True)
+        out, scores, cache = _call(
+            dense,
+            x[:, lo:hi],
+            cache=cache,
+            return_attention_scores=True,
+            **step,
+        )
+        np.testing.assert_allclose(
+            to_np(scores), full_scores[:, :, lo:hi], rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            to_np(out), full[:, lo:hi], rtol=1e-5, atol=1e-5
+        )
+        out, chunked_cache = _call(
+            chunked, x[:, lo:hi], cache=chunked_cache, **step
+        )
+        np.testing.assert_allclose(
+            to_np(out), full[:, lo:hi], rtol=1e-5, atol=1e-5
+        )
+    np.testing.assert_allclose(
+        to_np(chunked_cache), to_np(cache), rtol=1e-6, atol=1e-6
+    )
+
+
+@pytest.mark.tensorflow_lane
+def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch):
+    """`chunk_size=None`: a cache whose dense weights pass the threshold
+    (lowered here) is attended in blocks; asking for scores stays dense.
+    TensorFlow lane: the choice is the same Python on every backend; the
+    blocks run in the other lanes in
+    `test_chunked_cache_equals_the_dense_cache_and_the_full_pass` (PyTorch)
+    and `test_decoding_runs_under_jit_compile` (JAX)."""
+    from keras_attention.layers import _chunking
+
+    seen = []
+    flex = keras_attention.ops.flex_attention
+
+    def spy(*args, chunk_size=None, **kwargs):
+        seen.append(chunk_size)
+        return flex(*args, chunk_size=chunk_size, **kwargs)
+
+    layer = _mha(None)
+    x = rand(B, T, D)
+    want = to_np(layer(x, x, use_causal_mask=True))
+    monkeypatch.setattr(_chunking, "AUTO_CHUNK_MIN_BYTES", 64)
+    monkeypatch.setattr(keras_attention.ops, "flex_attention", spy)
+    cache = np.zeros((B, 2, T, 2, 4), "float32")
+    out, _ = layer(
+        x, x, cache=cache, cache_update_index=0, use_causal_mask=True
+    )
+    np.testing.assert_allclose(to_np(out), want, rtol=1e-5, atol=1e-5)
+    assert seen == [_chunking.AUTO_CHUNK_SIZE]
+    layer(x, x, cache=cache, return_attention_scores=True)
+    assert seen == [_chunking.AUTO_CHUNK_SIZE]
+
+
 def test_prefill_then_decode_with_an_explicit_mask(rand):
     # No rotary here: a call without `cache_update_index` has no position.
     layer = _gqa(None)
@@ -204,8 +323,21 @@ class Decoder(keras.Model):
     keras.backend.backend() == "torch",
     reason="jit_compile=True is Dynamo on PyTorch, not XLA",
 )
-def test_decoding_runs_under_jit_compile(rand):
-    layer = _gqa(keras_attention.RotaryEmbedding())
+@pytest.mark.parametrize("kind", ["gqa", "mha_chunked_alibi"])
+def test_decoding_runs_under_jit_compile(kind, rand):
+    """`jit_compile=True` (XLA on TensorFlow, `jax.jit` on JAX), a
+    fixed-size cache and a traced index; the chunked MultiHeadAttention
+    with ALiBi reads the index in its mods."""
+    if kind == "gqa":
+        layer = _gqa(keras_attention.RotaryEmbedding())
+    else:
+        layer = keras_attention.MultiHeadAttention(
+            2,
+            4,
+            chunk_size=2,
+            rotary_embedding=keras_attention.RotaryEmbedding(),
+            score_mod=keras_attention.ops.mods.alibi(2),
+        )
     x = rand(B, 3, D)
     full = to_np(layer(x, x, use_causal_mask=True))
     model = Decoder(layer)
@@ -249,3 +381,13 @@ def test_cache_errors_are_named(make, rand):
         _call(layer, x, cache_update_index=0)
     with pytest.raises(ValueError, match=r"cache.shape=\(2, 3, 4\)"):
         _call(layer, x, cache=np.zeros((2, 3, 4), "float32"))
+
+
+def test_a_chunked_cache_needs_a_dot_product_score(rand):
+    layer = keras_attention.MultiHeadAttention(
+        2, 4, score="additive", chunk_size=2
+    )
+    x = rand(B, 1, D)
+    cache = np.zeros((B, 2, 3, 2, 4), "float32")
+    with pytest.raises(ValueError, match="chunk_size=2, score="):
+        layer(x, x, cache=cache, cache_update_index=0)
