@@ -122,16 +122,15 @@ def cache_mask_mod(masks, start, own, call, sliding_window=None, band=None):
     call's queries; causality, the windows and the mask mods `own` (the
     constructor's) and `call` at absolute positions (from `start`).
     """
-    explicit = _mods.mask_mod_of(
-        {"attention_mask": masks.get("attention_mask")}, None, None
-    )
-    positional = _mods.mask_mod_of(
-        {"use_causal_mask": masks.get("use_causal_mask")},
-        own,
-        call,
-        sliding_window,
-        band,
-    )
+    explicit = ka_ops.masks.attention_masks(
+        attention_mask=masks.get("attention_mask")
+    ).mask_mod()
+    positional = ka_ops.masks.attention_masks(
+        use_causal_mask=bool(masks.get("use_causal_mask")),
+        sliding_window=sliding_window,
+        band=band,
+        mask_mods=(own, call),
+    ).mask_mod()
     parts = [m for m in (explicit, shifted(positional, start)) if m is not None]
     if not parts:
         return None

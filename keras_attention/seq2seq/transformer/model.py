@@ -185,6 +185,13 @@ class TransformerTranslator(TextTranslator):
             "dropout": self.dropout,
         }
 
+    def _output_layer(self):
+        if self.tie_embeddings:
+            return _TiedOutput(self.target_embedding, name="output_layer")
+        return keras.layers.Dense(
+            len(self.target_vocabulary), name="output_layer"
+        )
+
     def _build_layers(self):
         """The sublayers, built: a loaded model is complete before its
         weights are read."""
@@ -220,14 +227,7 @@ class TransformerTranslator(TextTranslator):
             epsilon=1e-6, name="decoder_norm"
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout)
-        if self.tie_embeddings:
-            self.output_layer = _TiedOutput(
-                self.target_embedding, name="output_layer"
-            )
-        else:
-            self.output_layer = keras.layers.Dense(
-                len(self.target_vocabulary), name="output_layer"
-            )
+        self.output_layer = self._output_layer()
         self.decoder_cell = TransformerDecoderCell(
             self.decoder_blocks,
             self.decoder_norm,
