@@ -181,7 +181,9 @@ def test_reinforce_learns_to_select():
     optimizer = keras.optimizers.Adam(0.05)
     before = _selection_accuracy(layer, query, x, where)
     baseline = 0.0
-    for step in range(150):
+    # 50 steps: the selection was exact (accuracy 1.0) after 30 on each
+    # backend; 150 cost 3.4 s on TensorFlow and 9 s on JAX, at load 5.
+    for step in range(50):
         idx = np.random.default_rng(step).integers(0, 512, 64)
 
         def loss(*_, idx=idx, baseline=baseline):

@@ -112,7 +112,13 @@ def test_translate_returns_text_and_alignments():
     assert weights.shape == (len(words), len(source_words))
 
 
+@pytest.mark.tensorflow_lane
 def test_translate_takes_one_string_a_list_or_a_numpy_array():
+    """The text inputs' forms: Python, the same on every backend.
+
+    Other lanes: `test_translate_returns_text_and_alignments` translates a
+    list there (six translations of new batch sizes cost 13 s on JAX).
+    """
     model = _model()
     sources = list(DATA.sources[:2])
     from_list = model.translate(sources)
@@ -169,7 +175,13 @@ def test_target_vocabulary_without_start_token_raises():
         seq2seq.Translator(["", "[UNK]", "a"], ["", "[UNK]", "[end]", "b"])
 
 
+@pytest.mark.tensorflow_lane
 def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
+    """Registration on import: Python, the same on every backend.
+
+    Other lanes: `test_saved_translator_loads_in_safe_mode_with_same_outputs`
+    loads the file there, in process (a child process cost 10 s on JAX).
+    """
     path = os.path.join(tmp_path, "translator.keras")
     _model().save(path)
     code = (
@@ -181,8 +193,14 @@ def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
     assert done.stdout.strip().endswith("Translator")
 
 
+@pytest.mark.tensorflow_lane
 def test_translate_exposes_the_decoding_choice():
-    # The decoders' own tests check their numbers; this one the dispatch.
+    """The dispatch of `decoding=`: Python, the same on every backend.
+
+    Other lanes: the decoders' own tests (`tests/seq2seq/test_decoding.py`,
+    `test_sampling.py`: top-k 1 is greedy, `test_monotonic.py`) check their
+    numbers there (three decodings cost 18 s on JAX).
+    """
     model = _model(attention="bahdanau_monotonic")
     texts = DATA.sources[:3]
     greedy = model.translate(texts)
