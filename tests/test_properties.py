@@ -302,10 +302,16 @@ def test_query_value_layers_mask_properties(name, data):
     )
 
 
+@pytest.mark.tensorflow_lane
 @EXAMPLES
 @given(data=st.data())
 @pytest.mark.parametrize("name", sorted(QUERY_VALUE))
 def test_query_value_layers_are_causal(name, data):
+    """TensorFlow lane only (35 s of JAX test time). On JAX and PyTorch,
+    tests/layers/test_multi_head.py checks causal outputs against Keras's
+    layer (`causal`, `causal_and_value_mask`) and against future changes
+    (test_causal_outputs_do_not_depend_on_future_positions), and
+    tests/ops/test_masks.py the one mask every layer's causal flag becomes."""
     spec = QUERY_VALUE[name]
     compute_dtype = _start(data.draw(st.sampled_from(POLICIES)))
     batch = data.draw(st.integers(1, 3), label="batch")

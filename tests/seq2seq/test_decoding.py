@@ -35,7 +35,11 @@ def _as_np(result):
     return [to_numpy(x) for x in result]
 
 
-@pytest.mark.parametrize("kind", ["gru", "lstm"])
+# LSTM in the TensorFlow lane only (8 s on JAX): the decoders treat every
+# cell state alike, and the GRU case runs on JAX and PyTorch.
+@pytest.mark.parametrize(
+    "kind", ["gru", pytest.param("lstm", marks=pytest.mark.tensorflow_lane)]
+)
 def test_beam_width_one_equals_greedy(kind):
     cell, embedding, output_layer = _model(kind)
     common = {
