@@ -200,15 +200,17 @@ def test_constructor_mods_equal_the_keras_window_and_round_trip(rand):
     )
 
 
-# The pluggable score. scaled_dot, cosine (dot-product form with no
-# scale) and additive (no dot-product form: the folded dense path) run on
-# every lane; dot and bilinear take cosine's dot-product path and concat
-# takes additive's dense path, so they run in the TensorFlow lane only.
+# The pluggable score. cosine (a dot-product form) and additive (no
+# dot-product form: the folded dense path) run on every lane; dot and
+# bilinear take cosine's dot-product path, concat additive's dense path,
+# and scaled_dot (the default) is `test_matches_keras_with_copied_weights`
+# on the other lanes, so these run in the TensorFlow lane only (JAX
+# compiles each case anew: several seconds each).
 _TF_LANE = pytest.mark.tensorflow_lane
 _SCORES = [
-    "scaled_dot",
     "cosine",
     "additive",
+    pytest.param("scaled_dot", marks=_TF_LANE),
     pytest.param("dot", marks=_TF_LANE),
     pytest.param("bilinear", marks=_TF_LANE),
     pytest.param("concat", marks=_TF_LANE),
@@ -262,7 +264,11 @@ def test_score_equals_multi_head_attention_with_copied_weights(
         _assert_same(ours, want, query, value, key, call)
 
 
-@pytest.mark.parametrize("score", ["cosine", "additive"])
+# Grouped cosine: the folded dot-product path, whose group index
+# `test_matches_numpy_reference` checks on the other lanes.
+@pytest.mark.parametrize(
+    "score", [pytest.param("cosine", marks=_TF_LANE), "additive"]
+)
 def test_grouped_score_equals_mha_with_the_kv_heads_repeated(score, rand, rng):
     # Query head h uses K/V head h // 2: MultiHeadAttention whose key and
     # value projections are the K/V heads repeated by hand.
@@ -309,7 +315,12 @@ def test_grouped_bilinear_chunked_equals_dense(rand, rng):
     np.testing.assert_allclose(chunked, dense, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.tensorflow_lane
 def test_additive_cached_decoding_equals_the_full_causal_pass(rand):
+    """TensorFlow lane; the other lanes: the cache's masks are
+    `test_decoding_token_by_token_equals_the_full_causal_pass` of
+    tests/layers/test_cache.py, the additive score's path
+    `test_score_equals_multi_head_attention_with_copied_weights`."""
     layer = GQA(
         head_dim=4, num_query_heads=4, num_key_value_heads=2, score="additive"
     )
