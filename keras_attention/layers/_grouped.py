@@ -7,6 +7,16 @@ from keras import ops
 from keras_attention import ops as ka_ops
 
 
+class Untracked:
+    """Hides the score layer from Keras's attribute tracking until
+    `build`, so that its weights come after Keras's variables."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 class TensorMask:
     """Mask mod of a boolean `(batch_size, Tq, Tk)` tensor (broadcast
     to it first), read at the block's indices so that both the dense and

@@ -12,7 +12,6 @@ from keras_attention.layers import _grouped as grouped
 from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers import _projections
-from keras_attention.layers._multi_head_base import _Untracked
 
 
 def _and_mods(*mods):
@@ -182,7 +181,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             flash_attention or keras.config.is_flash_attention_enabled()
         )
         # Built and tracked in `build`, after Keras's variables.
-        self._score_holder = _Untracked(
+        self._score_holder = grouped.Untracked(
             scores_lib.get(score, dtype=self.dtype_policy)
         )
         checks.flash_attention(self._flash_attention, self.score, self.dropout)
