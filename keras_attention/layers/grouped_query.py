@@ -401,7 +401,10 @@ class GroupedQueryAttention(keras.layers.Layer):
         if self.dropout > 0 and training:
             used = self._dropout_layer(weights, training=training)
         output = grouped.grouped_weighted_sum(used, ops.cast(value, used.dtype))
-        return output, weights if self._return_attention_scores else None
+        if not self._return_attention_scores:
+            return output, None
+        # The weights in the layer's dtype, as on the dot-product paths.
+        return output, ops.cast(weights, self.compute_dtype)
 
     def _folds(self, query, key):
         """Whether the fused kernel runs: dense (`chunk_size` 0, or `None`

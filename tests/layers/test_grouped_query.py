@@ -404,3 +404,18 @@ def test_a_call_mod_with_a_non_dot_score_is_named(rand):
     x = rand(2, 5, 8)
     with pytest.raises(ValueError, match="Received: score='concat"):
         layer(x, x, mask_mod=keras_attention.ops.mods.causal())
+
+
+def test_non_dot_score_weights_are_in_the_layers_dtype(rand):
+    layer = GQA(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        score="additive",
+        dtype="mixed_float16",
+    )
+    out, scores = layer(
+        rand(2, 5, 8), rand(2, 5, 8), return_attention_scores=True
+    )
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+    assert keras.backend.standardize_dtype(scores.dtype) == "float16"
