@@ -7,6 +7,16 @@ from keras import ops
 from keras_attention import ops as ka_ops
 
 
+class Untracked:
+    """Hides the score layer from Keras's attribute tracking until
+    `build`, so that its weights come after Keras's variables."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 class TensorMask:
     """Mask mod of a boolean `(batch_size, Tq, Tk)` tensor (broadcast
     to it first), read at the block's indices so that both the dense and
@@ -60,6 +70,54 @@ def folded_attention(query, key, value, mask, scale):
     out = ka_ops.dot_product_attention(q, key, value, mask, scale=scale)
     out = ops.reshape(out, (batch, q_len, groups, kv_heads, -1))
     return ops.reshape(ops.swapaxes(out, 2, 3), (batch, q_len, heads, -1))
+
+
+def score_weights(score, query, key, mask):
+    """The weights `(B, H, Tq, Tk)` of a score with no dot-product form.
+
+    The `G` query heads of each K/V head are folded into its query axis,
+    so that the score sees `(B, Hkv, G·Tq, D)` queries against the
+    `(B, Hkv, Tk, D)` keys (never repeated); query head `h` scores with
+    K/V head `h // G`. `mask` is a boolean `(B, Tq, Tk)` (or broadcastable)
+    or `None`; a query with no kept key gets zero weights.
+    """
+    batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
+    heads, depth = query.shape[2], query.shape[3]
+    kv_heads = key.shape[2]
+    k_len = ops.shape(key)[1]
+    q = ops.reshape(query, (batch, q_len, kv_heads, heads // kv_heads, depth))
+    q = ops.reshape(
+        ops.transpose(q, (0, 2, 3, 1, 4)), (batch, kv_heads, -1, depth)
+    )
+    logits = score(q, ops.transpose(key, (0, 2, 1, 3)))
+    logits = ops.reshape(logits, (batch, heads, q_len, k_len))
+    if mask is not None:
+        mask = ops.cast(mask, "bool")
+        if len(mask.shape) < 4:
+            mask = ops.expand_dims(mask, -3)
+        mask = ops.broadcast_to(mask, ops.shape(logits))
+    return ka_ops.masked_softmax(logits, mask)
+
+
+def check_score(score, chunk_size, mods):
+    """What a score with no dot-product form refuses on the layer."""
+    if score.is_dot_product:
+        return
+    name = getattr(score, "name", type(score).__name__)
+    if chunk_size:
+        raise ValueError(
+            "GroupedQueryAttention attends densely with a score that is "
+            "not a dot product ('dot', 'scaled_dot', 'cosine' or "
+            "'bilinear'): use chunk_size=None or 0. Received: "
+            f"chunk_size={chunk_size}, score={name!r}"
+        )
+    if any(mod is not None for mod in mods):
+        raise ValueError(
+            "GroupedQueryAttention: `score_mod` and `mask_mod` need a "
+            "dot-product score ('dot', 'scaled_dot', 'cosine' or "
+            f"'bilinear'). Received: score={name!r}, score_mod={mods[0]!r}, "
+            f"mask_mod={mods[1]!r}"
+        )
 
 
 # Above this many bytes of folded weights, the grouped path is taken.

@@ -6,6 +6,7 @@ from keras import ops
 from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention import scores as scores_lib
 from keras_attention.layers import _cache
 from keras_attention.layers import _grouped as grouped
 from keras_attention.layers import _mods
@@ -37,7 +38,8 @@ class GroupedQueryAttention(keras.layers.Layer):
     the fused kernel `keras_attention.ops.dot_product_attention`, or, when
     the weights are returned, with dropout or mods, broadcast inside
     `keras_attention.ops.flex_attention`, whose blocks take long sequences
-    (memory linear in the length). Beyond Keras: `score_mod` / `mask_mod`,
+    (memory linear in the length). Beyond Keras: a pluggable `score` (as
+    on `MultiHeadAttention`), `score_mod` / `mask_mod`,
     `chunk_size`, `rotary_embedding`, a key/value cache for decoding, and
     a query whose keys are all masked gets zero weights and a zero context
     (Keras: uniform weights).
@@ -72,6 +74,16 @@ class GroupedQueryAttention(keras.layers.Layer):
             the layer. Defaults to `None`.
         mask_mod: Optional mask mod (e.g. `sliding_window(w)`,
             `prefix_lm(n)`) on every call. Defaults to `None`.
+        score: The score of `MultiHeadAttention`: a name (`"scaled_dot"`,
+            `"dot"`, `"cosine"`, `"bilinear"`, `"additive"`, `"concat"`),
+            a score config dict or a `keras_attention.scores.Score`,
+            shared by the heads (its weights come after Keras's variables).
+            A dot-product score transforms the queries and keys and runs
+            in the fused, flex or chunked kernels; any other (additive,
+            concat, location) is dense only, the query heads of a group
+            folded into the query axis (K/V still not repeated), and
+            refuses a positive `chunk_size`, mods and flash attention.
+            Defaults to `"scaled_dot"`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -137,6 +149,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         rotary_embedding=None,
         score_mod=None,
         mask_mod=None,
+        score="scaled_dot",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -167,7 +180,11 @@ class GroupedQueryAttention(keras.layers.Layer):
         self._flash_attention = bool(
             flash_attention or keras.config.is_flash_attention_enabled()
         )
-        checks.flash_attention(self._flash_attention, _Dot, self.dropout)
+        # Built and tracked in `build`, after Keras's variables.
+        self._score_holder = grouped.Untracked(
+            scores_lib.get(score, dtype=self.dtype_policy)
+        )
+        checks.flash_attention(self._flash_attention, self.score, self.dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
@@ -178,9 +195,12 @@ class GroupedQueryAttention(keras.layers.Layer):
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.seed = seed
-        self.chunk_size = checks.chunk_size(chunk_size, _Dot, self.dropout)
+        self.chunk_size = checks.chunk_size(
+            chunk_size, self.score, self.dropout
+        )
         self.rotary_embedding = _cache.get_rotary(rotary_embedding)
         self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
+        grouped.check_score(self.score, self.chunk_size, (score_mod, mask_mod))
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -241,6 +261,16 @@ class GroupedQueryAttention(keras.layers.Layer):
             **self._get_common_kwargs_for_sublayer(),
         )
         self._output_dense.build((None, None, q_heads, self.head_dim))
+        # Tracked only now, so that score weights follow Keras's variables.
+        self._score_layer = self.score
+        if not self.score.built:
+            shape = (query_shape[0], kv_heads, None, self.head_dim)
+            self.score.build(shape, shape)
+
+    @property
+    def score(self):
+        """The score layer, shared by all heads."""
+        return self._score_holder.value
 
     @property
     def query_dense(self):
@@ -298,6 +328,10 @@ class GroupedQueryAttention(keras.layers.Layer):
         read from the layer, as Keras reads the latter."""
         score_mod, mask_mod = self._call_mods
         return_attention_scores = self._return_attention_scores
+        if not self.score.is_dot_product:
+            return self._score_attention(
+                query, key, value, attention_mask, training, use_causal_mask
+            )
         if use_causal_mask:
             mask_mod = _and_mods(ka_ops.mods.causal(), mask_mod)
         if self._flash_attention and return_attention_scores:
@@ -308,6 +342,8 @@ class GroupedQueryAttention(keras.layers.Layer):
             )
         dropout = self.dropout > 0 and training
         need_weights = return_attention_scores or dropout
+        query, key, scale = self.score.dot_product_form(query, key)
+        scale = 1.0 if scale is None else scale
         if not (need_weights or score_mod or mask_mod) and self._folds(
             query, key
         ):
@@ -316,7 +352,6 @@ class GroupedQueryAttention(keras.layers.Layer):
                     ops.cast(attention_mask, "bool"),
                     (ops.shape(query)[0], query.shape[1], key.shape[1]),
                 )
-            scale = 1.0 / float(self.head_dim) ** 0.5
             return grouped.folded_attention(
                 query, key, value, attention_mask, scale
             ), None
@@ -334,6 +369,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             value,
             score_mod=score_mod,
             mask_mod=mask_mod,
+            scale=scale,
             chunk_size=0 if need_weights else self.chunk_size,
             return_attention_scores=need_weights,
         )
@@ -346,6 +382,29 @@ class GroupedQueryAttention(keras.layers.Layer):
                 dropped, ops.cast(value, dropped.dtype)
             )
         return output, weights
+
+    def _score_attention(
+        self, query, key, value, mask, training, use_causal_mask
+    ):
+        """`(output, scores or None)` of a score with no dot-product form:
+        dense, the query heads of a group folded into its query axis."""
+        grouped.check_score(self.score, None, self._call_mods)
+        if use_causal_mask:
+            mask = ka_ops.combine_masks(
+                ops.shape(query)[1],
+                ops.shape(key)[1],
+                attention_mask=mask,
+                use_causal_mask=True,
+            )
+        weights = grouped.score_weights(self.score, query, key, mask)
+        used = weights
+        if self.dropout > 0 and training:
+            used = self._dropout_layer(weights, training=training)
+        output = grouped.grouped_weighted_sum(used, ops.cast(value, used.dtype))
+        if not self._return_attention_scores:
+            return output, None
+        # The weights in the layer's dtype, as on the dot-product paths.
+        return output, ops.cast(weights, self.compute_dtype)
 
     def _folds(self, query, key):
         """Whether the fused kernel runs: dense (`chunk_size` 0, or `None`
@@ -512,6 +571,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             else serialize(self.rotary_embedding),
             "score_mod": _mods.serialize("score_mod", self.score_mod),
             "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
+            "score": scores_lib.serialize(self.score),
             "dtype": self._dtype_policy_config(),
         }
 
@@ -522,16 +582,6 @@ class GroupedQueryAttention(keras.layers.Layer):
         denses = [self._query_dense, self._key_dense, self._value_dense]
         denses += [getattr(self, "_gate_dense", None), self._output_dense]
         return _policies.policy_config(self, denses)
-
-
-class _DotScore:
-    """What the shared checks ask of a score: GQA's is the scaled dot."""
-
-    is_dot_product = True
-    can_chunk = True
-
-
-_Dot = _DotScore()
 
 
 GroupQueryAttention = GroupedQueryAttention

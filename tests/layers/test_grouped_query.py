@@ -198,3 +198,224 @@ def test_constructor_mods_equal_the_keras_window_and_round_trip(rand):
     np.testing.assert_array_equal(
         both[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]], 0.0
     )
+
+
+# The pluggable score. cosine (a dot-product form) and additive (no
+# dot-product form: the folded dense path) run on every lane; dot and
+# bilinear take cosine's dot-product path, concat additive's dense path,
+# and scaled_dot (the default) is `test_matches_keras_with_copied_weights`
+# on the other lanes, so these run in the TensorFlow lane only (JAX
+# compiles each case anew: several seconds each).
+_TF_LANE = pytest.mark.tensorflow_lane
+_SCORES = [
+    "cosine",
+    "additive",
+    pytest.param("scaled_dot", marks=_TF_LANE),
+    pytest.param("dot", marks=_TF_LANE),
+    pytest.param("bilinear", marks=_TF_LANE),
+    pytest.param("concat", marks=_TF_LANE),
+]
+
+
+def _random_weights(layer, rng):
+    layer.set_weights(
+        [rng.normal(size=w.shape).astype("float32") for w in layer.weights]
+    )
+
+
+def _masked_calls():
+    value_mask = np.ones((2, 6), bool)
+    value_mask[0, 4:] = False
+    value_mask[1] = False  # no key at all: zero weights, zero context
+    return ({"value_mask": value_mask}, {"use_causal_mask": True})
+
+
+def _assert_same(ours, want, query, value, key, call):
+    got = ours(query, value, key, return_attention_scores=True, **call)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(to_np(g), to_np(w), atol=2e-5, rtol=1e-4)
+    # Without the weights, the fused / folded path: the same output.
+    np.testing.assert_allclose(
+        to_np(ours(query, value, key, **call)),
+        to_np(want[0]),
+        atol=2e-5,
+        rtol=1e-4,
+    )
+
+
+@pytest.mark.parametrize("score", _SCORES)
+def test_score_equals_multi_head_attention_with_copied_weights(
+    score, rand, rng
+):
+    # As many K/V heads as query heads: MultiHeadAttention with the score.
+    query, value, key = rand(2, 6, 8), rand(2, 6, 8), rand(2, 6, 8)
+    ours = GQA(
+        head_dim=4, num_query_heads=2, num_key_value_heads=2, score=score
+    )
+    mha = keras_attention.MultiHeadAttention(
+        num_heads=2, key_dim=4, score=score
+    )
+    ours(query, value, key)
+    mha(query, value, key)
+    _random_weights(ours, rng)
+    mha.set_weights(ours.get_weights())
+    for call in _masked_calls():
+        want = mha(query, value, key, return_attention_scores=True, **call)
+        _assert_same(ours, want, query, value, key, call)
+
+
+# Grouped cosine: the folded dot-product path, whose group index
+# `test_matches_numpy_reference` checks on the other lanes.
+@pytest.mark.parametrize(
+    "score", [pytest.param("cosine", marks=_TF_LANE), "additive"]
+)
+def test_grouped_score_equals_mha_with_the_kv_heads_repeated(score, rand, rng):
+    # Query head h uses K/V head h // 2: MultiHeadAttention whose key and
+    # value projections are the K/V heads repeated by hand.
+    query, value = rand(2, 5, 8), rand(2, 6, 8)
+    ours = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, score=score
+    )
+    mha = keras_attention.MultiHeadAttention(
+        num_heads=4, key_dim=4, score=score
+    )
+    ours(query, value)
+    mha(query, value)
+    _random_weights(ours, rng)
+    weights = ours.get_weights()
+    for i in (2, 3, 4, 5):  # key kernel, bias; value kernel, bias
+        weights[i] = np.repeat(weights[i], 2, axis=weights[i].ndim - 2)
+    mha.set_weights(weights)
+    want = mha(query, value, return_attention_scores=True)
+    _assert_same(ours, want, query, value, None, {})
+
+
+@pytest.mark.tensorflow_lane
+def test_grouped_bilinear_chunked_equals_dense(rand, rng):
+    """TensorFlow lane; the other lanes: `test_chunked_equals_dense` runs
+    the same blocks with the scaled dot score's form."""
+    x = rand(2, 9, 8)
+    layers = [
+        GQA(
+            head_dim=4,
+            num_query_heads=4,
+            num_key_value_heads=2,
+            score="bilinear",
+            chunk_size=c,
+        )
+        for c in (0, 4)
+    ]
+    for layer in layers:
+        layer(x, x)
+    _random_weights(layers[0], rng)
+    layers[1].set_weights(layers[0].get_weights())
+    dense, chunked = (
+        to_np(layer(x, x, use_causal_mask=True)) for layer in layers
+    )
+    np.testing.assert_allclose(chunked, dense, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.tensorflow_lane
+def test_additive_cached_decoding_equals_the_full_causal_pass(rand):
+    """TensorFlow lane; the other lanes: the cache's masks are
+    `test_decoding_token_by_token_equals_the_full_causal_pass` of
+    tests/layers/test_cache.py, the additive score's path
+    `test_score_equals_multi_head_attention_with_copied_weights`."""
+    layer = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, score="additive"
+    )
+    x = rand(2, 4, 8)
+    full, full_scores = layer(
+        x, x, use_causal_mask=True, return_attention_scores=True
+    )
+    cache = np.zeros((2, 2, 4, 2, 4), "float32")
+    for i in range(4):
+        out, scores, cache = layer(
+            x[:, i : i + 1],
+            x[:, i : i + 1],
+            cache=cache,
+            # A tensor index: on JAX one compiled update for every step.
+            cache_update_index=keras.ops.convert_to_tensor(i, "int32"),
+            use_causal_mask=True,
+            return_attention_scores=True,
+        )
+        np.testing.assert_allclose(
+            to_np(out)[:, 0], to_np(full)[:, i], atol=1e-5
+        )
+        np.testing.assert_allclose(
+            to_np(scores)[:, :, 0], to_np(full_scores)[:, :, i], atol=1e-6
+        )
+
+
+@pytest.mark.parametrize("score", ["bilinear", "additive"])
+def test_score_saves_and_loads(score, rand, rng, tmp_path):
+    x = rand(2, 5, 8)
+    inputs = keras.Input((5, 8))
+    layer = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, score=score
+    )
+    model = keras.Model(inputs, layer(inputs, inputs))
+    _random_weights(layer, rng)
+    assert layer.get_config()["score"]["class_name"] != "ScaledDotScore"
+    path = str(tmp_path / "gqa.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(
+        to_np(loaded(x)), to_np(model(x)), atol=1e-6, rtol=1e-6
+    )
+    clone = GQA.from_config(layer.get_config())
+    assert type(clone.score) is type(layer.score)
+
+
+def test_default_score_is_the_scaled_dot():
+    layer = GQA(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    assert type(layer.score).__name__ == "ScaledDotScore"
+    assert layer.get_config()["score"]["class_name"] == "ScaledDotScore"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"score": "nope"}, "score='nope'"),
+        ({"score": "additive", "chunk_size": 4}, "chunk_size=4, score="),
+        (
+            {"score": keras_attention.scores.LocationScore(6), "chunk_size": 4},
+            "Chunked attention needs",
+        ),
+        (
+            {"score": "concat", "flash_attention": True},
+            "Flash attention needs a score",
+        ),
+        ({"score": "additive", "mask_mod": "causal"}, "need a dot-product"),
+    ],
+)
+def test_bad_score_arguments_are_named(kwargs, match):
+    if kwargs.get("mask_mod") == "causal":
+        kwargs["mask_mod"] = keras_attention.ops.mods.causal()
+    args = dict(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    with pytest.raises(ValueError, match=match):
+        GQA(**args, **kwargs)
+
+
+def test_a_call_mod_with_a_non_dot_score_is_named(rand):
+    layer = GQA(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, score="concat"
+    )
+    x = rand(2, 5, 8)
+    with pytest.raises(ValueError, match="Received: score='concat"):
+        layer(x, x, mask_mod=keras_attention.ops.mods.causal())
+
+
+def test_non_dot_score_weights_are_in_the_layers_dtype(rand):
+    layer = GQA(
+        head_dim=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        score="additive",
+        dtype="mixed_float16",
+    )
+    out, scores = layer(
+        rand(2, 5, 8), rand(2, 5, 8), return_attention_scores=True
+    )
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+    assert keras.backend.standardize_dtype(scores.dtype) == "float16"
