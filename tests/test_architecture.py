@@ -166,10 +166,7 @@ def test_no_module_over_600_lines(module):
 # Every module of every package has a test file at the mirrored path,
 # `keras_attention/a/b.py` <-> `tests/a/test_b.py` (a private module
 # `_b.py` <-> `test_b.py`); the modules tested by a file of another name:
-TESTED_ELSEWHERE = {
-    "keras_attention.seq2seq.scheduled": "tests/seq2seq/test_sampling.py",
-    "keras_attention.seq2seq.checks": "tests/test_bad_inputs.py",
-}
+TESTED_ELSEWHERE = {}
 
 
 def _mirrored_modules():
