@@ -1,5 +1,9 @@
 """Peak memory and time of long-sequence self-attention, forward + backward.
 
+`--kv-heads K` measures `GroupedQueryAttention` (K key/value heads) in
+its place, `--score NAME` our layers with another score (e.g. `additive`,
+whose chunked path holds `(block, block, units)` values per block).
+
 Two tables. `memory` (the default): one training step (gradients of every
 weight and the input) of `keras_attention.SelfAttention` with its default
 `chunk_size=None` ("ours_auto": chunked from the `AUTO_CHUNK_MIN_BYTES`
@@ -54,18 +58,31 @@ def _peak_gib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def _layer(impl, heads, dim, causal):
-    """`(call, layer)`: the layer of `impl` and a call `x -> output`."""
+def _layer(impl, heads, dim, causal, score="scaled_dot", kv_heads=None):
+    """`(call, layer)`: the layer of `impl` and a call `x -> output`.
+
+    With `kv_heads`, `GroupedQueryAttention` (ours) or Keras's
+    `GroupQueryAttention`, called as `layer(x, x)`; else `SelfAttention`
+    (ours) or Keras's `MultiHeadAttention`."""
     import keras
 
     import keras_attention
 
-    if impl == "keras":
-        layer = keras.layers.MultiHeadAttention(heads, dim // heads)
-        copies = 2  # mha(x, x)
+    head_dim = dim // heads
+    copies = 2  # layer(x, x)
+    chunk = {"ours_auto": None, "ours_dense": 0}.get(impl, impl)
+    if kv_heads and impl == "keras":
+        layer = keras.layers.GroupQueryAttention(head_dim, heads, kv_heads)
+    elif kv_heads:
+        layer = keras_attention.GroupedQueryAttention(
+            head_dim, heads, kv_heads, chunk_size=chunk, score=score
+        )
+    elif impl == "keras":
+        layer = keras.layers.MultiHeadAttention(heads, head_dim)
     else:
-        chunk = {"ours_auto": None, "ours_dense": 0}.get(impl, impl)
-        layer = keras_attention.SelfAttention(heads, chunk_size=chunk)
+        layer = keras_attention.SelfAttention(
+            heads, chunk_size=chunk, score=score
+        )
         copies = 1
 
     def call(x, stateless=None):
@@ -143,7 +160,14 @@ def worker(args):
     import keras
     import numpy as np
 
-    call, layer = _layer(args.worker, args.heads, args.dim, args.causal)
+    call, layer = _layer(
+        args.worker,
+        args.heads,
+        args.dim,
+        args.causal,
+        args.score,
+        args.kv_heads,
+    )
     data = np.random.default_rng(0).normal(size=(args.batch, args.n, args.dim))
     x = keras.ops.convert_to_tensor(data.astype("float32"))
     call(x[:, :8])
@@ -176,6 +200,8 @@ def run_one(args, mode, impl, n):
     cmd += ["--n", str(n), "--batch", str(args.batch), "--dim", str(args.dim)]
     cmd += ["--heads", str(args.heads), "--repeats", str(args.repeats)]
     cmd += ["--causal"] if args.causal else []
+    cmd += ["--score", args.score]
+    cmd += ["--kv-heads", str(args.kv_heads)] if args.kv_heads else []
     env = {**os.environ, "KERAS_BACKEND": MODES[mode]}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
@@ -203,7 +229,9 @@ def _speed_pair(args, n):
     x = tf.constant(data, "float32")
     steps = []
     for impl in (0, chunked):
-        call, layer = _layer(impl, args.heads, args.dim, args.causal)
+        call, layer = _layer(
+            impl, args.heads, args.dim, args.causal, args.score, args.kv_heads
+        )
         call(x[:, :8])
         steps.append(_tf_step(call, layer, "tf_function"))
         steps[-1](x)
@@ -236,10 +264,9 @@ def speed(args):
     else:
         sizes = f"{_chunking.AUTO_CHUNK_SIZE} x {_chunking.AUTO_KEY_CHUNK_SIZE}"
     print(
-        f"B={args.batch} D={args.dim} heads={args.heads} causal={args.causal}"
-        f", tf.function forward+backward, blocks of {sizes} (queries x "
-        f"keys), median of {args.repeats} alternating steps in each of "
-        f"{args.processes} processes; load average "
+        f"{_described(args)}, tf.function forward+backward, blocks of "
+        f"{sizes} (queries x keys), median of {args.repeats} alternating "
+        f"steps in each of {args.processes} processes; load average "
         f"{os.getloadavg()[0]:.1f} at the start"
     )
     print(
@@ -269,6 +296,8 @@ def _speed_process(args, n):
     cmd += ["--batch", str(args.batch), "--dim", str(args.dim)]
     cmd += ["--heads", str(args.heads), "--repeats", str(args.repeats)]
     cmd += ["--block", str(args.block)] + (["--causal"] if args.causal else [])
+    cmd += ["--score", args.score]
+    cmd += ["--kv-heads", str(args.kv_heads)] if args.kv_heads else []
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
     return json.loads(lines[-1])
@@ -307,11 +336,22 @@ def plot(results, path):
     fig.savefig(path, dpi=120)
 
 
-def memory(args):
-    print(
-        f"B={args.batch} D={args.dim} heads={args.heads} "
-        f"causal={args.causal}, forward+backward, one process per cell"
+def _described(args):
+    """The table's layer and shapes, in words."""
+    layer = "SelfAttention / keras.layers.MultiHeadAttention"
+    if args.kv_heads:
+        layer = (
+            f"GroupedQueryAttention, {args.kv_heads} K/V heads / "
+            "keras.layers.GroupQueryAttention"
+        )
+    return (
+        f"{layer}, score={args.score}, B={args.batch} D={args.dim} "
+        f"heads={args.heads} causal={args.causal}"
     )
+
+
+def memory(args):
+    print(f"{_described(args)}, forward+backward, one process per cell")
     print(
         "| mode | N | layer | first step (s) | step (s) | peak RSS (GiB) "
         "| RSS before step (GiB) |"
@@ -346,17 +386,62 @@ def main(argv=None):
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--table", choices=("memory", "speed"))
     parser.add_argument(
-        "--sizes", type=int, nargs="+", default=[4096, 16384, 65536]
+        "--table",
+        choices=("memory", "speed"),
+        help="memory (the default when absent) or speed",
     )
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=MODES)
-    parser.add_argument("--impls", nargs="+", choices=IMPLS, default=IMPLS)
-    parser.add_argument("--keras-max", type=int, default=4096)
-    parser.add_argument("--dense-max", type=int, default=4096)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[4096, 16384, 65536],
+        help="sequence lengths N",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=MODES,
+        default=list(MODES),
+        help="memory: execution modes, one process each",
+    )
+    parser.add_argument(
+        "--impls",
+        nargs="+",
+        choices=IMPLS,
+        default=list(IMPLS),
+        help="memory: ours with chunk_size=None (ours_auto) or 0 "
+        "(ours_dense), and Keras's layer",
+    )
+    parser.add_argument(
+        "--keras-max",
+        type=int,
+        default=4096,
+        help="memory: Keras's layer only up to this N",
+    )
+    parser.add_argument(
+        "--dense-max",
+        type=int,
+        default=4096,
+        help="memory: ours_dense only up to this N",
+    )
+    parser.add_argument("--batch", type=int, default=1, help="batch size")
+    parser.add_argument("--dim", type=int, default=256, help="model width")
+    parser.add_argument(
+        "--heads", type=int, default=8, help="(query) heads of dim / heads"
+    )
+    parser.add_argument(
+        "--score",
+        default="scaled_dot",
+        help="our layers' score (e.g. additive); Keras's layers have the "
+        "scaled dot only",
+    )
+    parser.add_argument(
+        "--kv-heads",
+        type=int,
+        help="GroupedQueryAttention with this many K/V heads (and Keras's "
+        "GroupQueryAttention) instead of self-attention",
+    )
     parser.add_argument(
         "--repeats",
         type=int,
@@ -377,7 +462,7 @@ def main(argv=None):
         help="speed: fresh processes per N (the table gives the median "
         "and range of their ratios)",
     )
-    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--causal", action="store_true", help="a causal mask")
     parser.add_argument(
         "--plot",
         metavar="PATH",
@@ -399,6 +484,12 @@ def main(argv=None):
             args.worker = int(args.worker)
         worker(args)
         return
+    keras_too = args.table != "speed" and "keras" in args.impls
+    if args.score != "scaled_dot" and keras_too:
+        parser.error(
+            "Keras's layers have the scaled dot score only: pass --impls "
+            f"ours_auto ours_dense. Received: --score {args.score}"
+        )
     if args.quick:
         args.sizes, args.dim, args.heads = [256, 512], 32, 2
     if args.table == "speed":

@@ -5,6 +5,7 @@ query axis, its tensor mask as a mask mod, and its shape checks."""
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.layers import _chunking
 
 
 class Untracked:
@@ -99,25 +100,86 @@ def score_weights(score, query, key, mask):
     return ka_ops.masked_softmax(logits, mask)
 
 
-def check_score(score, chunk_size, mods):
+def check_score(score, mods):
     """What a score with no dot-product form refuses on the layer."""
-    if score.is_dot_product:
+    if score.is_dot_product or not any(mod is not None for mod in mods):
         return
     name = getattr(score, "name", type(score).__name__)
-    if chunk_size:
-        raise ValueError(
-            "GroupedQueryAttention attends densely with a score that is "
-            "not a dot product ('dot', 'scaled_dot', 'cosine' or "
-            "'bilinear'): use chunk_size=None or 0. Received: "
-            f"chunk_size={chunk_size}, score={name!r}"
+    raise ValueError(
+        "GroupedQueryAttention: `score_mod` and `mask_mod` need a "
+        "dot-product score ('dot', 'scaled_dot', 'cosine' or "
+        f"'bilinear'). Received: score={name!r}, score_mod={mods[0]!r}, "
+        f"mask_mod={mods[1]!r}"
+    )
+
+
+def score_block(layer, shapes, attention_mask, return_weights, training):
+    """`(queries, keys)` per block for a score with no dot-product form
+    (additive, concat) on a plain call, `(0, 0)` for dense.
+
+    A positive `chunk_size` chunks unless the weights are asked for (then
+    dense, as the dot-product scores of the layer do); it refuses an
+    explicit `attention_mask`, which the blocks cannot read. `None`
+    chunks where the dense path's `(B, H, Tq, Tk, units)` values would
+    pass `_chunking.AUTO_CHUNK_MIN_BYTES`, as `MultiHeadAttention` does.
+    """
+    dense = (0, 0)
+    if layer.chunk_size == 0 or not layer.score.can_chunk or return_weights:
+        return dense
+    if layer.chunk_size:
+        if attention_mask is not None:
+            raise ValueError(
+                "GroupedQueryAttention with a score that is not a dot "
+                "product attends in blocks that take padding masks, causal "
+                "masking and `sliding_window` only, not `attention_mask`: "
+                "pass chunk_size=0 or None to use it. Received: "
+                f"chunk_size={layer.chunk_size}, score={layer.score.name!r}"
+            )
+        return layer.chunk_size, layer.chunk_size
+    if attention_mask is not None or (layer.dropout > 0 and training):
+        return dense
+    batch, q_len, k_len = shapes
+    if not all(isinstance(n, int) for n in (q_len, k_len)):
+        return dense
+    units = int(layer.score.v.shape[0])
+    size = 4 * (batch or 1) * layer.num_query_heads * q_len * k_len * units
+    if size < _chunking.AUTO_CHUNK_MIN_BYTES:
+        return dense
+    return _chunking.AUTO_CHUNK_SIZE, _chunking.AUTO_KEY_CHUNK_SIZE
+
+
+def chunked_score_attention(score, query, key, value, masks, block):
+    """Grouped attention of an additive or concat score, in blocks.
+
+    `query` `(B, Tq, H, D)`, `key` / `value` `(B, Tk, Hkv, D)`, `masks` a
+    `keras_attention.ops.masks.AttentionMasks` of padding masks and a
+    band. The query heads are taken one group position at a time: heads
+    `g, G + g, ...` pair with K/V heads `0, 1, ...`, so each of the `G`
+    calls of `keras_attention.ops.chunked_attention` (memory linear in
+    the length) reads the same K/V tensors, never repeated; their
+    gradients add up. Returns `(B, Tq, H, Dv)`.
+    """
+    batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
+    heads, depth = query.shape[2], query.shape[3]
+    kv_heads = key.shape[2]
+    groups = heads // kv_heads
+    grouped = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
+    contexts = [
+        _chunking.chunked_heads_attention(
+            score,
+            grouped[:, :, :, g, :],
+            key,
+            value,
+            masks.query_mask,
+            (masks.key_mask,),
+            False,
+            block,
+            band=masks.limits,
         )
-    if any(mod is not None for mod in mods):
-        raise ValueError(
-            "GroupedQueryAttention: `score_mod` and `mask_mod` need a "
-            "dot-product score ('dot', 'scaled_dot', 'cosine' or "
-            f"'bilinear'). Received: score={name!r}, score_mod={mods[0]!r}, "
-            f"mask_mod={mods[1]!r}"
-        )
+        for g in range(groups)
+    ]
+    context = ops.stack(contexts, axis=3)
+    return ops.reshape(context, (batch, q_len, heads, ops.shape(value)[-1]))
 
 
 # Above this many bytes of folded weights, the grouped path is taken.

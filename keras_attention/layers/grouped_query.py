@@ -80,9 +80,14 @@ class GroupedQueryAttention(keras.layers.Layer):
             shared by the heads (its weights come after Keras's variables).
             A dot-product score transforms the queries and keys and runs
             in the fused, flex or chunked kernels; any other (additive,
-            concat, location) is dense only, the query heads of a group
-            folded into the query axis (K/V still not repeated), and
-            refuses a positive `chunk_size`, mods and flash attention.
+            concat, location) attends densely with the query heads of a
+            group folded into the query axis (K/V still not repeated),
+            or, for additive and concat with a positive `chunk_size` (or
+            `None` and large weights) on an uncached call, in the blocks
+            of `keras_attention.ops.chunked_attention`, one call per
+            position in the group, which take padding masks, causal
+            masking and `sliding_window` but not `attention_mask`; it
+            refuses mods and flash attention.
             Defaults to `"scaled_dot"`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
@@ -200,7 +205,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         )
         self.rotary_embedding = _cache.get_rotary(rotary_embedding)
         self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
-        grouped.check_score(self.score, self.chunk_size, (score_mod, mask_mod))
+        grouped.check_score(self.score, (score_mod, mask_mod))
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -388,7 +393,7 @@ class GroupedQueryAttention(keras.layers.Layer):
     ):
         """`(output, scores or None)` of a score with no dot-product form:
         dense, the query heads of a group folded into its query axis."""
-        grouped.check_score(self.score, None, self._call_mods)
+        grouped.check_score(self.score, self._call_mods)
         if use_causal_mask:
             mask = ka_ops.combine_masks(
                 ops.shape(query)[1],
@@ -449,6 +454,24 @@ class GroupedQueryAttention(keras.layers.Layer):
         key_heads, value_heads, cache = self._keys_values(
             key, value, cache, cache_update_index
         )
+        self._return_attention_scores = return_attention_scores
+        block = self._score_block(
+            query_heads, key_heads, cache, attention_mask, training
+        )
+        if block[0]:
+            grouped.check_score(self.score, (score_mod, mask_mod))
+            masks = ka_ops.masks.attention_masks(
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                use_causal_mask=use_causal_mask,
+                sliding_window=self.sliding_window,
+            )
+            heads = (query_heads, key_heads, value_heads)
+            output = grouped.chunked_score_attention(
+                self.score, *heads, masks, block
+            )
+            return self._outputs(output, None, None, gate, False)
         if cache is None:
             mask = self._compute_attention_mask(
                 query,
@@ -472,7 +495,6 @@ class GroupedQueryAttention(keras.layers.Layer):
                 heads_axis=False,
                 sliding_window=self.sliding_window,
             )
-        self._return_attention_scores = return_attention_scores
         # The mods read absolute positions: the queries of a cached call
         # begin at `cache_update_index`.
         self._call_mods = (
@@ -484,11 +506,42 @@ class GroupedQueryAttention(keras.layers.Layer):
         output, scores = self._compute_attention(
             query_heads, key_heads, value_heads, mask, training
         )
+        return self._outputs(
+            output, scores, cache, gate, return_attention_scores
+        )
+
+    def _outputs(self, output, scores, cache, gate, return_attention_scores):
+        """The call's result from the heads' `(B, Tq, H, head_dim)`."""
         output = ops.cast(output, self.compute_dtype)
         if gate is not None:
             output = output * ops.cast(gate, output.dtype)
         output = self._output_dense(output)
         return _cache.outputs(output, scores, cache, return_attention_scores)
+
+    def _score_block(self, query, key, cache, attention_mask, training):
+        """`(queries, keys)` per block of a score with no dot-product
+        form, `(0, 0)` for dense (always with a cache: a positive
+        `chunk_size` there is a `ValueError`, as on `MultiHeadAttention`)."""
+        if self.score.is_dot_product:
+            return (0, 0)
+        if cache is None:
+            shapes = (query.shape[0], query.shape[1], key.shape[1])
+            return grouped.score_block(
+                self,
+                shapes,
+                attention_mask,
+                self._return_attention_scores,
+                training,
+            )
+        if self.chunk_size:
+            raise ValueError(
+                "GroupedQueryAttention: a cached call with a positive "
+                "`chunk_size` attends in the blocks of `flex_attention`, "
+                "which need a dot-product score; pass chunk_size=None or "
+                f"0. Received: chunk_size={self.chunk_size}, "
+                f"score={self.score.name!r}"
+            )
+        return (0, 0)
 
     def _keys_values(self, key, value, cache, cache_update_index):
         """Projected (and rotated) keys and values, through the cache."""

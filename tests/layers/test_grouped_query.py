@@ -315,6 +315,136 @@ def test_grouped_bilinear_chunked_equals_dense(rand, rng):
     np.testing.assert_allclose(chunked, dense, atol=1e-4, rtol=1e-4)
 
 
+def _chunked_and_dense(score, rng, **kwargs):
+    args = dict(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    layers = [GQA(**args, score=score, chunk_size=c, **kwargs) for c in (0, 4)]
+    x = np.zeros((2, 9, 8), "float32")
+    for layer in layers:
+        layer(x, x)
+    _random_weights(layers[0], rng)
+    layers[1].set_weights(layers[0].get_weights())
+    return layers
+
+
+def _output_and_grads(layer, query, value, call):
+    import tensorflow as tf  # noqa: F401 (TensorFlow lane only)
+
+    query, value = (tf.Variable(t) for t in (query, value))
+    with tf.GradientTape() as tape:
+        out = layer(query, value, **call)
+        loss = tf.reduce_sum(out * tf.cos(out))
+    grads = tape.gradient(loss, [query, value, *layer.trainable_weights])
+    return [to_np(out)] + [to_np(g) for g in grads]
+
+
+_CHUNKED_CALLS = [
+    {"use_causal_mask": True},
+    {"query_mask": "q", "value_mask": "v"},
+    {"value_mask": "v", "use_causal_mask": True},
+]
+
+
+def _call(call, rng):
+    masks = {"q": rng.random((2, 9)) > 0.3, "v": rng.random((2, 7)) > 0.3}
+    masks["v"][1] = False  # a batch row with no key: zero context
+    return {k: masks.get(v, v) for k, v in call.items()}
+
+
+# Additive on every lane (the other lanes' form of the blocks); concat,
+# the same blocks with its own projections, on TensorFlow.
+@pytest.mark.parametrize(
+    "score", ["additive", pytest.param("concat", marks=_TF_LANE)]
+)
+def test_non_dot_score_chunked_equals_dense(score, rand, rng):
+    """A positive `chunk_size` on an additive score: blocks of 4 over 9
+    queries and 7 keys, each group position a call of its own, against
+    the dense folded path with the same weights, under every mask."""
+    dense, chunked = _chunked_and_dense(score, rng, sliding_window=3)
+    query, value = rand(2, 9, 8), rand(2, 7, 8)
+    for call in _CHUNKED_CALLS:
+        call = _call(call, rng)
+        np.testing.assert_allclose(
+            to_np(chunked(query, value, **call)),
+            to_np(dense(query, value, **call)),
+            atol=1e-5,
+            rtol=1e-4,
+        )
+
+
+@pytest.mark.tensorflow_lane
+@pytest.mark.parametrize("score", ["additive", "concat"])
+def test_non_dot_score_chunked_gradients_equal_dense(score, rand, rng):
+    """Every K/V head's gradient sums over its query heads' calls: the
+    inputs' and every weight's gradients equal the dense path's.
+    TensorFlow lane (a tape); the other lanes check the forward pass in
+    `test_non_dot_score_chunked_equals_dense`, and the kernel's gradients
+    on every backend in tests/ops/test_chunked.py."""
+    dense, chunked = _chunked_and_dense(score, rng)
+    query, value = rand(2, 9, 8), rand(2, 7, 8)
+    call = _call({"value_mask": "v", "use_causal_mask": True}, rng)
+    want = _output_and_grads(dense, query, value, call)
+    got = _output_and_grads(chunked, query, value, call)
+    assert len(got) == len(want) == 3 + len(dense.trainable_weights)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_non_dot_score_chunk_size_none_chunks_large_weights(
+    rand, rng, monkeypatch
+):
+    """`chunk_size=None` takes the blocks where the dense values would
+    pass the threshold (lowered here), and gives the dense result."""
+    from keras_attention.layers import _grouped
+
+    calls = []
+    kernel = _grouped.chunked_score_attention
+
+    def spy(*args):
+        calls.append(args[-1])
+        return kernel(*args)
+
+    dense, auto = _chunked_and_dense("additive", rng)
+    auto.chunk_size = None
+    monkeypatch.setattr(_grouped, "chunked_score_attention", spy)
+    query, value = rand(2, 9, 8), rand(2, 7, 8)
+    want = to_np(dense(query, value, use_causal_mask=True))
+    np.testing.assert_allclose(
+        to_np(auto(query, value, use_causal_mask=True)), want, atol=1e-5
+    )
+    assert calls == []  # small weights: dense
+    monkeypatch.setattr(_grouped._chunking, "AUTO_CHUNK_MIN_BYTES", 1)
+    np.testing.assert_allclose(
+        to_np(auto(query, value, use_causal_mask=True)),
+        want,
+        atol=1e-5,
+        rtol=1e-4,
+    )
+    assert calls == [(512, 512)]
+    # Asking for the weights keeps the dense path.
+    auto(query, value, return_attention_scores=True)
+    assert len(calls) == 1
+
+
+def test_non_dot_score_chunked_returns_dense_scores(rand, rng):
+    # The weights asked for: dense, as the layer's dot-product scores do.
+    dense, chunked = _chunked_and_dense("additive", rng)
+    query, value = rand(2, 9, 8), rand(2, 7, 8)
+    want = dense(query, value, return_attention_scores=True)
+    got = chunked(query, value, return_attention_scores=True)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(to_np(g), to_np(w), atol=1e-6)
+
+
+def test_non_dot_score_chunked_refusals_are_named(rand, rng):
+    _, chunked = _chunked_and_dense("additive", rng)
+    query, value = rand(2, 9, 8), rand(2, 7, 8)
+    with pytest.raises(ValueError, match="not `attention_mask`.*chunk_size=4"):
+        chunked(query, value, attention_mask=np.ones((2, 9, 7), bool))
+    cache = np.zeros((2, 2, 9, 2, 4), "float32")
+    with pytest.raises(ValueError, match="cached call.*chunk_size=4, score="):
+        chunked(query, query, cache=cache, cache_update_index=0)
+
+
 @pytest.mark.tensorflow_lane
 def test_additive_cached_decoding_equals_the_full_causal_pass(rand):
     """TensorFlow lane; the other lanes: the cache's masks are
@@ -377,7 +507,6 @@ def test_default_score_is_the_scaled_dot():
     "kwargs, match",
     [
         ({"score": "nope"}, "score='nope'"),
-        ({"score": "additive", "chunk_size": 4}, "chunk_size=4, score="),
         (
             {"score": keras_attention.scores.LocationScore(6), "chunk_size": 4},
             "Chunked attention needs",
