@@ -426,7 +426,10 @@ def _numpy(x):
 
 def _error(model, names, branches, data):
     """Each branch's mean squared error at inference (training=False)."""
-    outputs = model([data[k] for k in _input_names(branches)], training=False)
+    # One branch: the model returns its tensor, not a list of one.
+    outputs = keras.tree.flatten(
+        model([data[k] for k in _input_names(branches)], training=False)
+    )
     errors = {}
     for name, output in zip(names, outputs, strict=True):
         branch = branches[name]
