@@ -243,7 +243,7 @@ PRESETS = {
         "epochs": 100,
         "patience": 5,
         "batch_size": 128,
-        "learning_rate": 1e-3,
+        "learning_rate": 2e-3,
         "max_minutes": 30.0,
         "beam_width": 5,
         "length_penalty": 1.0,
