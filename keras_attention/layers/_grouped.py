@@ -2,9 +2,11 @@
 over their query heads (never repeated), folded into the fused kernel's
 query axis, its tensor mask as a mask mod, and its shape checks."""
 
+import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.layers import _cache
 from keras_attention.layers import _chunking
 
 
@@ -148,6 +150,43 @@ def score_block(layer, shapes, attention_mask, return_weights, training):
     return _chunking.AUTO_CHUNK_SIZE, _chunking.AUTO_KEY_CHUNK_SIZE
 
 
+def cached_score_block(layer, query, key, cache, attention_mask, training):
+    """`score_block` for a call with or without a cache: always `(0, 0)`
+    with a cache (a positive `chunk_size` there is a `ValueError`, as on
+    `MultiHeadAttention`) and for a dot-product score."""
+    if layer.score.is_dot_product:
+        return (0, 0)
+    if cache is None:
+        shapes = (query.shape[0], query.shape[1], key.shape[1])
+        return score_block(
+            layer,
+            shapes,
+            attention_mask,
+            layer._return_attention_scores,
+            training,
+        )
+    if layer.chunk_size:
+        raise ValueError(
+            "GroupedQueryAttention: a cached call with a positive "
+            "`chunk_size` attends in the blocks of `flex_attention`, "
+            "which need a dot-product score; pass chunk_size=None or "
+            f"0. Received: chunk_size={layer.chunk_size}, "
+            f"score={layer.score.name!r}"
+        )
+    return (0, 0)
+
+
+def padding_masks(layer, query_mask, value_mask, key_mask, causal):
+    """The flags the blocks take, as one `ops.masks.AttentionMasks`."""
+    return ka_ops.masks.attention_masks(
+        query_mask=query_mask,
+        value_mask=value_mask,
+        key_mask=key_mask,
+        use_causal_mask=causal,
+        sliding_window=layer.sliding_window,
+    )
+
+
 def chunked_score_attention(score, query, key, value, masks, block):
     """Grouped attention of an additive or concat score, in blocks.
 
@@ -207,3 +246,38 @@ def check_shapes(query_shape, value_shape, key_shape):
             f"query.shape={tuple(query_shape)}, value.shape="
             f"{tuple(value_shape)}, key.shape={tuple(key_shape)}"
         )
+
+
+def output_spec(layer, query, value, key, cache, return_attention_scores):
+    """`compute_output_spec`'s result: the output, then the scores
+    `(B, num_query_heads, Tq, Tk or max_length)`, then the cache."""
+    shape = layer.compute_output_shape(
+        query.shape, value.shape, None if key is None else key.shape
+    )
+    dtype = layer.compute_dtype
+    output = keras.KerasTensor(shape, dtype=dtype)
+    k_len = (value if key is None else key).shape[1]
+    cache_spec = None
+    if cache is not None:
+        k_len = cache.shape[2]
+        cache_spec = keras.KerasTensor(cache.shape, dtype=dtype)
+    scores = keras.KerasTensor(
+        (query.shape[0], layer.num_query_heads, query.shape[1], k_len),
+        dtype=dtype,
+    )
+    return _cache.outputs(output, scores, cache_spec, return_attention_scores)
+
+
+def folds(layer, query, key):
+    """Whether the fused kernel runs: dense (`chunk_size` 0, or `None`
+    with weights under 2 GiB) and the lengths known."""
+    if layer.chunk_size:
+        return False
+    q_len, k_len = query.shape[1], key.shape[1]
+    if q_len is None or k_len is None:
+        return False
+    if layer.chunk_size == 0:
+        return True
+    batch = query.shape[0] or 1
+    size = 4 * batch * layer.num_query_heads * q_len * k_len
+    return size <= FOLDED_MAX_BYTES

@@ -349,8 +349,8 @@ class GroupedQueryAttention(keras.layers.Layer):
         need_weights = return_attention_scores or dropout
         query, key, scale = self.score.dot_product_form(query, key)
         scale = 1.0 if scale is None else scale
-        if not (need_weights or score_mod or mask_mod) and self._folds(
-            query, key
+        if not (need_weights or score_mod or mask_mod) and grouped.folds(
+            self, query, key
         ):
             if attention_mask is not None:
                 attention_mask = ops.broadcast_to(
@@ -411,20 +411,6 @@ class GroupedQueryAttention(keras.layers.Layer):
         # The weights in the layer's dtype, as on the dot-product paths.
         return output, ops.cast(weights, self.compute_dtype)
 
-    def _folds(self, query, key):
-        """Whether the fused kernel runs: dense (`chunk_size` 0, or `None`
-        with weights under 2 GiB) and the lengths known."""
-        if self.chunk_size:
-            return False
-        q_len, k_len = query.shape[1], key.shape[1]
-        if q_len is None or k_len is None:
-            return False
-        if self.chunk_size == 0:
-            return True
-        batch = query.shape[0] or 1
-        size = 4 * batch * self.num_query_heads * q_len * k_len
-        return size <= grouped.FOLDED_MAX_BYTES
-
     def call(
         self,
         query,
@@ -455,46 +441,37 @@ class GroupedQueryAttention(keras.layers.Layer):
             key, value, cache, cache_update_index
         )
         self._return_attention_scores = return_attention_scores
-        block = self._score_block(
-            query_heads, key_heads, cache, attention_mask, training
+        block = grouped.cached_score_block(
+            self, query_heads, key_heads, cache, attention_mask, training
         )
         if block[0]:
             grouped.check_score(self.score, (score_mod, mask_mod))
-            masks = ka_ops.masks.attention_masks(
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                use_causal_mask=use_causal_mask,
-                sliding_window=self.sliding_window,
-            )
-            heads = (query_heads, key_heads, value_heads)
             output = grouped.chunked_score_attention(
-                self.score, *heads, masks, block
+                self.score,
+                query_heads,
+                key_heads,
+                value_heads,
+                grouped.padding_masks(
+                    self, query_mask, value_mask, key_mask, use_causal_mask
+                ),
+                block,
             )
             return self._outputs(output, None, None, gate, False)
-        if cache is None:
-            mask = self._compute_attention_mask(
-                query,
-                value,
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                use_causal_mask=use_causal_mask,
-            )
-        else:
-            masks = {
-                "attention_mask": attention_mask,
-                "use_causal_mask": use_causal_mask,
-            }
-            mask = _cache.cache_mask(
-                query,
-                key_heads,
-                masks,
-                start,
-                heads_axis=False,
-                sliding_window=self.sliding_window,
-            )
+        padding = {
+            "query_mask": query_mask,
+            "value_mask": value_mask,
+            "key_mask": key_mask,
+        }
+        mask = self._call_mask(
+            query,
+            value,
+            key_heads,
+            cache,
+            start,
+            padding,
+            attention_mask,
+            use_causal_mask,
+        )
         # The mods read absolute positions: the queries of a cached call
         # begin at `cache_update_index`.
         self._call_mods = (
@@ -510,6 +487,29 @@ class GroupedQueryAttention(keras.layers.Layer):
             output, scores, cache, gate, return_attention_scores
         )
 
+    def _call_mask(
+        self, query, value, keys, cache, start, padding, attention_mask, causal
+    ):
+        """The dense path's boolean mask: Keras's hook without a cache,
+        the cache's slots (`_cache.cache_mask`) with one."""
+        if cache is None:
+            return self._compute_attention_mask(
+                query,
+                value,
+                **padding,
+                attention_mask=attention_mask,
+                use_causal_mask=causal,
+            )
+        masks = {"attention_mask": attention_mask, "use_causal_mask": causal}
+        return _cache.cache_mask(
+            query,
+            keys,
+            masks,
+            start,
+            heads_axis=False,
+            sliding_window=self.sliding_window,
+        )
+
     def _outputs(self, output, scores, cache, gate, return_attention_scores):
         """The call's result from the heads' `(B, Tq, H, head_dim)`."""
         output = ops.cast(output, self.compute_dtype)
@@ -517,31 +517,6 @@ class GroupedQueryAttention(keras.layers.Layer):
             output = output * ops.cast(gate, output.dtype)
         output = self._output_dense(output)
         return _cache.outputs(output, scores, cache, return_attention_scores)
-
-    def _score_block(self, query, key, cache, attention_mask, training):
-        """`(queries, keys)` per block of a score with no dot-product
-        form, `(0, 0)` for dense (always with a cache: a positive
-        `chunk_size` there is a `ValueError`, as on `MultiHeadAttention`)."""
-        if self.score.is_dot_product:
-            return (0, 0)
-        if cache is None:
-            shapes = (query.shape[0], query.shape[1], key.shape[1])
-            return grouped.score_block(
-                self,
-                shapes,
-                attention_mask,
-                self._return_attention_scores,
-                training,
-            )
-        if self.chunk_size:
-            raise ValueError(
-                "GroupedQueryAttention: a cached call with a positive "
-                "`chunk_size` attends in the blocks of `flex_attention`, "
-                "which need a dot-product score; pass chunk_size=None or "
-                f"0. Received: chunk_size={self.chunk_size}, "
-                f"score={self.score.name!r}"
-            )
-        return (0, 0)
 
     def _keys_values(self, key, value, cache, cache_update_index):
         """Projected (and rotated) keys and values, through the cache."""
@@ -584,24 +559,8 @@ class GroupedQueryAttention(keras.layers.Layer):
         mask_mod=None,
     ):
         _cache.check_cache(type(self).__name__, cache, cache_update_index)
-        shape = self.compute_output_shape(
-            query.shape, value.shape, None if key is None else key.shape
-        )
-        output = keras.KerasTensor(shape, dtype=self.compute_dtype)
-        k_len = (value if key is None else key).shape[1]
-        if cache is not None:
-            k_len = cache.shape[2]
-        scores = keras.KerasTensor(
-            (query.shape[0], self.num_query_heads, query.shape[1], k_len),
-            dtype=self.compute_dtype,
-        )
-        cache_spec = None
-        if cache is not None:
-            cache_spec = keras.KerasTensor(
-                cache.shape, dtype=self.compute_dtype
-            )
-        return _cache.outputs(
-            output, scores, cache_spec, return_attention_scores
+        return grouped.output_spec(
+            self, query, value, key, cache, return_attention_scores
         )
 
     def get_config(self):
