@@ -63,6 +63,9 @@ class FitResult:
         restored_seconds: The seconds that the killed runs spent on the
             restored epochs, as recorded beside the backup (not the epoch
             lost in the kill, nor the time before the first epoch began).
+        train_steps: Training batches run by this call.
+        time_limit_stopped: Whether a wall-time cap (`TimeLimit`) ended
+            training before its epochs.
     """
 
     model: keras.Model
@@ -71,6 +74,22 @@ class FitResult:
     epochs_trained: int
     epochs_restored: int = 0
     restored_seconds: float = 0.0
+    train_steps: int = 0
+    time_limit_stopped: bool = False
+
+    @property
+    def checkpoint_epoch(self):
+        """The 1-based epoch of the weights kept: the lowest `val_loss`.
+
+        `EarlyStopping(restore_best_weights=True)` restores them when the
+        call ends (the best of this call's epochs); `None` without a
+        validation loss.
+        """
+        losses = self.history.get("val_loss")
+        if not losses:
+            return None
+        best = min(range(len(losses)), key=losses.__getitem__)
+        return self.epochs_restored + best + 1
 
     @property
     def epochs_total(self) -> int:
@@ -88,19 +107,32 @@ def training_metrics(result) -> dict:
 
     `epochs_trained` and `train_seconds` count this invocation alone (after
     a kill, the resumed part), `epochs_restored` the epochs taken from the
-    backup, `epochs_total` and `train_seconds_total` the whole run.
+    backup, `epochs_total` and `train_seconds_total` the whole run;
+    `checkpoint_epoch` is the epoch whose weights the model kept,
+    `steps_per_second` this call's training batches over its seconds
+    (validation and the first step's tracing included), and
+    `time_limit_stopped` whether a wall-time cap ended the run.
     """
+    seconds = result.train_seconds
     return {
         "epochs_trained": result.epochs_trained,
         "epochs_restored": result.epochs_restored,
         "epochs_total": result.epochs_total,
         "train_seconds": round(result.train_seconds, 1),
         "train_seconds_total": round(result.train_seconds_total, 1),
+        "checkpoint_epoch": result.checkpoint_epoch,
+        "train_steps": result.train_steps,
+        "steps_per_second": (
+            round(result.train_steps / seconds, 4) if seconds > 0 else None
+        ),
+        "time_limit_stopped": result.time_limit_stopped,
     }
 
 
 class _EpochClock(keras.callbacks.Callback):
     """Records each finished epoch's seconds in `EPOCH_SECONDS`.
+
+    It also counts the call's training batches (`steps`).
 
     An epoch counts from the end of the one before (from the start of
     training for the first of a call, so its compilation too). The file is
@@ -118,7 +150,11 @@ class _EpochClock(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self.seconds = _read_epoch_seconds(self.path)
+        self.steps = 0
         self._last = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
@@ -310,6 +346,7 @@ def fit(
         restored_seconds=sum(
             s for e, s in clock.seconds.items() if e < restored
         ),
+        train_steps=clock.steps,
     )
 
 

@@ -309,7 +309,10 @@ def train_translator(
             (decayed over `epochs` epochs) or `"cosine_time"` (decayed over
             `max_minutes`); see `learning_rate_schedule`. Defaults to
             `"constant"`.
-        max_minutes: Optional training time budget (`TimeLimit`).
+        max_minutes: Optional wall-time cap (`TimeLimit`): training stops
+            after the batch that crosses it, and the result's
+            `time_limit_stopped` says so. The model it leaves depends on
+            the machine's speed; `epochs` alone does not.
         architecture: `"rnn"` (`keras_attention.seq2seq.Translator`, the
             default) or `"transformer"` (`TransformerTranslator`).
         warmup_steps: Steps of linear learning-rate warm-up. Defaults to
@@ -376,6 +379,8 @@ def train_translator(
         verbose=verbose,
         callbacks=callbacks,
     )
+    if max_minutes:
+        result.time_limit_stopped = limit.stopped
     if label_smoothing and getattr(result.model, "compiled", False):
         _compile_with_builtin_loss(result.model, learning_rate)
     return result
