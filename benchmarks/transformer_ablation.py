@@ -2,7 +2,8 @@
 
 Each variant is `python examples/translation.py --preset
 multi30k-transformer` with a few flags changed and a shorter budget
-(`--minutes`, default 10, for `--max-minutes`), run in a process of its own,
+(`--minutes`, default 10, for `--max-minutes`, with the rate annealed over
+those minutes: `--schedule cosine_time`), run in a process of its own,
 one after another: two runs at once would share the machine's cores and
 train less each. Every run writes its own directory under `--output`
 (`<output>/<variant>/`, the example's run directory: `model.keras`,
@@ -16,8 +17,8 @@ uncased; greedy decoding, `--beam-width 1`, which decodes about 6x
 faster than the preset's beam of 5: the ablation compares training
 choices, the decoding is chosen afterwards), its best validation loss,
 the epochs it trained and its training seconds. The held-out test pairs
-are not shown: choose on `val`, then train the chosen preset for the full
-30 minutes and read its test BLEU there (BENCHMARKS.md, "Transformer
+are not shown: choose on `val`, then train the chosen preset for its
+full epochs and read its test BLEU there (BENCHMARKS.md, "Transformer
 translation").
 
     python benchmarks/transformer_ablation.py --list
@@ -115,6 +116,10 @@ def command(args, variant):
         os.path.join(data, "train"),
         "--validation",
         os.path.join(data, "val"),
+        # A time budget, the rate annealed over it: the preset's epochs
+        # would not fit.
+        "--schedule",
+        "cosine_time",
         "--max-minutes",
         str(args.minutes),
         "--output",
