@@ -2,10 +2,14 @@
 
 `fitting` is the training scaffold both examples share, `distribute` the
 `--distribute` strategies; `sentiment` and `translation` build, train and
-evaluate each model.
+evaluate each model; `precision.auto_dtype_policy` picks the dtype policy
+the hardware runs fast.
 """
 
 from keras_attention.models.fitting import FitResult as FitResult
+from keras_attention.models.precision import (
+    auto_dtype_policy as auto_dtype_policy,
+)
 from keras_attention.models.sentiment import (
     build_sentiment_classifier as build_sentiment_classifier,
 )

@@ -76,6 +76,15 @@ def auto_dtype_policy(backend=None, flags=None, accelerator="detect"):
 
     Returns:
         `(policy, reason)`: the policy name and a sentence saying why.
+
+    Example:
+
+    >>> from keras_attention.models import auto_dtype_policy
+    >>> auto_dtype_policy("tensorflow", {"avx2", "fma"}, accelerator=None)
+    ('float32', 'the CPU has no bfloat16 instructions (emulated)')
+    >>> policy, reason = auto_dtype_policy()  # this machine
+    >>> keras.config.set_dtype_policy(policy)
+    >>> keras.config.set_dtype_policy("float32")
     """
     backend = backend or keras.backend.backend()
     if accelerator == "detect":
