@@ -95,8 +95,8 @@ def test_interrupted_training_resumes_from_backup(tmp_path):
         result.train_seconds + result.restored_seconds
     )
     # The training split of 100 examples in batches of 16: 5 steps an
-    # epoch, 10 in this call; the kept weights are those of the resumed epoch with the lower
-    # validation loss.
+    # epoch, 10 in this call; the kept weights are those of the resumed
+    # epoch with the lower validation loss.
     losses = result.history["val_loss"]
     assert fitting.training_metrics(result) == {
         "epochs_trained": 2,
