@@ -308,7 +308,7 @@ def test_held_out_pairs_score_the_same_from_a_file(tmp_path):
 @pytest.mark.tensorflow_lane
 def test_a_time_cap_that_stops_the_run_is_recorded(tmp_path):
     metrics = _example().main(
-        [*SMALL[:2], "300", "--epochs", "3", "--max-minutes", "0.0001"]
+        ["--num-examples", "300", "--epochs", "3", "--max-minutes", "0.0001"]
         + ["--units", "8", "--quiet", "--output", str(tmp_path)]
     )
     assert metrics["time_limit_stopped"] is True
