@@ -496,6 +496,7 @@ def _evaluate(args, model, splits):
         "bleu": test["bleu"],
         "bleu_uncased": test["bleu_uncased"],
         "test_examples": test["examples"],
+        **{k: v for k, v in decoding.items() if k != "truecaser"},
     }
     if args.train:
         validation = translation.evaluate_translator(
@@ -524,7 +525,7 @@ def _set_dtype_policy(name):
 
 
 def _run_description(args, model, policy):
-    """metrics.json's account of the data, the decoding and the precision."""
+    """metrics.json's account of the data, the output length, the precision."""
     if args.test:
         test_set = f"{args.test}.{{{args.source},{args.target}}}"
     elif args.hold_out:
@@ -535,14 +536,11 @@ def _run_description(args, model, policy):
         test_set = f"synthetic (seed {args.seed + 2})"
     return {
         "test_set": test_set,
-        "tokenizer": "keras_attention.data.translation.tokenize "
+        "tokenizer": "keras_attention.text.tokenize "
         "(lower-cased words and punctuation), the model's "
         "TextVectorization vocabularies of the training pairs; BLEU: "
         "sacrebleu 13a on the detokenized output"
         + (", recased (truecaser.json)" if args.train else ""),
-        "decoding": "beam" if args.beam_width > 1 else "greedy",
-        "beam_width": args.beam_width,
-        "length_penalty": args.length_penalty,
         "max_output_length": getattr(model, "max_output_length", None),
         "dtype_policy": policy[0],
         "dtype_policy_reason": policy[1],
