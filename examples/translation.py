@@ -249,7 +249,7 @@ PRESETS = {
         "warmup_steps": 200,
         "bucket_by_length": True,
         "dtype_policy": "auto",
-        "epochs": 20,
+        "epochs": 15,
         "patience": 5,
         "batch_size": 128,
         "learning_rate": 2e-3,
