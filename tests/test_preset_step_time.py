@@ -1,7 +1,9 @@
 """benchmarks/preset_step_time.py: the FLOPs it divides the step time by."""
 
 import importlib.util
+import json
 import os
+import subprocess
 
 import pytest
 
@@ -38,3 +40,41 @@ def test_bad_step_counts_are_usage_errors(capsys):
         _script().parse_args(["--steps", "0"])
     assert exit_info.value.code == 2
     assert "Received: --steps 0" in capsys.readouterr().err
+
+
+def test_a_policy_that_fails_is_a_row_not_the_end(monkeypatch):
+    # oneDNN capped to AVX2 builds no bfloat16 matmul: that policy's
+    # worker dies, and the table says so and goes on to the next row.
+    script = _script()
+    result = {
+        "policy": "float32",
+        "onednn": True,
+        "isa": "AVX2",
+        "median_s": 0.5,
+        "p90_s": 0.6,
+        "gflop_per_step": 50.0,
+        "gflops": 100.0,
+        "peak_gflops": 200.0,
+    }
+
+    def fake_run(command, env, **kwargs):
+        policy = command[command.index("--worker") + 1]
+        if policy == "mixed_bfloat16":
+            return subprocess.CompletedProcess(
+                command, 1, "", "Traceback ...\nRuntimeError: no bf16 matmul"
+            )
+        return subprocess.CompletedProcess(
+            command, 0, "noise\nRESULT " + json.dumps(result) + "\n", ""
+        )
+
+    monkeypatch.setattr(script.subprocess, "run", fake_run)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    args = script.parse_args([])
+    failed = script._row(script._run(args, "mixed_bfloat16", "on"))
+    assert failed == (
+        "| mixed_bfloat16 | on (AVX2) | fails: RuntimeError: no bf16 matmul |"
+    )
+    row = script._row(script._run(args, "float32", "on"))
+    assert row == (
+        "| float32 | on (AVX2) | 0.500 | 0.600 | 50.0 | 100.0 | 200.0 | 50% |"
+    )
