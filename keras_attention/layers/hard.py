@@ -53,8 +53,10 @@ class HardAttention(Attention):
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
-        query, value, key, query_mask, value_mask, key_mask, attention_mask,
-        use_causal_mask, training, mask: As for `keras_attention.Attention`.
+        query, value, key: As for `keras_attention.Attention`.
+        query_mask, value_mask, key_mask: As for `keras_attention.Attention`.
+        attention_mask, use_causal_mask: As for `keras_attention.Attention`.
+        training, mask: As for `keras_attention.Attention`.
         return_attention_scores: Whether to also return the one-hot weights.
             Defaults to `False`.
         return_log_prob: Whether to also return `log p_{j*}`, shape

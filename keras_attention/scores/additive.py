@@ -78,9 +78,11 @@ class AdditiveScore(BaseAdditiveScore):
         units: Size of the hidden layer. Defaults to `None`, the key depth.
         use_bias: Whether to add a bias inside the `tanh`. Defaults to
             `False`.
+        bias_initializer: Initializer of `bias`. Defaults to `"zeros"`.
+
+    Keyword arguments:
         kernel_initializer: Initializer of the kernels and `v`. Defaults to
             `"glorot_uniform"`.
-        bias_initializer: Initializer of `bias`. Defaults to `"zeros"`.
         kernel_regularizer: Optional regularizer of the kernels and `v`.
 
     Weights:
@@ -151,6 +153,8 @@ class ConcatScore(BaseAdditiveScore):
 
     Args:
         units: Size of the hidden layer. Defaults to `None`, the key depth.
+
+    Keyword arguments:
         kernel_initializer: Initializer of `kernel` and `v`. Defaults to
             `"glorot_uniform"`.
         kernel_regularizer: Optional regularizer of `kernel` and `v`.

@@ -247,13 +247,16 @@ class BahdanauAttention(AttentionMechanism):
             the `tanh`). Defaults to `False`.
         kernel_initializer: Initializer of the score's kernels. Defaults to
             `"glorot_uniform"`.
+        **kwargs: `probability_fn` (below) and the base layer keyword
+            arguments, e.g. `name` and `dtype`.
+
+    Keyword arguments:
         probability_fn: `"softmax"` (the default), `"hardmax"` (one-hot of
             the best position), `"sparsemax"` (Martins & Astudillo, 2016)
             or a callable mapping the logits `(..., source_time)` to
             weights; masked positions get weight exactly 0 with any. A
             callable must be registered with
             `keras.saving.register_keras_serializable` to be saved.
-        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
         query: The decoder state, `(batch_size, query_depth)`, or a sequence
@@ -353,13 +356,16 @@ class LuongAttention(AttentionMechanism):
             it.
         kernel_initializer: Initializer of the score's kernels. Defaults to
             `"glorot_uniform"`.
+        **kwargs: `probability_fn` (below) and the base layer keyword
+            arguments, e.g. `name` and `dtype`.
+
+    Keyword arguments:
         probability_fn: `"softmax"` (the default), `"hardmax"` (one-hot of
             the best position), `"sparsemax"` (Martins & Astudillo, 2016)
             or a callable mapping the logits `(..., source_time)` to
             weights; masked positions get weight exactly 0 with any. A
             callable must be registered with
             `keras.saving.register_keras_serializable` to be saved.
-        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
         query: The decoder state, `(batch_size, query_depth)`, or a sequence
