@@ -5,8 +5,9 @@ a layer's call arguments and `Example:` holds doctest examples. griffe's
 Google parser knows neither title, so it would show the first as one run
 of text and the second without its code blocks. Before the docstrings
 are parsed, `Call arguments:` becomes an "Other parameters" section titled
-"Call arguments", and `Example:` an "Examples" section. The docstrings
-themselves are not changed.
+"Call arguments" (and `Keyword arguments:`, the arguments that reach
+`__init__` through `**kwargs`, one titled "Keyword arguments"), and
+`Example:` an "Examples" section. The source files are not changed.
 """
 
 import re
@@ -17,6 +18,10 @@ _SECTIONS = (
     (
         re.compile(r"^(\s*)Call arguments:\s*$", flags=re.M),
         r"\1Other parameters: Call arguments",
+    ),
+    (
+        re.compile(r"^(\s*)Keyword arguments:\s*$", flags=re.M),
+        r"\1Other parameters: Keyword arguments",
     ),
     (re.compile(r"^(\s*)Example:\s*$", flags=re.M), r"\1Examples:"),
 )
