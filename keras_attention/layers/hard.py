@@ -267,6 +267,13 @@ def reinforce_loss(log_prob, reward, baseline=0.0):
             of `log_prob` (a `(batch_size, 1)` reward against a
             `(batch_size,)` log-probability would silently average the
             outer product).
+
+    Example:
+
+    >>> log_prob = np.log(np.array([0.5, 0.25], "float32"))
+    >>> reward = np.array([1.0, 0.0], "float32")
+    >>> round(float(keras_attention.reinforce_loss(log_prob, reward)), 4)
+    0.3466
     """
     ka_ops.checks.floating("reinforce_loss", log_prob=log_prob, reward=reward)
     log_prob = ops.convert_to_tensor(log_prob)

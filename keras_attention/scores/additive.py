@@ -30,6 +30,14 @@ class BaseAdditiveScore(ParametricScore):
         units: Size of the hidden layer. Defaults to `None`, the key depth.
         **kwargs: As for the parametric scores (`kernel_initializer`,
             `kernel_regularizer`) and base layer keyword arguments.
+
+    Example:
+
+    >>> score = keras_attention.scores.ConcatScore(units=8)
+    >>> isinstance(score, keras_attention.scores.BaseAdditiveScore)
+    True
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
+    (2, 3, 5)
     """
 
     has_additive_form = True

@@ -63,6 +63,17 @@ class AttentionMechanism(keras.layers.Layer):
     `probability_fn` turns the logits into weights: `"softmax"` (the
     default), `"hardmax"`, `"sparsemax"` or a callable `logits -> weights`
     (masked positions get weight exactly 0 with any of them).
+
+    Example:
+
+    >>> mechanism = keras_attention.seq2seq.LuongAttention(score="dot")
+    >>> isinstance(mechanism, keras_attention.seq2seq.AttentionMechanism)
+    True
+    >>> memory = np.random.rand(2, 5, 8).astype("float32")
+    >>> query = np.random.rand(2, 8).astype("float32")
+    >>> context, weights = mechanism(query, memory)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 8), (2, 5))
     """
 
     def __init__(self, probability_fn="softmax", **kwargs):
@@ -477,6 +488,18 @@ def compute_attention(
     Returns:
         `(attention, alignments)`: `a_t` `(batch_size, attention_depth)`
         and `α_t` `(batch_size, source_time)`.
+
+    Example:
+
+    >>> mechanism = keras_attention.seq2seq.BahdanauAttention(units=8)
+    >>> memory = np.random.rand(2, 5, 8).astype("float32")
+    >>> h = np.random.rand(2, 8).astype("float32")
+    >>> memory_mask = np.ones((2, 5), bool)
+    >>> attention, alignments = keras_attention.seq2seq.compute_attention(
+    ...     mechanism, h, memory, memory_mask, None, None
+    ... )
+    >>> tuple(attention.shape), tuple(alignments.shape)
+    ((2, 8), (2, 5))
     """
     context, alignments = mechanism(
         cell_output,
