@@ -259,6 +259,16 @@ def export_for_serving(model, filepath, beam_width=1, verbose=False):
     Raises:
         ValueError: `model` is a `Translator` and the backend is not
             TensorFlow, or `beam_width` is not a positive integer.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> path = os.path.join(tempfile.mkdtemp(), "dense", "1")
+    >>> keras_attention.export_for_serving(model, path) == path
+    True
+    >>> os.path.exists(os.path.join(path, "saved_model.pb"))
+    True
     """
     from keras_attention import _validation
     from keras_attention.seq2seq.translator import Translator

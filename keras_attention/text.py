@@ -93,6 +93,12 @@ def tf_tokenize(texts):
 
     Unlike `tokenize`, runs of spaces are not collapsed; a vectorizer that
     splits on whitespace does not see the difference.
+
+    Example:
+
+    >>> tokens = keras_attention.text.tf_tokenize(["A dog, running."])
+    >>> tokens.numpy()[0].decode().split()  # what a vectorizer sees
+    ['a', 'dog', ',', 'running', '.']
     """
     import tensorflow as tf
 
@@ -101,7 +107,14 @@ def tf_tokenize(texts):
 
 
 def tf_detokenize(sentences):
-    """`detokenize` in TensorFlow ops, for a string tensor (graph-safe)."""
+    """`detokenize` in TensorFlow ops, for a string tensor (graph-safe).
+
+    Example:
+
+    >>> texts = keras_attention.text.tf_detokenize(["a dog , running ."])
+    >>> [t.decode() for t in texts.numpy()]
+    ['a dog, running.']
+    """
     import tensorflow as tf
 
     sentences = tf.strings.regex_replace(sentences, _SPACE_BEFORE, r"\1")
@@ -153,6 +166,13 @@ def make_vectorizer(vocabulary):
 
     Returns:
         A `keras.layers.TextVectorization`.
+
+    Example:
+
+    >>> vocabulary = ["", "[UNK]", "a", "dog"]
+    >>> vectorizer = keras_attention.text.make_vectorizer(vocabulary)
+    >>> np.asarray(vectorizer(["a dog barks"])).tolist()
+    [[2, 3, 1]]
     """
     _validation.strings("vocabulary", vocabulary)
     import keras
@@ -177,6 +197,12 @@ def as_text_list(texts, name: str = "texts") -> list:
     Raises:
         ValueError: naming the argument and what it received, for anything
             else.
+
+    Example:
+
+    >>> from keras_attention.text import as_text_list
+    >>> as_text_list("one sentence"), as_text_list(np.array(["a", "b"]))
+    (['one sentence'], ['a', 'b'])
     """
     if isinstance(texts, (str, bytes)):
         texts = [texts]
@@ -199,7 +225,14 @@ def as_text_list(texts, name: str = "texts") -> list:
 
 
 def has_words(text: str) -> bool:
-    """Whether `text` holds a word: a letter or a digit, in any script."""
+    """Whether `text` holds a word: a letter or a digit, in any script.
+
+    Example:
+
+    >>> from keras_attention.text import has_words
+    >>> has_words("Grüße!"), has_words("... !"), has_words("42")
+    (True, False, True)
+    """
     return _WORD.search(_validation.string("text", text)) is not None
 
 

@@ -111,6 +111,14 @@ class SentimentData:
         labels: `int32` array `(num_examples,)`, 0 = negative, 1 = positive.
         cue_masks: One boolean array per sentence with one entry per
             whitespace token, `True` on the tokens that decide the label.
+
+    Example:
+
+    >>> data = keras_attention.data.make_synthetic_sentiment(4, seed=0)
+    >>> isinstance(data, keras_attention.data.SentimentData)
+    True
+    >>> len(data.sentences), data.labels.shape, len(data.cue_masks)
+    (4, (4,), 4)
     """
 
     sentences: list[str]
@@ -249,6 +257,17 @@ def read_sentiment_tsv(
             a row has other than two tab-separated columns or a label that
             is not a non-negative integer, or if it is not UTF-8 text; the
             message names the file and the 1-based line number.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "train.tsv")
+    >>> rows = ["sentence\\tlabel", "a superb film\\t1", "a dull film\\t0"]
+    >>> with open(path, "w", encoding="utf-8") as f:
+    ...     _ = f.write("\\n".join(rows) + "\\n")
+    >>> sentences, labels = keras_attention.data.read_sentiment_tsv(path)
+    >>> sentences, labels.tolist()
+    (['a superb film', 'a dull film'], [1, 0])
     """
     lines = files.read_lines(path, encoding="utf-8-sig")
     while lines and not lines[-1].strip():
@@ -317,6 +336,14 @@ def make_text_vectorizer(
 
     Returns:
         An adapted `keras.layers.TextVectorization` (`output_mode="int"`).
+
+    Example:
+
+    >>> vectorizer = keras_attention.data.make_text_vectorizer(
+    ...     ["A superb film.", "a dull film"]
+    ... )
+    >>> vectorizer.get_vocabulary()[:2], len(vectorizer.get_vocabulary())
+    (['', '[UNK]'], 6)
     """
     import keras
 
@@ -364,6 +391,13 @@ def tokens_for(vectorizer, sentence: str) -> list[str]:
 
     Returns:
         A list of token strings.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer, tokens_for
+    >>> vectorizer = make_text_vectorizer(["a superb film"])
+    >>> tokens_for(vectorizer, "A superb, SUPERB plot!")
+    ['a', 'superb', 'superb', 'plot']
     """
     import tensorflow as tf
 

@@ -104,6 +104,14 @@ class ParallelCorpus:
         alignments: For the synthetic task, one list per pair giving, for
             each target word, the position of the source word it
             translates; `None` for real data.
+
+    Example:
+
+    >>> corpus = keras_attention.data.make_synthetic_translation(3, seed=0)
+    >>> isinstance(corpus, keras_attention.data.ParallelCorpus)
+    True
+    >>> len(corpus.sources), len(corpus.targets), len(corpus.alignments)
+    (3, 3, 3)
     """
 
     sources: list

@@ -36,8 +36,9 @@ class AdditiveAttention(Attention):
             layer keyword arguments.
 
     Call arguments:
-        As for `keras_attention.Attention`; `query` may also be the list
-        `[query, value]` or `[query, value, key]`.
+        query: As for `keras_attention.Attention`, or the list
+            `[query, value]` or `[query, value, key]`; the other call
+            arguments are `keras_attention.Attention`'s.
 
     Returns:
         The context `(batch_size, Tq, dim)`, and with

@@ -42,7 +42,10 @@ class GroupedQueryAttention(keras.layers.Layer):
     on `MultiHeadAttention`), `score_mod` / `mask_mod`,
     `chunk_size`, `rotary_embedding`, a key/value cache for decoding, and
     a query whose keys are all masked gets zero weights and a zero context
-    (Keras: uniform weights).
+    (Keras: uniform weights). The projections' `kernel_initializer`,
+    `bias_initializer`, `kernel_regularizer`, `bias_regularizer`,
+    `activity_regularizer`, `kernel_constraint` and `bias_constraint`
+    are Keras's arguments.
 
     Args:
         head_dim: Size of each attention head.
@@ -57,9 +60,6 @@ class GroupedQueryAttention(keras.layers.Layer):
         flash_attention: Keras's flag. `True` refuses dropout and
             returning scores, as Keras does; the kernel is ours either way.
             Defaults to `None`.
-        kernel_initializer, bias_initializer, kernel_regularizer,
-        bias_regularizer, activity_regularizer, kernel_constraint,
-        bias_constraint: Of the projections, as in Keras.
         use_gate: Whether a sigmoid gate of the query multiplies each
             head's output (Keras's `gate` projection). Defaults to `False`.
         seed: Seed of the dropout. Defaults to `None`.

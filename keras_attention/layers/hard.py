@@ -53,8 +53,10 @@ class HardAttention(Attention):
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
-        query, value, key, query_mask, value_mask, key_mask, attention_mask,
-        use_causal_mask, training, mask: As for `keras_attention.Attention`.
+        query, value, key: As for `keras_attention.Attention`.
+        query_mask, value_mask, key_mask: As for `keras_attention.Attention`.
+        attention_mask, use_causal_mask: As for `keras_attention.Attention`.
+        training, mask: As for `keras_attention.Attention`.
         return_attention_scores: Whether to also return the one-hot weights.
             Defaults to `False`.
         return_log_prob: Whether to also return `log p_{j*}`, shape
@@ -265,6 +267,13 @@ def reinforce_loss(log_prob, reward, baseline=0.0):
             of `log_prob` (a `(batch_size, 1)` reward against a
             `(batch_size,)` log-probability would silently average the
             outer product).
+
+    Example:
+
+    >>> log_prob = np.log(np.array([0.5, 0.25], "float32"))
+    >>> reward = np.array([1.0, 0.0], "float32")
+    >>> round(float(keras_attention.reinforce_loss(log_prob, reward)), 4)
+    0.3466
     """
     ka_ops.checks.floating("reinforce_loss", log_prob=log_prob, reward=reward)
     log_prob = ops.convert_to_tensor(log_prob)

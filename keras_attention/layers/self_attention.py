@@ -56,10 +56,14 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
             `use_causal_mask=True` the history `i - w < j <= i`. An odd
             centred `w` is `MultiHeadAttention(sliding_window=(w + 1) // 2)`
             and a causal `w` is `sliding_window=w`. Defaults to `None`.
-        attention_activation, penalty_coefficient, score_mod, mask_mod: As
-            `MultiHeadAttention`'s (the logits' activation, Lin et al.'s
-            penalty, flex mods saved in the config). Default to `None`,
-            `0.0`, `None` and `None`.
+        attention_activation: As `MultiHeadAttention`'s: an activation of
+            the logits. Defaults to `None`.
+        penalty_coefficient: As `MultiHeadAttention`'s: Lin et al.'s
+            penalty. Defaults to `0.0`.
+        score_mod: As `MultiHeadAttention`'s: a flex score mod, saved in
+            the config. Defaults to `None`.
+        mask_mod: As `MultiHeadAttention`'s: a flex mask mod, saved in the
+            config. Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:

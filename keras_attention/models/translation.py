@@ -46,6 +46,14 @@ def build_vocabularies(
         `(source_vocabulary, target_vocabulary)`: lists of strings that
         start with `""` (padding, id 0) and `"[UNK]"` (id 1); the target
         one holds `"[start]"` and `"[end]"`.
+
+    Example:
+
+    >>> sources, targets = keras_attention.models.build_vocabularies(
+    ...     ["ein Hund läuft ."], ["a dog runs ."]
+    ... )
+    >>> sources[:2], "[start]" in targets, "[end]" in targets
+    (['', '[UNK]'], True, True)
     """
     vocabularies = []
     for texts, max_tokens in (

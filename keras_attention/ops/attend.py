@@ -18,7 +18,14 @@ _HALF_DTYPES = ("float16", "bfloat16")
 
 
 def logits_dtype(dtype) -> str:
-    """The dtype softmax is computed in: `float32` for half precision."""
+    """The dtype softmax is computed in: `float32` for half precision.
+
+    Example:
+
+    >>> from keras_attention.ops import logits_dtype
+    >>> logits_dtype("bfloat16"), logits_dtype("float64")
+    ('float32', 'float64')
+    """
     checks.dtype_name("dtype", dtype)
     dtype = keras.backend.standardize_dtype(dtype)
     return "float32" if dtype in _HALF_DTYPES else dtype
@@ -44,6 +51,14 @@ def masked_softmax(logits, mask=None, axis: int = -1):
 
     Returns:
         Weights with the shape and dtype of `logits`.
+
+    Example:
+
+    >>> logits = np.array([[1.0, 2.0, 3.0]], "float32")
+    >>> mask = np.array([[True, True, False]])
+    >>> weights = keras_attention.ops.masked_softmax(logits, mask)
+    >>> np.asarray(weights, "float64").round(3).tolist()
+    [[0.269, 0.731, 0.0]]
     """
     checks.floating("masked_softmax", logits=logits)
     logits = ops.convert_to_tensor(logits)
@@ -98,6 +113,15 @@ def attend(logits, value, mask=None, dropout_fn: Callable | None = None):
     Returns:
         Tuple `(context, weights)`: `(..., Tq, Dv)` and `(..., Tq, Tk)`,
         both in the dtype of `value`.
+
+    Example:
+
+    >>> logits = np.zeros((1, 1, 3), "float32")
+    >>> value = np.array([[[1.0], [3.0], [5.0]]], "float32")
+    >>> mask = np.array([True, True, False])
+    >>> context, weights = keras_attention.ops.attend(logits, value, mask)
+    >>> np.asarray(weights).tolist(), np.asarray(context).tolist()
+    ([[[0.5, 0.5, 0.0]]], [[[2.0]]])
     """
     checks.floating("attend", logits=logits, value=value)
     checks.weights_fit_values(logits, value)
@@ -130,6 +154,14 @@ def attention(
     Returns:
         Tuple `(context, weights)`: `(..., Tq, Dv)` in the dtype of `value`,
         and `(..., Tq, Tk)` in the dtype of `value`.
+
+    Example:
+
+    >>> q = np.ones((2, 3, 4), "float32")
+    >>> k = v = np.ones((2, 5, 4), "float32")
+    >>> context, weights = keras_attention.ops.attention(q, k, v)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 3, 4), (2, 3, 5))
     """
     checks.floating("attention", query=query, key=key, value=value)
     checks.attention_shapes(query, key, value, same_depth=score_fn is None)
@@ -150,6 +182,13 @@ def dot_product(query, key, scale=None):
 
     Returns:
         Logits `(..., Tq, Tk)`.
+
+    Example:
+
+    >>> q = np.array([[[1.0, 2.0]]], "float32")
+    >>> k = np.array([[[3.0, 4.0], [1.0, 0.0]]], "float32")
+    >>> np.asarray(keras_attention.ops.dot_product(q, k, scale=0.5)).tolist()
+    [[[5.5, 0.5]]]
     """
     checks.floating("dot_product", query=query, key=key)
     checks.attention_shapes(query, key, key, same_depth=True)
@@ -161,7 +200,15 @@ def dot_product(query, key, scale=None):
 
 
 def scaled_dot_product(query, key):
-    """Logits `q·k / sqrt(Dk)`, computed in `float32` for half precision."""
+    """Logits `q·k / sqrt(Dk)`, computed in `float32` for half precision.
+
+    Example:
+
+    >>> q = np.ones((1, 1, 4), "float32")
+    >>> k = np.array([[[1.0] * 4, [0.0] * 4]], "float32")
+    >>> np.asarray(keras_attention.ops.scaled_dot_product(q, k)).tolist()
+    [[[2.0, 0.0]]]
+    """
     checks.floating("scaled_dot_product", query=query, key=key)
     dtype = logits_dtype(_to_standard_dtype(query.dtype))
     depth = ops.cast(ops.shape(key)[-1], dtype)
@@ -190,6 +237,14 @@ def dot_product_attention(query, key, value, mask=None, scale=None):
     Returns:
         The context `(batch_size, Tq, heads, Dv)` in the dtype of `value`.
         Logits and softmax are in `float32` for half-precision inputs.
+
+    Example:
+
+    >>> q = np.random.rand(2, 5, 4, 8).astype("float32")  # (B, Tq, heads, D)
+    >>> kv = np.random.rand(2, 7, 4, 8).astype("float32")
+    >>> out = keras_attention.ops.dot_product_attention(q, kv, kv, scale=0.35)
+    >>> tuple(out.shape)
+    (2, 5, 4, 8)
     """
     checks.floating("dot_product_attention", query=query, key=key, value=value)
     checks.fused_shapes(query, key, value)
@@ -303,6 +358,14 @@ def frobenius_penalty(weights):
     Returns:
         Scalar: the squared Frobenius norm of `AAᵀ − I`, averaged over the
         batch.
+
+    Example:
+
+    >>> disjoint = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], "float32")
+    >>> same = np.array([[[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]], "float32")
+    >>> penalty = keras_attention.ops.frobenius_penalty
+    >>> [float(penalty(a)) for a in (disjoint, same)]
+    [0.0, 2.0]
     """
     checks.floating("frobenius_penalty", weights=weights)
     weights = ops.convert_to_tensor(weights)

@@ -381,6 +381,17 @@ def chunked_attention(
     Returns:
         The context, `(batch_size, heads, Tq, Dv)`, in the dtype of `value`.
         Half-precision inputs are computed in `float32`.
+
+    Example:
+
+    >>> q = np.random.rand(1, 2, 100, 8).astype("float32")  # (B, heads, T, D)
+    >>> chunked = keras_attention.ops.chunked_attention(
+    ...     q, q, q, causal=True, query_chunk_size=32, key_chunk_size=32
+    ... )
+    >>> mask = keras_attention.ops.causal_mask(100, 100)
+    >>> dense, _ = keras_attention.ops.attention(q, q, q, mask=mask)
+    >>> np.allclose(np.asarray(chunked), np.asarray(dense), atol=1e-5)
+    True
     """
     band = _check_band(band)
     checks.chunked_inputs(query, key, value)

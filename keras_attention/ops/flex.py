@@ -61,6 +61,14 @@ def or_masks(*mask_mods):
 
     Returns:
         A mask mod; with no argument, one that keeps no pair.
+
+    Example:
+
+    >>> from keras_attention.ops import mods, or_masks
+    >>> q_idx, kv_idx = keras.ops.arange(3)[:, None], keras.ops.arange(3)[None]
+    >>> mask_mod = or_masks(mods.causal(), mods.band(left=0, right=1))
+    >>> np.asarray(mask_mod(0, 0, q_idx, kv_idx)).astype(int).tolist()
+    [[1, 1, 0], [1, 1, 1], [1, 1, 1]]
     """
     return MaskCombination("or", mask_mods)
 
@@ -72,6 +80,13 @@ class MaskCombination:
     Args:
         op: `"and"` or `"or"`.
         mask_mods: The mask mods combined.
+
+    Example:
+
+    >>> from keras_attention.ops import and_masks, mods
+    >>> recent = and_masks(mods.causal(), mods.sliding_window(2))
+    >>> type(recent).__name__, recent.op
+    ('MaskCombination', 'and')
     """
 
     def __init__(self, op, mask_mods):
@@ -143,6 +158,13 @@ class BlockMask:
         kinds: The kind of each block.
         block_size: `(queries, keys)` per block.
         shape: `(batch, heads, q_len, kv_len)` it was made for.
+
+    Example:
+
+    >>> from keras_attention.ops import create_block_mask, mods
+    >>> block_mask = create_block_mask(mods.causal(), None, None, 256, 256)
+    >>> np.asarray(block_mask.kinds)[0, 0].tolist()  # 0 empty, 2 full
+    [[1, 0], [2, 1]]
     """
 
     def __init__(self, mask_mod, kinds, block_size, shape):
@@ -520,6 +542,14 @@ def apply_mods(logits, score_mod=None, mask_mod=None):
     Returns:
         `(logits, mask)`: the modded logits and the boolean mask that
         broadcasts against them (`None` without `mask_mod`).
+
+    Example:
+
+    >>> from keras_attention.ops import apply_mods, mods
+    >>> logits = np.zeros((1, 3, 3), "float32")
+    >>> logits, mask = apply_mods(logits, mods.soft_cap(5.0), mods.causal())
+    >>> np.asarray(mask).reshape(3, 3).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     """
     rank = len(logits.shape)
     shape = ops.shape(logits)

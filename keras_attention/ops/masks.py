@@ -88,6 +88,12 @@ def causal_mask(
 
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
+
+    Example:
+
+    >>> mask = keras_attention.ops.causal_mask(3, 3)
+    >>> np.asarray(mask).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     """
     checks.lengths(query_length=query_length, key_length=key_length)
     return position_mask(
@@ -109,6 +115,12 @@ def sliding_window_mask(
 
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
+
+    Example:
+
+    >>> mask = keras_attention.ops.sliding_window_mask(4, 4, window=2)
+    >>> np.asarray(mask).astype(int).tolist()
+    [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
     """
     checks.lengths(query_length=query_length, key_length=key_length)
     checks.lengths(window=window)
@@ -140,6 +152,12 @@ def band_mask(
 
     Returns:
         Boolean tensor of shape `(query_length, key_length)`.
+
+    Example:
+
+    >>> mask = keras_attention.ops.band_mask(4, 4, left=1, right=0)
+    >>> np.asarray(mask).astype(int).tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
     """
     checks.lengths(query_length=query_length, key_length=key_length)
     checks.lengths(left=left, right=right)

@@ -17,6 +17,12 @@ def rotary_angles(
 
     Returns:
         float32 angles, `positions.shape + (dim // 2,)`.
+
+    Example:
+
+    >>> angles = keras_attention.ops.rotary_angles(np.arange(3), dim=4)
+    >>> np.asarray(angles, "float64").round(2).tolist()
+    [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
     """
     exponent = ops.arange(0, dim, 2, dtype="float32") / float(dim)
     inverse = ops.power(ops.cast(max_wavelength, "float32"), -exponent)
@@ -37,6 +43,16 @@ def apply_rotary(inputs, angles):
 
     Returns:
         The rotated tensor, with the shape and dtype of `inputs`.
+
+    Example:
+
+    >>> x = np.random.rand(3, 4).astype("float32")
+    >>> angles = keras_attention.ops.rotary_angles(np.arange(3), dim=4)
+    >>> y = np.asarray(keras_attention.ops.apply_rotary(x, angles))
+    >>> np.allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1))
+    True
+    >>> np.allclose(y[0], x[0])  # position 0 is not rotated
+    True
     """
     cos = ops.cast(ops.cos(angles), inputs.dtype)
     sin = ops.cast(ops.sin(angles), inputs.dtype)

@@ -30,6 +30,14 @@ class BaseAdditiveScore(ParametricScore):
         units: Size of the hidden layer. Defaults to `None`, the key depth.
         **kwargs: As for the parametric scores (`kernel_initializer`,
             `kernel_regularizer`) and base layer keyword arguments.
+
+    Example:
+
+    >>> score = keras_attention.scores.ConcatScore(units=8)
+    >>> isinstance(score, keras_attention.scores.BaseAdditiveScore)
+    True
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
+    (2, 3, 5)
     """
 
     has_additive_form = True
@@ -78,9 +86,11 @@ class AdditiveScore(BaseAdditiveScore):
         units: Size of the hidden layer. Defaults to `None`, the key depth.
         use_bias: Whether to add a bias inside the `tanh`. Defaults to
             `False`.
+        bias_initializer: Initializer of `bias`. Defaults to `"zeros"`.
+
+    Keyword arguments:
         kernel_initializer: Initializer of the kernels and `v`. Defaults to
             `"glorot_uniform"`.
-        bias_initializer: Initializer of `bias`. Defaults to `"zeros"`.
         kernel_regularizer: Optional regularizer of the kernels and `v`.
 
     Weights:
@@ -151,6 +161,8 @@ class ConcatScore(BaseAdditiveScore):
 
     Args:
         units: Size of the hidden layer. Defaults to `None`, the key depth.
+
+    Keyword arguments:
         kernel_initializer: Initializer of `kernel` and `v`. Defaults to
             `"glorot_uniform"`.
         kernel_regularizer: Optional regularizer of `kernel` and `v`.

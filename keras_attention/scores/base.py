@@ -44,6 +44,16 @@ class Score(keras.layers.Layer):
     `_projected_logits`). A subclass that writes its own `_logits` loses
     the additive form and the key projection it inherits (its logits are
     no longer theirs) unless its body sets them again.
+
+    Example:
+
+    >>> class NegativeDistance(keras_attention.scores.Score):
+    ...     def _logits(self, query, key):
+    ...         diff = query[..., :, None, :] - key[..., None, :, :]
+    ...         return -keras.ops.sum(diff * diff, axis=-1)
+    >>> score = NegativeDistance()
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape)
+    (2, 3, 5)
     """
 
     has_dot_product_form = False

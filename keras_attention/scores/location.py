@@ -18,6 +18,8 @@ class LocationScore(ParametricScore):
 
     Args:
         max_length: Largest number of key positions. Required.
+
+    Keyword arguments:
         kernel_initializer: Initializer of `kernel`. Defaults to
             `"glorot_uniform"`.
         kernel_regularizer: Optional regularizer of `kernel`.

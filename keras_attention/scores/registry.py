@@ -28,12 +28,29 @@ _BY_NAME = {
 
 
 def serialize(score: Score) -> dict:
-    """Returns the config dict of a score layer."""
+    """Returns the config dict of a score layer.
+
+    Example:
+
+    >>> score = keras_attention.scores.AdditiveScore(units=8)
+    >>> config = keras_attention.scores.serialize(score)
+    >>> config["class_name"], config["config"]["units"]
+    ('AdditiveScore', 8)
+    """
     return keras.saving.serialize_keras_object(score)
 
 
 def deserialize(config: dict) -> Score:
-    """Creates a score layer from a config dict made by `serialize`."""
+    """Creates a score layer from a config dict made by `serialize`.
+
+    Example:
+
+    >>> score = keras_attention.scores.AdditiveScore(units=8)
+    >>> config = keras_attention.scores.serialize(score)
+    >>> again = keras_attention.scores.deserialize(config)
+    >>> type(again).__name__, again.units
+    ('AdditiveScore', 8)
+    """
     return keras.saving.deserialize_keras_object(config)
 
 

@@ -63,6 +63,17 @@ class AttentionMechanism(keras.layers.Layer):
     `probability_fn` turns the logits into weights: `"softmax"` (the
     default), `"hardmax"`, `"sparsemax"` or a callable `logits -> weights`
     (masked positions get weight exactly 0 with any of them).
+
+    Example:
+
+    >>> mechanism = keras_attention.seq2seq.LuongAttention(score="dot")
+    >>> isinstance(mechanism, keras_attention.seq2seq.AttentionMechanism)
+    True
+    >>> memory = np.random.rand(2, 5, 8).astype("float32")
+    >>> query = np.random.rand(2, 8).astype("float32")
+    >>> context, weights = mechanism(query, memory)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 8), (2, 5))
     """
 
     def __init__(self, probability_fn="softmax", **kwargs):
@@ -247,13 +258,16 @@ class BahdanauAttention(AttentionMechanism):
             the `tanh`). Defaults to `False`.
         kernel_initializer: Initializer of the score's kernels. Defaults to
             `"glorot_uniform"`.
+        **kwargs: `probability_fn` (below) and the base layer keyword
+            arguments, e.g. `name` and `dtype`.
+
+    Keyword arguments:
         probability_fn: `"softmax"` (the default), `"hardmax"` (one-hot of
             the best position), `"sparsemax"` (Martins & Astudillo, 2016)
             or a callable mapping the logits `(..., source_time)` to
             weights; masked positions get weight exactly 0 with any. A
             callable must be registered with
             `keras.saving.register_keras_serializable` to be saved.
-        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
         query: The decoder state, `(batch_size, query_depth)`, or a sequence
@@ -353,13 +367,16 @@ class LuongAttention(AttentionMechanism):
             it.
         kernel_initializer: Initializer of the score's kernels. Defaults to
             `"glorot_uniform"`.
+        **kwargs: `probability_fn` (below) and the base layer keyword
+            arguments, e.g. `name` and `dtype`.
+
+    Keyword arguments:
         probability_fn: `"softmax"` (the default), `"hardmax"` (one-hot of
             the best position), `"sparsemax"` (Martins & Astudillo, 2016)
             or a callable mapping the logits `(..., source_time)` to
             weights; masked positions get weight exactly 0 with any. A
             callable must be registered with
             `keras.saving.register_keras_serializable` to be saved.
-        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
         query: The decoder state, `(batch_size, query_depth)`, or a sequence
@@ -471,6 +488,18 @@ def compute_attention(
     Returns:
         `(attention, alignments)`: `a_t` `(batch_size, attention_depth)`
         and `α_t` `(batch_size, source_time)`.
+
+    Example:
+
+    >>> mechanism = keras_attention.seq2seq.BahdanauAttention(units=8)
+    >>> memory = np.random.rand(2, 5, 8).astype("float32")
+    >>> h = np.random.rand(2, 8).astype("float32")
+    >>> memory_mask = np.ones((2, 5), bool)
+    >>> attention, alignments = keras_attention.seq2seq.compute_attention(
+    ...     mechanism, h, memory, memory_mask, None, None
+    ... )
+    >>> tuple(attention.shape), tuple(alignments.shape)
+    ((2, 8), (2, 5))
     """
     context, alignments = mechanism(
         cell_output,

@@ -39,6 +39,28 @@ class BeamHypotheses(NamedTuple):
             end token included.
         log_probs: `float32` `(batch_size, n)`: `log p(y | x)`, the sum of
             the log-probabilities of the emitted tokens, without penalty.
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8), keras_attention.seq2seq.BahdanauAttention()
+    ... )
+    >>> parts = dict(
+    ...     memory=np.random.rand(2, 5, 6).astype("float32"),
+    ...     embedding=keras.layers.Embedding(10, 4),
+    ...     output_layer=keras.layers.Dense(10),
+    ...     start_token=1,
+    ...     end_token=2,
+    ...     max_length=7,
+    ... )
+
+    >>> result = keras_attention.seq2seq.beam_search_decode(
+    ...     cell, **parts, beam_width=3, num_hypotheses=2
+    ... )
+    >>> isinstance(result, keras_attention.seq2seq.BeamHypotheses)
+    True
+    >>> tuple(result.tokens.shape), tuple(result.log_probs.shape)
+    ((2, 2, 7), (2, 2))
     """
 
     tokens: object

@@ -37,6 +37,26 @@ class DecodeResult(NamedTuple):
             after the end token.
         lengths: `int32` `(batch_size,)`: number of emitted tokens, the end
             token included.
+
+    Example:
+
+    >>> cell = keras_attention.seq2seq.AttentionDecoderCell(
+    ...     keras.layers.GRUCell(8), keras_attention.seq2seq.BahdanauAttention()
+    ... )
+    >>> parts = dict(
+    ...     memory=np.random.rand(2, 5, 6).astype("float32"),
+    ...     embedding=keras.layers.Embedding(10, 4),
+    ...     output_layer=keras.layers.Dense(10),
+    ...     start_token=1,
+    ...     end_token=2,
+    ...     max_length=7,
+    ... )
+
+    >>> result = keras_attention.seq2seq.greedy_decode(cell, **parts)
+    >>> isinstance(result, keras_attention.seq2seq.DecodeResult)
+    True
+    >>> tuple(result.tokens.shape), tuple(result.lengths.shape)
+    ((2, 7), (2,))
     """
 
     tokens: object
@@ -211,6 +231,14 @@ def filter_logits(log_probs, temperature=1.0, top_k=None, top_p=None):
 
     Returns:
         `(batch_size, vocabulary_size)` float32 logits.
+
+    Example:
+
+    >>> log_probs = np.log(np.array([[0.5, 0.3, 0.2]], "float32"))
+    >>> logits = keras_attention.seq2seq.filter_logits(log_probs, top_k=2)
+    >>> probabilities = keras.ops.softmax(logits)
+    >>> np.asarray(probabilities, "float64").round(3).tolist()
+    [[0.625, 0.375, 0.0]]
     """
     _check_sampling_arguments(temperature, top_k, top_p)
     checks.logits_2d(log_probs)

@@ -125,6 +125,16 @@ def monotonic_alignments(p_choose, previous_alignments, mode):
 
     Returns:
         `α_i`, `(batch_size, source_time)`.
+
+    Example:
+
+    >>> p_choose = np.array([[0.0, 1.0, 1.0]], "float32")  # stop at 1
+    >>> previous = np.array([[1.0, 0.0, 0.0]], "float32")
+    >>> alignments = keras_attention.seq2seq.monotonic_alignments(
+    ...     p_choose, previous, "recursive"
+    ... )
+    >>> np.asarray(alignments).tolist()
+    [[0.0, 1.0, 0.0]]
     """
     p_choose, previous_alignments = checks.alignment_inputs(
         p_choose, previous_alignments, mode, MODES

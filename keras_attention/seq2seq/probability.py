@@ -27,6 +27,12 @@ def hardmax(logits, axis=-1):
 
     Returns:
         A tensor of the shape and dtype of `logits`.
+
+    Example:
+
+    >>> weights = keras_attention.seq2seq.hardmax(np.array([[1.0, 3.0, 3.0]]))
+    >>> np.asarray(weights).tolist()  # ties go to the first
+    [[0.0, 1.0, 0.0]]
     """
     ka_ops.checks.probability_logits(logits, axis)
     return ka_ops.one_hot_argmax(logits, axis)
@@ -48,6 +54,13 @@ def sparsemax(logits, axis=-1):
 
     Returns:
         A tensor of the shape and dtype of `logits`.
+
+    Example:
+
+    >>> logits = np.array([[0.8, 0.6, -1.0]], "float32")
+    >>> weights = keras_attention.seq2seq.sparsemax(logits)
+    >>> np.asarray(weights, "float64").round(4).tolist()
+    [[0.6, 0.4, 0.0]]
 
     References:
         - [Martins & Astudillo, 2016](https://arxiv.org/abs/1602.02068)

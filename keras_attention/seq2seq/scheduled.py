@@ -29,7 +29,14 @@ _PACKAGE = "keras_attention"
 
 
 def inverse_sigmoid_decay(k):
-    """`p(i) = 1 − k / (k + exp(i / k))` at training step `i` (`k ≥ 1`)."""
+    """`p(i) = 1 − k / (k + exp(i / k))` at training step `i` (`k ≥ 1`).
+
+    Example:
+
+    >>> schedule = keras_attention.seq2seq.inverse_sigmoid_decay(1)
+    >>> [round(schedule(step), 3) for step in (0, 1, 5)]
+    [0.5, 0.731, 0.993]
+    """
     if isinstance(k, bool) or not isinstance(k, (int, float)) or k < 1:
         raise ValueError(
             "Received an invalid value for argument `k`, expected a number "
@@ -39,7 +46,14 @@ def inverse_sigmoid_decay(k):
 
 
 def exponential_decay(k):
-    """`p(i) = 1 − k ** i` at training step `i` (`0 < k < 1`)."""
+    """`p(i) = 1 − k ** i` at training step `i` (`0 < k < 1`).
+
+    Example:
+
+    >>> schedule = keras_attention.seq2seq.exponential_decay(0.5)
+    >>> [schedule(step) for step in (0, 1, 2)]
+    [0.0, 0.5, 0.75]
+    """
     if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 < k < 1:
         raise ValueError(
             "Received an invalid value for argument `k`, expected a number "
@@ -49,7 +63,14 @@ def exponential_decay(k):
 
 
 def linear_decay(c, k=1.0, minimum=0.0):
-    """`p(i) = 1 − max(minimum, k − c i)` at training step `i`."""
+    """`p(i) = 1 − max(minimum, k − c i)` at training step `i`.
+
+    Example:
+
+    >>> schedule = keras_attention.seq2seq.linear_decay(0.25)
+    >>> [schedule(step) for step in (0, 1, 2, 8)]
+    [0.0, 0.25, 0.5, 1.0]
+    """
     return lambda step: 1.0 - max(minimum, k - c * step)
 
 

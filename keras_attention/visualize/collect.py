@@ -56,6 +56,14 @@ class AttentionMaps(dict):
         query_tokens: One list of query-side tokens per example where they
             differ from `tokens` (a `Translator`'s decoded words); `None`
             when the queries are the tokens themselves.
+
+    Example:
+
+    >>> maps = keras_attention.visualize.AttentionMaps(
+    ...     {"layer": np.full((1, 1, 2, 2), 0.5)}, tokens=[["not", "bad"]]
+    ... )
+    >>> list(maps), maps.tokens
+    (['layer'], [['not', 'bad']])
     """
 
     def __init__(self, weights, tokens=None, query_tokens=None):
@@ -106,6 +114,19 @@ def collect_attention(model, inputs) -> AttentionMaps:
         ValueError: If `model` is a subclassed model (its layer graph
             cannot be read), a `Sequential` model that was never built, or
             has no attention layer.
+
+    Example:
+
+    >>> ids = keras.Input((4,), dtype="int32")
+    >>> x = keras.layers.Embedding(10, 8)(ids)
+    >>> x = keras_attention.SelfAttention(num_heads=2, name="first")(x)
+    >>> model = keras.Model(ids, x)
+    >>> maps = keras_attention.visualize.collect_attention(
+    ...     model, np.array([[1, 2, 3, 4]])
+    ... )
+
+    >>> {path: weights.shape for path, weights in maps.items()}
+    {'first': (1, 2, 4, 4)}
     """
     if isinstance(model, TextTranslator):
         return _translator_attention(model, inputs)

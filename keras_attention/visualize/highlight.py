@@ -92,6 +92,15 @@ def attention_html(
     Raises:
         ValueError: If the lists differ in length, a weights array is not
             1-D, or it does not match its sentence's number of tokens.
+
+    Example:
+
+    >>> page = keras_attention.visualize.attention_html(
+    ...     [["not", "bad"], ["a", "dull", "film"]],
+    ...     [[0.4, 0.6], [0.2, 0.7, 0.1]],
+    ... )
+    >>> page.count("<span")  # one per token
+    5
     """
     if len(tokens_list) != len(weights_list):
         raise ValueError(
@@ -147,6 +156,16 @@ def save_attention_html(
         titles: Optional label per sentence.
         note: Optional text on what the weights are (see
             `attention_html`).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "attention.html")
+    >>> keras_attention.visualize.save_attention_html(
+    ...     path, [["not", "bad"]], [[0.4, 0.6]]
+    ... )
+    >>> os.path.exists(path)
+    True
     """
     page = attention_html(tokens_list, weights_list, titles=titles, note=note)
     with open(path, "w", encoding="utf-8") as f:

@@ -84,6 +84,16 @@ def plot_attention(
     Raises:
         ValueError: If `weights` is not 1-D or 2-D, or the labels do not
             match its shape (the message names both shapes).
+
+    Example:
+
+    >>> fig = keras_attention.visualize.plot_attention(
+    ...     [[0.1, 0.7, 0.2], [0.3, 0.3, 0.4]],
+    ...     x_labels=["not", "bad", "film"],
+    ...     y_labels=["hop 1", "hop 2"],
+    ... )
+    >>> len(fig.axes)  # the heatmap and its colour bar
+    2
     """
     array = _as_2d(weights, "weights")
     rows, columns = array.shape
@@ -163,6 +173,16 @@ def plot_attention_grid(
     Raises:
         ValueError: If the lists differ in length, are empty, or a
             sentence's labels do not match its weights.
+
+    Example:
+
+    >>> fig = keras_attention.visualize.plot_attention_grid(
+    ...     [[[0.2, 0.8]], [[0.5, 0.25, 0.25]]],
+    ...     [["not", "bad"], ["a", "dull", "film"]],
+    ...     titles=["positive", "negative"],
+    ... )
+    >>> len(fig.axes)  # two panels and one colour bar
+    3
     """
     from matplotlib.figure import Figure
 

@@ -46,6 +46,18 @@ def save_hop_report(
 
     Returns:
         The two paths written.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> paths = keras_attention.visualize.save_hop_report(
+    ...     tempfile.mkdtemp(),
+    ...     [["not", "bad"]],
+    ...     [np.array([[0.2, 0.8], [0.6, 0.4]])],
+    ...     ["label 1, predicted 1"],
+    ... )
+    >>> [os.path.basename(path) for path in paths]
+    ['attention_hops.html', 'rollout.txt']
     """
     lines = []
     for tokens, weights, title in zip(

@@ -129,6 +129,13 @@ def attention_rollout(
     Raises:
         ValueError: For an empty list, shapes that do not chain, an
             unknown `head_fusion` or `residual` outside `[0, 1]`.
+
+    Example:
+
+    >>> uniform = np.full((1, 1, 2, 2), 0.5)  # (batch, heads, T, T)
+    >>> rollout = keras_attention.visualize.attention_rollout([uniform])
+    >>> rollout.tolist()  # (I + A) / 2
+    [[[0.75, 0.25], [0.25, 0.75]]]
     """
     layers = _fused_layers(weights, residual, head_fusion)
     joint = layers[0]
@@ -164,6 +171,13 @@ def attention_flow(
         ValueError: As for `attention_rollout`.
         ImportError: If networkx is not installed (`pip install
             networkx`, or the `examples` extra).
+
+    Example:
+
+    >>> identity = np.eye(2)[None, None]  # each token attends to itself
+    >>> flow = keras_attention.visualize.attention_flow([identity, identity])
+    >>> flow.tolist()
+    [[[1.0, 0.0], [0.0, 1.0]]]
     """
     import networkx as nx
 

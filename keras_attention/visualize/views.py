@@ -222,6 +222,18 @@ def head_view(
         ValueError: If a layer is not 4-D, its key axis does not match
             `tokens`, `example` is out of range or `threshold` is not in
             `[0, 1)`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> weights = [np.full((1, 2, 3, 3), 1 / 3)]  # one layer, two heads
+
+    >>> path = keras_attention.visualize.head_view(
+    ...     weights, ["not", "a", "film"], os.path.join(folder, "head.html")
+    ... )
+    >>> os.path.basename(path)
+    'head.html'
     """
     layers = _layers(weights)
     tokens = _strings(tokens, "tokens")
@@ -269,6 +281,18 @@ def model_view(
 
     Raises:
         ValueError: As for `head_view`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> weights = [np.full((1, 2, 3, 3), 1 / 3)]  # one layer, two heads
+
+    >>> path = keras_attention.visualize.model_view(
+    ...     weights, ["not", "a", "film"], os.path.join(folder, "model.html")
+    ... )
+    >>> os.path.basename(path)
+    'model.html'
     """
     layers = _layers(weights)
     tokens = _strings(tokens, "tokens")
@@ -353,6 +377,19 @@ def alignment_view(
     Raises:
         ValueError: If the lists differ in length or a sentence's weights
             do not match its words.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> weights = np.array([[0.9, 0.1], [0.2, 0.8]])  # (target, source)
+    >>> path = keras_attention.visualize.alignment_view(
+    ...     weights,
+    ...     ["ein", "hund"],
+    ...     ["a", "dog"],
+    ...     os.path.join(tempfile.mkdtemp(), "alignment.html"),
+    ... )
+    >>> os.path.basename(path)
+    'alignment.html'
     """
     weights = _per_sentence(weights, source_tokens, target_tokens)
     several = len(source_tokens) > 0 and not isinstance(source_tokens[0], str)

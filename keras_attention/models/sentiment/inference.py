@@ -24,6 +24,21 @@ def predict_labels(model, sentences, batch_size=64):
 
     Returns:
         A list with one name (`class_names(model)`) per sentence.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models import sentiment
+    >>> model = sentiment.build_sentiment_classifier(
+    ...     make_text_vectorizer(["a good film", "a bad film"]),
+    ...     embedding_dim=8,
+    ...     lstm_units=4,
+    ...     num_hops=2,
+    ... )
+
+    >>> labels = sentiment.predict_labels(model, ["a good film", "bad"])
+    >>> len(labels), set(labels) <= {"0", "1"}
+    (2, True)
     """
     probabilities, _ = predict_sentiment(
         model, text.as_text_list(sentences, "sentences"), batch_size=batch_size
@@ -49,6 +64,22 @@ def token_id_model(model, probabilities_only=False):
 
     Returns:
         A functional `keras.Model`.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models import sentiment
+    >>> model = sentiment.build_sentiment_classifier(
+    ...     make_text_vectorizer(["a good film", "a bad film"]),
+    ...     embedding_dim=8,
+    ...     lstm_units=4,
+    ...     num_hops=2,
+    ... )
+
+    >>> ids_model = sentiment.token_id_model(model)
+    >>> outputs = ids_model.predict(np.array([[2, 3, 4, 0]]), verbose=0)
+    >>> outputs["probabilities"].shape, outputs["attention"].shape
+    ((1, 2), (1, 2, 4))
     """
     vectorizer = vectorizer_of(model)
     outputs = (
@@ -84,6 +115,21 @@ def vectorizer_of(model):
 
     Raises:
         ValueError: `model` has no such layer.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models import sentiment
+    >>> model = sentiment.build_sentiment_classifier(
+    ...     make_text_vectorizer(["a good film", "a bad film"]),
+    ...     embedding_dim=8,
+    ...     lstm_units=4,
+    ...     num_hops=2,
+    ... )
+
+    >>> vocabulary = sentiment.vectorizer_of(model).get_vocabulary()
+    >>> [str(word) for word in vocabulary[:3]]
+    ['', '[UNK]', 'film']
     """
     for layer in model.layers:
         if isinstance(layer, keras.layers.TextVectorization):
@@ -111,6 +157,23 @@ def predict_sentiment(model, sentences, batch_size=64):
     Raises:
         ValueError: A sentence holds no word (a letter or a digit), as in
             `TextModel.predict`: there is nothing to attend to.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models import sentiment
+    >>> model = sentiment.build_sentiment_classifier(
+    ...     make_text_vectorizer(["a good film", "a bad film"]),
+    ...     embedding_dim=8,
+    ...     lstm_units=4,
+    ...     num_hops=2,
+    ... )
+
+    >>> probabilities, attention = sentiment.predict_sentiment(
+    ...     model, ["a good film", "bad"]
+    ... )
+    >>> probabilities.shape, [a.shape for a in attention]
+    ((2, 2), [(2, 3), (2, 1)])
     """
     text.check_words(sentences, "sentences")
     vectorizer = vectorizer_of(model)

@@ -31,6 +31,13 @@ def cue_positions(sentence, cue_mask, num_positions=None):
 
     Returns:
         A boolean array with one entry per model position.
+
+    Example:
+
+    >>> from keras_attention.models.sentiment import cue_positions
+    >>> mask = np.array([False, False, True])  # "not -- good"
+    >>> cue_positions("not -- good", mask).tolist()  # "--" has no position
+    [False, True]
     """
     words = sentence.split()
     cue_mask = np.asarray(cue_mask, dtype=bool)
@@ -63,6 +70,14 @@ def attention_on_cues(attention, sentences, cue_masks):
 
     Returns:
         The mean share, a float in `[0, 1]`.
+
+    Example:
+
+    >>> from keras_attention.models.sentiment import attention_on_cues
+    >>> attention = [np.array([[0.1, 0.9], [0.3, 0.7]])]  # 2 hops, 2 tokens
+    >>> cue_masks = [np.array([False, True])]  # "not good": good decides
+    >>> round(attention_on_cues(attention, ["not good"], cue_masks), 3)
+    0.8
     """
     shares = []
     for weights, sentence, mask in zip(
@@ -94,6 +109,14 @@ def attention_redundancy(attention):
     Returns:
         The mean over sentences of the mean off-diagonal of `AAᵀ` (`0.0`
         for a single hop).
+
+    Example:
+
+    >>> from keras_attention.models.sentiment import attention_redundancy
+    >>> disjoint = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> same = np.array([[1.0, 0.0], [1.0, 0.0]])
+    >>> attention_redundancy([disjoint]), attention_redundancy([same])
+    (0.0, 1.0)
     """
     values = []
     for weights in attention:

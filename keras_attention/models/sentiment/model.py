@@ -166,6 +166,20 @@ def class_names(model):
 
     Models saved before label names existed (and models built without
     them) name their classes by their index.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models import sentiment
+    >>> model = sentiment.build_sentiment_classifier(
+    ...     make_text_vectorizer(["a good film", "a bad film"]),
+    ...     embedding_dim=8,
+    ...     lstm_units=4,
+    ...     num_hops=2,
+    ... )
+
+    >>> sentiment.class_names(model)
+    ('0', '1')
     """
     names = getattr(model, "label_names", None)
     if names is not None:
@@ -180,6 +194,23 @@ def classifier_for_training(model):
     Compile and fit this view (`sparse_categorical_crossentropy`,
     `accuracy`): its loss is on the class probabilities alone, plus the
     attention penalty that the layer adds. Training it trains `model`.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models import sentiment
+    >>> model = sentiment.build_sentiment_classifier(
+    ...     make_text_vectorizer(["a good film", "a bad film"]),
+    ...     embedding_dim=8,
+    ...     lstm_units=4,
+    ...     num_hops=2,
+    ... )
+
+    >>> view = sentiment.classifier_for_training(model)
+    >>> view.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    >>> loss = view.train_on_batch(np.array(["a good film"]), np.array([1]))
+    >>> bool(np.isfinite(loss))
+    True
     """
     return keras.Model(
         model.input,

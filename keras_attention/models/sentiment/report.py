@@ -47,6 +47,12 @@ def balanced_indices(labels, count):
     Each class gives its examples in their order in `labels`, so the
     result has as many examples of each class as possible: with 6 and two
     classes, three of each (if both have three).
+
+    Example:
+
+    >>> from keras_attention.models.sentiment import balanced_indices
+    >>> balanced_indices(np.array([0, 0, 0, 1, 1]), 4)
+    [0, 3, 1, 4]
     """
     labels = np.asarray(labels)
     queues = [list(np.flatnonzero(labels == c)) for c in np.unique(labels)]

@@ -173,6 +173,16 @@ def copy_vectorizer(vectorizer):
     A layer called in one functional model cannot start another one (its
     output would belong to both), so a model that reuses the vocabulary
     of another gets this copy.
+
+    Example:
+
+    >>> from keras_attention.data import make_text_vectorizer
+    >>> from keras_attention.models.sentiment import copy_vectorizer
+    >>> vectorizer = make_text_vectorizer(["a good film"])
+    >>> copy = copy_vectorizer(vectorizer)
+    >>> vocabulary = vectorizer.get_vocabulary()
+    >>> copy is not vectorizer, copy.get_vocabulary() == vocabulary
+    (True, True)
     """
     copy = keras.layers.TextVectorization.from_config(vectorizer.get_config())
     copy.set_vocabulary(vectorizer.get_vocabulary())
@@ -191,6 +201,19 @@ def copy_matching_weights(source, target):
 
     Returns:
         The names of the layers copied.
+
+    Example:
+
+    >>> from keras_attention.models.sentiment import copy_matching_weights
+    >>> def model():
+    ...     inputs = keras.Input((3,))
+    ...     outputs = keras.layers.Dense(2, name="dense")(inputs)
+    ...     return keras.Model(inputs, outputs)
+    >>> source, target = model(), model()
+    >>> copy_matching_weights(source, target)
+    ['dense']
+    >>> np.allclose(source.get_weights()[0], target.get_weights()[0])
+    True
     """
     names = {layer.name: layer for layer in source.layers}
     copied = []

@@ -178,11 +178,14 @@ class TransformerEncoderBlock(_Block):
         model_dim: Width of the residual stream (inputs and outputs).
         num_heads: Attention heads; `model_dim // num_heads` each.
         feed_forward_dim: Width of the feed-forward network's hidden layer.
+        **kwargs: `num_key_value_heads` and `dropout` (below) and the layer
+            keyword arguments.
+
+    Keyword arguments:
         num_key_value_heads: Key/value heads (`GroupedQueryAttention`);
             `None` (the default) or `num_heads` is `SelfAttention`.
         dropout: Rate on the attention weights, the feed-forward hidden
             layer and each sublayer's output. Defaults to `0.0`.
-        **kwargs: Layer keyword arguments.
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.
@@ -261,12 +264,15 @@ class TransformerDecoderBlock(_Block):
         model_dim: Width of the residual stream; also the memory's depth.
         num_heads: Attention heads; `model_dim // num_heads` each.
         feed_forward_dim: Width of the feed-forward network's hidden layer.
+        **kwargs: `num_key_value_heads` and `dropout` (below) and the layer
+            keyword arguments.
+
+    Keyword arguments:
         num_key_value_heads: Key/value heads of both attentions
             (`GroupedQueryAttention`); `None` (the default) or `num_heads`
             is `SelfAttention` and `MultiHeadAttention`.
         dropout: Rate on the attention weights, the feed-forward hidden
             layer and each sublayer's output. Defaults to `0.0`.
-        **kwargs: Layer keyword arguments.
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.

@@ -104,6 +104,23 @@ class TransformerDecoderCell(keras.layers.Layer):
 
     Returns:
         `(outputs (batch_size, model_dim), new_states)`.
+
+    Example:
+
+    >>> from keras_attention.seq2seq.transformer import (
+    ...     TransformerDecoderBlock,
+    ...     TransformerDecoderCell,
+    ... )
+    >>> block = TransformerDecoderBlock(8, 2, 16)
+    >>> memory = np.ones((2, 5, 8), "float32")
+    >>> _ = block(np.ones((2, 1, 8), "float32"), memory)  # builds the block
+    >>> cell = TransformerDecoderCell(
+    ...     [block], keras.layers.LayerNormalization(), max_length=4
+    ... )
+    >>> states = cell.get_initial_state(memory)
+    >>> outputs, states = cell(np.ones((2, 8), "float32"), states)
+    >>> tuple(outputs.shape)
+    (2, 8)
     """
 
     def __init__(self, blocks, norm, max_length, use_cache=True, **kwargs):
