@@ -385,8 +385,13 @@ def test_non_dot_score_chunked_gradients_equal_dense(score, rand, rng):
     want = _output_and_grads(dense, query, value, call)
     got = _output_and_grads(chunked, query, value, call)
     assert len(got) == len(want) == 3 + len(dense.trainable_weights)
+    # Tolerance scaled to each gradient: query rows with one unmasked key
+    # have a zero gradient (the softmax of one logit is constant), and both
+    # paths give rounding noise there of ~1e-5 of the array's largest
+    # entries (~20), which an absolute 1e-4 failed on an AVX2-only CPU.
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(g, w, atol=1e-4 * scale, rtol=1e-4)
 
 
 def test_non_dot_score_chunk_size_none_chunks_large_weights(
