@@ -20,6 +20,8 @@ import types
 
 import pytest
 
+from tests import test_migration_docs
+
 # Checks the documentation, not a backend: the TensorFlow lane runs it.
 pytestmark = pytest.mark.backend_independent
 
@@ -198,14 +200,7 @@ RUN_ELSEWHERE = {
     "docs/serving.md": "tests/test_export.py",
     **{
         f"docs/migration/{guide}": "tests/test_migration_docs.py"
-        for guide in (
-            "keras-self-attention.md",
-            "keras-multi-head.md",
-            "attention-package.md",
-            "tfa-seq2seq.md",
-            "seed-self-attention.md",
-            "keras-layers.md",
-        )
+        for guide in test_migration_docs.GUIDES
     },
 }
 # Files a page's blocks read, made in the scratch folder they run in.
