@@ -35,7 +35,8 @@ def check_query_value_key(layer_name, query_shape, value_shape, key_shape):
     """Validates the shapes given to a query/value/key attention layer.
 
     `query` is `(B, Dq)` or `(B, Tq, Dq)`; `value` is `(B, Tv, Dv)`; `key`, if
-    given, is `(B, Tv, Dk)`.
+    given, is `(B, Tv, Dk)`. Inputs of rank above 3 come here folded
+    (`_leading_axes`).
     """
     if query_shape and isinstance(query_shape[0], (list, tuple)):
         raise ValueError(
@@ -52,8 +53,9 @@ def check_query_value_key(layer_name, query_shape, value_shape, key_shape):
         shapes += f", key.shape={tuple(key_shape)}"
     if len(query_shape) not in (2, 3):
         raise ValueError(
-            f"{layer_name} expects `query` of shape `(batch_size, dim)` or "
-            f"`(batch_size, Tq, dim)`. Received: {shapes}"
+            f"{layer_name} expects `query` of shape `(batch_size, dim)`, "
+            "`(batch_size, Tq, dim)` or `(batch_size, ..., Tq, dim)`. "
+            f"Received: {shapes}"
         )
     if len(value_shape) != 3:
         raise ValueError(

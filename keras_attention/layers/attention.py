@@ -8,6 +8,7 @@ from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _inputs
 from keras_attention.layers import _keras_scores
+from keras_attention.layers import _leading_axes
 from keras_attention.layers import _local_window
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
@@ -131,8 +132,7 @@ class Attention(keras.layers.Layer):
             give Keras's numbers. Not together with `score`. Defaults to
             `None`. Differences from Keras: a masked query (or one with
             every value masked) gets zero weights where Keras returns its
-            softmax; the returned weights are those before dropout; inputs
-            of rank above 3 are refused.
+            softmax; the returned weights are those before dropout.
         score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
             kv_idx)` (`keras_attention.ops.mods`; `head` is `0`), applied
             to the logits after `attention_activation`, saved in the
@@ -143,7 +143,12 @@ class Attention(keras.layers.Layer):
 
     Call arguments:
         query: `(batch_size, Dq)` or `(batch_size, Tq, Dq)`, or Keras's
-            list `[query, value]` / `[query, value, key]`.
+            list `[query, value]` / `[query, value, key]`. As in Keras,
+            also `(batch_size, ..., Tq, Dq)` of any rank above 3 (a
+            Conv2D's feature map, say), with `value`, `key`, the masks and
+            the outputs gaining the same axes after the batch: those axes
+            are folded into the batch, so a mod's `batch` index counts
+            them too, row-major.
         value: `(batch_size, Tv, Dv)`. Defaults to `query`
             (self-attention).
         key: Optional `(batch_size, Tv, Dk)`. Defaults to `value`.
@@ -258,6 +263,15 @@ class Attention(keras.layers.Layer):
             )
         if value_shape is None:
             value_shape = query_shape
+        if _leading_axes.is_folded(query_shape):
+            _leading_axes.check(
+                type(self).__name__, query_shape, value_shape, key_shape
+            )
+            query_shape, value_shape = map(
+                _leading_axes.folded_shape, (query_shape, value_shape)
+            )
+            if key_shape is not None:
+                key_shape = _leading_axes.folded_shape(key_shape)
         _inputs.check_query_value_key(
             type(self).__name__, query_shape, value_shape, key_shape
         )
@@ -282,6 +296,10 @@ class Attention(keras.layers.Layer):
         name = type(self).__name__
         _validation.floating_inputs(name, query=query, value=value, key=key)
         key_shape = None if key is None else key.shape
+        if _leading_axes.is_folded(query.shape):
+            # The masks are checked once folded, at the call.
+            _leading_axes.check(name, query.shape, value.shape, key_shape)
+            return
         _mask_shapes.check_padding_masks(
             name, query.shape, value.shape, key_shape, masks
         )
@@ -365,6 +383,26 @@ class Attention(keras.layers.Layer):
         query_mask, value_mask = _inputs.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
+        if _leading_axes.is_folded(query.shape):
+            return _leading_axes.call(
+                type(self).__name__,
+                self.call,
+                query,
+                value,
+                key,
+                {
+                    "query_mask": query_mask,
+                    "value_mask": value_mask,
+                    "key_mask": key_mask,
+                    "attention_mask": attention_mask,
+                    "attention_bias": attention_bias,
+                },
+                use_causal_mask=use_causal_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                score_mod=score_mod,
+                mask_mod=mask_mod,
+            )
         logits, mask, squeeze = self._weights_and_mask(
             query,
             value,
@@ -470,7 +508,7 @@ class Attention(keras.layers.Layer):
         context = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return context
-        weights_shape = tuple(query.shape[:-1]) + (value.shape[1],)
+        weights_shape = tuple(query.shape[:-1]) + (value.shape[-2],)
         return context, keras.KerasTensor(
             weights_shape, dtype=self.compute_dtype
         )

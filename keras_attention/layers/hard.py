@@ -7,6 +7,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _inputs
+from keras_attention.layers import _leading_axes
 from keras_attention.layers.attention import Attention
 
 _MODES = ("argmax", "sample")
@@ -53,7 +54,8 @@ class HardAttention(Attention):
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
-        query, value, key: As for `keras_attention.Attention`.
+        query, value, key: As for `keras_attention.Attention`, rank above
+            3 included.
         query_mask, value_mask, key_mask: As for `keras_attention.Attention`.
         attention_mask, use_causal_mask: As for `keras_attention.Attention`.
         training, mask: As for `keras_attention.Attention`.
@@ -145,6 +147,24 @@ class HardAttention(Attention):
         query_mask, value_mask = _inputs.keras_masks(
             type(self).__name__, mask, query_mask, value_mask
         )
+        if _leading_axes.is_folded(query.shape):
+            return _leading_axes.call(
+                type(self).__name__,
+                self.call,
+                query,
+                value,
+                key,
+                {
+                    "query_mask": query_mask,
+                    "value_mask": value_mask,
+                    "key_mask": key_mask,
+                    "attention_mask": attention_mask,
+                },
+                use_causal_mask=use_causal_mask,
+                return_attention_scores=return_attention_scores,
+                return_log_prob=return_log_prob,
+                training=training,
+            )
         logits, mask, squeeze = self._weights_and_mask(
             query,
             value,
@@ -156,25 +176,7 @@ class HardAttention(Attention):
             use_causal_mask,
         )
         value = query if value is None else value
-        logits = ops.cast(logits, ka_ops.logits_dtype(logits.dtype))
-        probs = ka_ops.masked_softmax(logits, mask)
-        perturbed = logits
-        if self.mode == "sample" and training:
-            perturbed = logits + self._gumbel(ops.shape(logits))
-        if mask is None:
-            mask = ops.ones_like(logits, dtype="bool")
-        mask = ops.broadcast_to(mask, ops.shape(logits))
-        candidates = ka_ops.mask_logits(perturbed, mask)
-        any_key = ops.any(mask, axis=-1, keepdims=True)
-        hard = ka_ops.one_hot_argmax(candidates)
-        hard = hard * ops.cast(any_key, hard.dtype)
-
-        if self.estimator == "straight_through":
-            relaxed = ka_ops.masked_softmax(perturbed / self.temperature, mask)
-            # Parenthesised so the forward value is exactly the one-hot choice.
-            weights = hard + (relaxed - ops.stop_gradient(relaxed))
-        else:
-            weights = ops.stop_gradient(hard)
+        weights, hard, probs = self._hard_weights(logits, mask, training)
         if self.penalty_coefficient > 0:
             self.add_loss(
                 self.penalty_coefficient * ka_ops.frobenius_penalty(probs)
@@ -192,6 +194,30 @@ class HardAttention(Attention):
         if squeeze:
             outputs = [ops.squeeze(o, 1) for o in outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _hard_weights(self, logits, mask, training):
+        """`(weights, hard, probs)`: the weights the values are summed
+        with (the one-hot choice, with the estimator's gradient), the
+        one-hot choice itself and the softmax it is drawn from."""
+        logits = ops.cast(logits, ka_ops.logits_dtype(logits.dtype))
+        probs = ka_ops.masked_softmax(logits, mask)
+        perturbed = logits
+        if self.mode == "sample" and training:
+            perturbed = logits + self._gumbel(ops.shape(logits))
+        if mask is None:
+            mask = ops.ones_like(logits, dtype="bool")
+        mask = ops.broadcast_to(mask, ops.shape(logits))
+        candidates = ka_ops.mask_logits(perturbed, mask)
+        any_key = ops.any(mask, axis=-1, keepdims=True)
+        hard = ka_ops.one_hot_argmax(candidates)
+        hard = hard * ops.cast(any_key, hard.dtype)
+        if self.estimator == "straight_through":
+            relaxed = ka_ops.masked_softmax(perturbed / self.temperature, mask)
+            # Parenthesised so the forward value is exactly the one-hot choice.
+            weights = hard + (relaxed - ops.stop_gradient(relaxed))
+        else:
+            weights = ops.stop_gradient(hard)
+        return weights, hard, probs
 
     def compute_output_spec(
         self,
@@ -227,7 +253,7 @@ class HardAttention(Attention):
         shape = self.compute_output_shape(query.shape, value.shape)
         outputs = [keras.KerasTensor(shape, dtype=dtype)]
         if return_attention_scores:
-            weights_shape = tuple(query.shape[:-1]) + (value.shape[1],)
+            weights_shape = tuple(query.shape[:-1]) + (value.shape[-2],)
             outputs.append(keras.KerasTensor(weights_shape, dtype=dtype))
         if return_log_prob:
             outputs.append(

@@ -205,3 +205,41 @@ def test_bad_keras_arguments_are_named(rand):
     x = rand(1, 2, 4)
     with pytest.raises(ValueError, match="Received length: 4"):
         keras_attention.Attention()([x, x, x, x])
+
+
+def _nd_inputs(rand):
+    """Rank-4 query, value and key, `(batch, rows, T, dim)`."""
+    return rand(2, 3, 4, 4), rand(2, 3, 5, 6), rand(2, 3, 5, 4)
+
+
+@pytest.mark.parametrize("kwargs", ATTENTION_CASES)
+def test_nd_inputs_match_keras_with_copied_weights(kwargs, rand, rng):
+    # Keras's layer takes rank-4 inputs but not rank-4 masks (its
+    # `where` does not broadcast them); the masks are checked per row
+    # below.
+    query, value, key = _nd_inputs(rand)
+    theirs = keras.layers.Attention(**kwargs)
+    ours = keras_attention.Attention(**kwargs)
+    call = dict(return_attention_scores=True)
+    theirs([query, value, key], **call)
+    ours([query, value, key], **call)
+    _random_weights(theirs, rng)
+    ours.set_weights(theirs.get_weights())
+    got = ours([query, value, key], **call)
+    assert tuple(got[0].shape) == (2, 3, 4, 6)
+    assert tuple(got[1].shape) == (2, 3, 4, 5)
+    want = theirs([query, value, key], **call)
+    _assert_like_keras(got, want, np.ones((2, 3, 4), bool))
+
+
+def test_additive_nd_inputs_match_keras(rand):
+    query, _, key = _nd_inputs(rand)
+    value = rand(2, 3, 5, 4)
+    call = dict(return_attention_scores=True)
+    theirs = keras.layers.AdditiveAttention()
+    ours = keras_attention.AdditiveAttention()
+    want = theirs([query, value, key], **call)
+    ours([query, value, key], **call)
+    ours.set_weights(theirs.get_weights())
+    got = ours([query, value, key], **call)
+    _assert_like_keras(got, want, np.ones((2, 3, 4), bool))
