@@ -18,6 +18,9 @@ from keras_attention.layers.grouped_query import (
 )
 from keras_attention.layers.hard import HardAttention as HardAttention
 from keras_attention.layers.hard import reinforce_loss as reinforce_loss
+from keras_attention.layers.latent import (
+    MultiHeadLatentAttention as MultiHeadLatentAttention,
+)
 from keras_attention.layers.multi_head import (
     MultiHeadAttention as MultiHeadAttention,
 )

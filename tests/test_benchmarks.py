@@ -91,3 +91,38 @@ def test_plot_with_the_speed_table_is_a_one_line_error(monkeypatch):
     assert exit_info.value.code == 2
     lines = stderr.getvalue().splitlines()
     assert "error: --plot" in lines[-1], lines
+
+
+def _latent_cache():
+    path = os.path.join(ROOT, "benchmarks", "latent_cache.py")
+    spec = importlib.util.spec_from_file_location("latent_cache_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_latent_cache_reads_the_bytes_from_the_caches():
+    # DeepSeek-V2's Table 1: MLA caches d_c + d_h^R numbers a token,
+    # MHA 2 n_h d_h and GQA 2 n_g d_h.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert _latent_cache().main(["--quick"]) == 0
+    rows = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")[1:]
+        for line in out.getvalue().splitlines()
+        if line.startswith("| ") and "Attention" in line
+    }
+    numbers = {name.split()[0]: int(row[0]) for name, row in rows.items()}
+    assert numbers == {
+        "MultiHeadAttention": 2 * 16 * 64,
+        "GroupedQueryAttention": 2 * 4 * 64,
+        "MultiHeadLatentAttention": 256 + 32,
+    }
+
+
+def test_latent_cache_bad_lengths_are_a_one_line_error():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = _latent_cache().main(["--max-length", "3", "--steps", "4"])
+    assert code == 2
+    assert out.getvalue().startswith("error: --max-length must exceed")

@@ -397,6 +397,17 @@ LAYERS: dict[str, Callable] = {
             num_heads=2, rotary_embedding=keras_attention.RotaryEmbedding()
         )
     ),
+    # Issue 38's: multi-head latent attention, its query latent too.
+    "latent_attention": _single_input(
+        lambda: keras_attention.MultiHeadLatentAttention(
+            num_heads=2,
+            kv_lora_rank=4,
+            qk_nope_head_dim=4,
+            qk_rope_head_dim=2,
+            v_head_dim=4,
+            q_lora_rank=4,
+        )
+    ),
     **{f"mechanism_{k}": _mechanism(v) for k, v in MECHANISMS.items()},
     **{
         f"decoder_{k}": _decoder(
@@ -540,6 +551,9 @@ DECODER_POLICY = {
     "additive_attention": "float32",
     "relative_position_bias": "mixed_bfloat16",
     "rotary_embedding": "mixed_float16",
+    # Under mixed_float16 as GroupedQueryAttention, for the JAX lane's
+    # time; tests/layers/test_latent.py checks mixed_bfloat16 everywhere.
+    "latent_attention": "mixed_float16",
 }
 # The float32 test runs in the TensorFlow lane only (`tensorflow_lane`):
 # on JAX each joint model compiles for most of a minute in the loaded

@@ -437,6 +437,17 @@ ROWS.update(
         "RotaryEmbedding": cls(
             {}, lambda o, inputs: o(inputs), inputs=(2, 3, 4)
         ),
+        "MultiHeadLatentAttention": cls(
+            {
+                "num_heads": 2,
+                "kv_lora_rank": 4,
+                "qk_nope_head_dim": 2,
+                "qk_rope_head_dim": 2,
+                "v_head_dim": 2,
+            },
+            lambda o, inputs: o(inputs),
+            inputs=(2, 5, 4),
+        ),
         "RelativePositionBias": exempt(
             "a score mod: its call takes the index tensors of a kernel; "
             "tests/layers/test_mods.py and docs/errors.md"

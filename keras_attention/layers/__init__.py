@@ -11,6 +11,9 @@ from keras_attention.layers.grouped_query import (
     GroupQueryAttention as GroupQueryAttention,
 )
 from keras_attention.layers.hard import HardAttention as HardAttention
+from keras_attention.layers.latent import (
+    MultiHeadLatentAttention as MultiHeadLatentAttention,
+)
 from keras_attention.layers.multi_head import (
     MultiHeadAttention as MultiHeadAttention,
 )

@@ -129,9 +129,23 @@ def flex_heads(heads, scale, score_mod, mask_mod, options):
         chunk_size=0,
         return_attention_scores=True,
     )
-    used = weights if dropout_fn is None else dropout_fn(weights)
-    context = ops.einsum("bhqk,bkhd->bqhd", ops.cast(used, v.dtype), v)
-    return context, weights
+    used = ops.cast(
+        weights if dropout_fn is None else dropout_fn(weights), v.dtype
+    )
+    heads, kv_heads = used.shape[1], v.shape[2]
+    if heads == kv_heads:
+        return ops.einsum("bhqk,bkhd->bqhd", used, v), weights
+    # Grouped query heads: each group of `heads // kv_heads` shares a head.
+    batch, q_len, k_len = (
+        ops.shape(used)[0],
+        ops.shape(used)[2],
+        ops.shape(used)[3],
+    )
+    grouped = ops.reshape(
+        used, (batch, kv_heads, heads // kv_heads, q_len, k_len)
+    )
+    context = ops.einsum("bkgqs,bskd->bqkgd", grouped, v)
+    return ops.reshape(context, (batch, q_len, heads, v.shape[-1])), weights
 
 
 def apply_to_logits(logits, mask, own, call):

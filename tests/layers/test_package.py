@@ -14,6 +14,7 @@ PUBLIC_LAYERS = (
     "HardAttention",
     "MultiHead",
     "MultiHeadAttention",
+    "MultiHeadLatentAttention",
     "RelativePositionBias",
     "RotaryEmbedding",
     "SelfAttention",

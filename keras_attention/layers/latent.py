@@ -1,0 +1,470 @@
+"""Multi-head latent attention (DeepSeek-V2): keys and values from a
+low-rank latent, a decoupled rotary key shared by the heads, and a cache
+of the latent only."""
+
+import keras
+from keras import ops
+
+from keras_attention import _policies
+from keras_attention import _validation
+from keras_attention import ops as ka_ops
+from keras_attention.layers import _cache
+from keras_attention.layers import _mods
+from keras_attention.layers import _projections
+from keras_attention.layers.rotary import RotaryEmbedding
+
+
+def _even(name, value):
+    value = _validation.positive_int(name, value)
+    if value % 2:
+        raise _validation.invalid(
+            name, value, "an even positive integer (rotary pairs)"
+        )
+    return value
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MultiHeadLatentAttention(keras.layers.Layer):
+    """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024).
+
+    Each position `h_t` is compressed to a latent `c_t = RMSNorm(W_DKV
+    h_t)` of `kv_lora_rank` features; head `i`'s key and value are
+    up-projections of it, `k^C_{t,i} = W_UK_i c_t` (`qk_nope_head_dim`)
+    and `v_{t,i} = W_UV_i c_t` (`v_head_dim`). Position enters through a
+    decoupled rotary part: one key `k^R_t = RoPE(W_KR h_t)`
+    (`qk_rope_head_dim`) shared by every head, and per head a rotary query
+    `q^R_{t,i}`. The query is `W_Q h_t`, or with `q_lora_rank` the
+    up-projection of its own latent `c^Q_t = RMSNorm(W_DQ h_t)`. Head `i`
+    attends with `q_{t,i} = [q^C_{t,i}; q^R_{t,i}]` and `k_{s,i} =
+    [k^C_{s,i}; k^R_s]`, scaled by `1 / sqrt(qk_nope_head_dim +
+    qk_rope_head_dim)`, and the heads' outputs are projected by `W_O`.
+
+    The cache holds only `[c_t; k^R_t]`, `kv_lora_rank + qk_rope_head_dim`
+    numbers a position whatever the number of heads, against `2 · heads ·
+    head_dim` for multi-head attention. With `absorb=True` (the default
+    with a cache) `W_UK` is absorbed into the query, `q'_i = W_UK_iᵀ
+    q^C_i`, and `W_UV` into the output, so the heads attend over the
+    latent itself, as one shared key/value head (the paper's inference
+    form): the keys and values are never up-projected. Both forms give
+    the same result.
+
+    The attention runs in `keras_attention.ops.flex_attention`: masks and
+    mods as on `MultiHeadAttention`, dense or in blocks (`chunk_size`),
+    with memory linear in the length.
+
+    Args:
+        num_heads: Number of attention heads.
+        kv_lora_rank: Size of the key/value latent `c_t`.
+        qk_nope_head_dim: Size of each head's key and query part without
+            positions.
+        qk_rope_head_dim: Size of the rotary part of each query and of the
+            shared rotary key; even.
+        v_head_dim: Size of each head's value.
+        q_lora_rank: Optional size of the query latent; `None` projects
+            the query directly. Defaults to `None`.
+        output_dim: Size of the output. Defaults to the input's last axis.
+        dropout: Dropout rate on the attention weights. Defaults to `0.0`.
+        layer_norm_epsilon: Epsilon of the latents' RMS normalisations.
+            Defaults to `1e-6`.
+        rope_max_wavelength: `RotaryEmbedding`'s `max_wavelength`.
+            Defaults to `10000`.
+        rope_scaling_factor: `RotaryEmbedding`'s `scaling_factor`.
+            Defaults to `1.0`.
+        chunk_size: `None` (blocks where the dense weights would pass 2
+            GiB), `0` (dense) or the queries and keys per block.
+            Defaults to `None`.
+        score_mod: Optional score mod `score_mod(score, batch, head, q_idx,
+            kv_idx)` (`keras_attention.ops.mods`), saved in the config.
+        mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`.
+        kernel_initializer: Initializer of every projection. Defaults to
+            `"glorot_uniform"`.
+        seed: Seed of the dropout. Defaults to `None`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        query: `(batch_size, Tq, dim)`.
+        value: Optional `(batch_size, Tv, dim)` the latent is made from.
+            Defaults to `query` (self-attention, the paper's form).
+        query_mask: Optional boolean `(batch_size, Tq)`.
+        value_mask: Optional boolean `(batch_size, Tv)`.
+        attention_mask: Optional boolean `(batch_size, Tq, Tv)`; with a
+            cache, `(batch_size, Tq, max_length)`.
+        use_causal_mask: Whether query `i` only sees keys `j <= i` (with a
+            cache, the slots up to its absolute position).
+        return_attention_scores: Whether to also return the weights
+            `(batch_size, num_heads, Tq, Tv)`.
+        training: Whether dropout is active.
+        cache: Optional `(batch_size, max_length, kv_lora_rank +
+            qk_rope_head_dim)`: each slot's normalised latent, then its
+            rotated key. With `cache_update_index` the call's positions
+            are written from there first; without it the cache is
+            attended as it is (keras-hub's `CachedMultiHeadAttention`
+            semantics). The padding masks do not apply to a cache.
+        cache_update_index: The position of the call's first query in the
+            cache (an integer or a scalar integer tensor).
+        score_mod, mask_mod: Optional mods of this call (after the
+            constructor's); `q_idx` is the absolute position with a cache.
+        attention_bias: Optional float tensor added to the logits,
+            broadcastable to `(batch_size, num_heads, Tq, Tv)`.
+        absorb: Whether to absorb the up-projections (see above). Defaults
+            to `None`: with a cache.
+
+    Returns:
+        The output `(batch_size, Tq, output_dim)`, then the weights with
+        `return_attention_scores=True`, then the updated cache if one was
+        given.
+
+    Example:
+
+    >>> layer = keras_attention.MultiHeadLatentAttention(
+    ...     num_heads=4, kv_lora_rank=16, qk_nope_head_dim=8,
+    ...     qk_rope_head_dim=4, v_head_dim=8,
+    ... )
+    >>> x = np.random.rand(2, 6, 32).astype("float32")
+    >>> tuple(layer(x, use_causal_mask=True).shape)
+    (2, 6, 32)
+    >>> cache = np.zeros((2, 10, 16 + 4), "float32")
+    >>> out, cache = layer(x[:, :1], cache=cache, cache_update_index=0)
+    >>> tuple(out.shape), tuple(cache.shape)
+    ((2, 1, 32), (2, 10, 20))
+
+    References:
+        - [DeepSeek-AI, 2024, DeepSeek-V2](https://arxiv.org/abs/2405.04434)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        kv_lora_rank,
+        qk_nope_head_dim,
+        qk_rope_head_dim,
+        v_head_dim,
+        q_lora_rank=None,
+        output_dim=None,
+        dropout=0.0,
+        layer_norm_epsilon=1e-6,
+        rope_max_wavelength=10000,
+        rope_scaling_factor=1.0,
+        chunk_size=None,
+        score_mod=None,
+        mask_mod=None,
+        kernel_initializer="glorot_uniform",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        positive = _validation.positive_int
+        self.num_heads = positive("num_heads", num_heads)
+        self.kv_lora_rank = positive("kv_lora_rank", kv_lora_rank)
+        self.qk_nope_head_dim = positive("qk_nope_head_dim", qk_nope_head_dim)
+        self.qk_rope_head_dim = _even("qk_rope_head_dim", qk_rope_head_dim)
+        self.v_head_dim = positive("v_head_dim", v_head_dim)
+        self.q_lora_rank = positive("q_lora_rank", q_lora_rank, True)
+        self.output_dim = positive("output_dim", output_dim, True)
+        self.dropout = _validation.rate("dropout", dropout)
+        self.layer_norm_epsilon = _validation.positive_number(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
+        self.chunk_size = _validation.non_negative_length(
+            "chunk_size", chunk_size, allow_none=True
+        )
+        self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
+        self.kernel_initializer = _validation.initializer(
+            "kernel_initializer", kernel_initializer
+        )
+        self.seed = seed
+        self.supports_masking = True
+        self.rotary_embedding = RotaryEmbedding(
+            max_wavelength=rope_max_wavelength,
+            scaling_factor=rope_scaling_factor,
+            dtype=self.dtype_policy,
+            name="rotary_embedding",
+        )
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
+
+    @property
+    def cache_dim(self):
+        """Numbers a position in the cache: the latent and the rotary key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def _dense(self, name, equation, output_shape):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            kernel_initializer=_projections.clone_initializer(
+                self.kernel_initializer
+            ),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _norm(self, name):
+        return keras.layers.RMSNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def build(self, query_shape, value_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        self._check_shapes(query_shape, value_shape)
+        heads, dim = self.num_heads, query_shape[-1]
+        q_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+        if self.q_lora_rank is None:
+            self._query_dense = self._dense(
+                "query", "btd,dhk->bthk", (None, heads, q_dim)
+            )
+            self._query_dense.build(query_shape)
+        else:
+            self._query_down = self._dense(
+                "query_down", "btd,dr->btr", (None, self.q_lora_rank)
+            )
+            self._query_down.build(query_shape)
+            self._query_norm = self._norm("query_norm")
+            latent = tuple(query_shape[:-1]) + (self.q_lora_rank,)
+            self._query_norm.build(latent)
+            self._query_dense = self._dense(
+                "query", "btr,rhk->bthk", (None, heads, q_dim)
+            )
+            self._query_dense.build(latent)
+        self._kv_down = self._dense(
+            "kv_down", "btd,dr->btr", (None, self.cache_dim)
+        )
+        self._kv_down.build(value_shape)
+        self._kv_norm = self._norm("kv_norm")
+        self._kv_norm.build(tuple(value_shape[:-1]) + (self.kv_lora_rank,))
+        # W_UK and W_UV are weights of the layer, not sublayers: absorption
+        # multiplies by them from the other side.
+        self.key_up_kernel = self.add_weight(
+            name="key_up_kernel",
+            shape=(self.kv_lora_rank, heads, self.qk_nope_head_dim),
+            initializer=_projections.clone_initializer(self.kernel_initializer),
+        )
+        self.value_up_kernel = self.add_weight(
+            name="value_up_kernel",
+            shape=(self.kv_lora_rank, heads, self.v_head_dim),
+            initializer=_projections.clone_initializer(self.kernel_initializer),
+        )
+        self._output_dense = self._dense(
+            "attention_output",
+            "bthv,hvd->btd",
+            (None, self.output_dim or dim),
+        )
+        self._output_dense.build(
+            tuple(query_shape[:-1]) + (heads, self.v_head_dim)
+        )
+
+    def _check_shapes(self, query_shape, value_shape):
+        name = type(self).__name__
+        for arg, shape in (("query", query_shape), ("value", value_shape)):
+            if len(shape) != 3 or shape[-1] is None:
+                raise ValueError(
+                    f"{name} expects `{arg}` of shape `(batch_size, T, dim)` "
+                    f"with a known `dim`. Received: {arg}.shape={tuple(shape)}"
+                )
+        if query_shape[-1] != value_shape[-1]:
+            raise ValueError(
+                f"{name} makes its keys and queries from inputs of one size. "
+                f"Received: query.shape={tuple(query_shape)}, "
+                f"value.shape={tuple(value_shape)}"
+            )
+
+    def _check_cache(self, cache, cache_update_index):
+        if cache is None:
+            _cache.check_cache(type(self).__name__, None, cache_update_index)
+            return
+        shape = tuple(cache.shape)
+        if len(shape) != 3 or shape[-1] != self.cache_dim:
+            raise ValueError(
+                f"{type(self).__name__} expects `cache` of shape `(batch_"
+                f"size, max_length, kv_lora_rank + qk_rope_head_dim)` = `(..."
+                f", {self.cache_dim})`. Received: cache.shape={shape}"
+            )
+
+    def _queries(self, query, start):
+        """`(q_nope, q_rope)`, `(B, Tq, H, ·)`, the rotary part rotated."""
+        hidden = query
+        if self.q_lora_rank is not None:
+            hidden = self._query_norm(self._query_down(query))
+        q = self._query_dense(hidden)
+        nope, rope = ops.split(q, [self.qk_nope_head_dim], axis=-1)
+        return nope, self.rotary_embedding(rope, start_index=start)
+
+    def _latents(self, value, start):
+        """`[c; k^R]` of each position, `(B, Tv, cache_dim)`."""
+        down = self._kv_down(value)
+        latent, rope = ops.split(down, [self.kv_lora_rank], axis=-1)
+        rope = self.rotary_embedding(rope, start_index=start)
+        return ops.concatenate([self._kv_norm(latent), rope], axis=-1)
+
+    def _heads(self, q_nope, q_rope, latents, absorb):
+        """`(q, k, v)` for `flex_attention`, and whether `v` is the latent
+        (the output then still needs `W_UV`)."""
+        latent, k_rope = ops.split(latents, [self.kv_lora_rank], axis=-1)
+        dtype = self.compute_dtype
+        key_up = ops.cast(self.key_up_kernel, dtype)
+        if absorb:
+            q = ops.einsum("bthn,rhn->bthr", q_nope, key_up)
+            q = ops.concatenate([q, q_rope], axis=-1)
+            return q, latents[:, :, None, :], latent[:, :, None, :]
+        k_nope = ops.einsum("bsr,rhn->bshn", latent, key_up)
+        shared = ops.broadcast_to(
+            k_rope[:, :, None, :],
+            ops.shape(k_nope)[:-1] + (self.qk_rope_head_dim,),
+        )
+        value_up = ops.cast(self.value_up_kernel, dtype)
+        v = ops.einsum("bsr,rhv->bshv", latent, value_up)
+        q = ops.concatenate([q_nope, q_rope], axis=-1)
+        return q, ops.concatenate([k_nope, shared], axis=-1), v
+
+    def _masks(self, call, start, cached):
+        """`(score_mod, mask_mod)` of the call for `flex_attention`."""
+        score_mod, mask_mod, bias = call["mods"]
+        shift = _cache.shifted
+        score = _mods.score_mod_of(
+            shift(self.score_mod, start), shift(score_mod, start), bias
+        )
+        if cached:
+            return score, _cache.cache_mask_mod(
+                call, start, self.mask_mod, mask_mod
+            )
+        masks = ka_ops.masks.attention_masks(
+            query_mask=call["query_mask"],
+            value_mask=call["value_mask"],
+            attention_mask=call["attention_mask"],
+            use_causal_mask=call["use_causal_mask"],
+            mask_mods=(self.mask_mod, mask_mod),
+        )
+        return score, masks.mask_mod()
+
+    def call(
+        self,
+        query,
+        value=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+        score_mod=None,
+        mask_mod=None,
+        attention_bias=None,
+        absorb=None,
+    ):
+        name = type(self).__name__
+        value = query if value is None else value
+        _validation.floating_inputs(name, query=query, value=value)
+        self._check_shapes(query.shape, value.shape)
+        self._check_cache(cache, cache_update_index)
+        absorb = cache is not None if absorb is None else bool(absorb)
+        start = _cache.start_of(cache_update_index)
+        q_nope, q_rope = self._queries(query, start)
+        if cache is None:
+            latents = self._latents(value, start)
+        else:
+            cache = ops.cast(cache, self.compute_dtype)
+            if cache_update_index is not None:
+                new = self._latents(value, start)
+                cache = ops.slice_update(cache, [0, cache_update_index, 0], new)
+            latents = cache
+        q, k, v = self._heads(q_nope, q_rope, latents, absorb)
+        call = {
+            "query_mask": query_mask,
+            "value_mask": value_mask,
+            "attention_mask": attention_mask,
+            "use_causal_mask": bool(use_causal_mask),
+            "mods": (
+                _mods.check("score_mod", score_mod),
+                _mods.check("mask_mod", mask_mod),
+                attention_bias,
+            ),
+        }
+        score, mask = self._masks(call, start, cache is not None)
+        dropout_fn = None
+        if self.dropout > 0 and training not in (None, False):
+
+            def dropout_fn(weights):
+                return self._dropout_layer(weights, training=training)
+
+        scale = (
+            1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim) ** 0.5
+        )
+        context, weights = _mods.flex_heads(
+            (q, k, v),
+            scale,
+            score,
+            mask,
+            (self.chunk_size, dropout_fn, return_attention_scores),
+        )
+        if absorb:
+            value_up = ops.cast(self.value_up_kernel, context.dtype)
+            context = ops.einsum("bthr,rhv->bthv", context, value_up)
+        output = self._output_dense(context)
+        return _cache.outputs(output, weights, cache, return_attention_scores)
+
+    def compute_output_shape(self, query_shape, value_shape=None):
+        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
+    def compute_output_spec(
+        self,
+        query,
+        value=None,
+        return_attention_scores=False,
+        cache=None,
+        cache_update_index=None,
+        **kwargs,
+    ):
+        value = query if value is None else value
+        self._check_shapes(query.shape, value.shape)
+        self._check_cache(cache, cache_update_index)
+        dtype = self.compute_dtype
+        output = keras.KerasTensor(
+            self.compute_output_shape(query.shape), dtype=dtype
+        )
+        key_length = value.shape[1] if cache is None else cache.shape[1]
+        weights = keras.KerasTensor(
+            (query.shape[0], self.num_heads, query.shape[1], key_length),
+            dtype=dtype,
+        )
+        cache = None if cache is None else keras.KerasTensor(cache.shape, dtype)
+        return _cache.outputs(output, weights, cache, return_attention_scores)
+
+    def get_config(self):
+        rotary = self.rotary_embedding
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "kv_lora_rank": self.kv_lora_rank,
+            "qk_nope_head_dim": self.qk_nope_head_dim,
+            "qk_rope_head_dim": self.qk_rope_head_dim,
+            "v_head_dim": self.v_head_dim,
+            "q_lora_rank": self.q_lora_rank,
+            "output_dim": self.output_dim,
+            "dropout": self.dropout,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "rope_max_wavelength": rotary.max_wavelength,
+            "rope_scaling_factor": rotary.scaling_factor,
+            "chunk_size": self.chunk_size,
+            "score_mod": _mods.serialize("score_mod", self.score_mod),
+            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+            "seed": self.seed,
+            "dtype": self._dtype_policy_config(),
+        }
+
+    def _dtype_policy_config(self):
+        """The dtype policy, with the projections' own after `quantize`."""
+        if not self.built:
+            return keras.dtype_policies.serialize(self.dtype_policy)
+        denses = [
+            getattr(self, "_query_down", None),
+            self._query_dense,
+            self._kv_down,
+            self._output_dense,
+        ]
+        return _policies.policy_config(self, denses)
