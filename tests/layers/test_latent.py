@@ -9,6 +9,7 @@ import pytest
 import keras_attention
 from keras_attention.ops import mods
 from tests.autodiff import gradients
+from tests.layer_basics import check_layer_basics
 from tests.layer_basics import to_np
 
 CONFIG = dict(
@@ -278,3 +279,14 @@ def test_bad_arguments_are_named(rand):
         layer(rand(2, 16))
     with pytest.raises(TypeError, match="query"):
         layer(np.ones((2, 3, 16), "int32"))
+
+
+def test_basics(rand):
+    check_layer_basics(
+        keras_attention.MultiHeadLatentAttention,
+        {**CONFIG, "q_lora_rank": 8},
+        [rand(2, 5, 16)],
+        {"use_causal_mask": True},
+        expected_output_shape=(2, 5, 16),
+        expected_num_trainable_weights=8,
+    )
