@@ -290,6 +290,17 @@ class Attention(keras.layers.Layer):
                 name="attention_bias", shape=(), initializer="zeros"
             )
 
+    @staticmethod
+    def _masks(query_mask, value_mask, key_mask, attention_mask):
+        """The call's masks by name, as `_check_inputs` and the folded
+        call of inputs above rank 3 take them."""
+        return {
+            "query_mask": query_mask,
+            "value_mask": value_mask,
+            "key_mask": key_mask,
+            "attention_mask": attention_mask,
+        }
+
     def _check_inputs(self, query, value, key, masks):
         """Integer inputs (a `TypeError`) and explicit masks of the wrong
         shape (a `ValueError`), each named, before any computation."""
@@ -327,12 +338,7 @@ class Attention(keras.layers.Layer):
             value = query
             if value_mask is None:
                 value_mask = query_mask
-        masks = {
-            "query_mask": query_mask,
-            "value_mask": value_mask,
-            "key_mask": key_mask,
-            "attention_mask": attention_mask,
-        }
+        masks = self._masks(query_mask, value_mask, key_mask, attention_mask)
         self._check_inputs(query, value, key, masks)
         name = type(self).__name__
         query, query_mask, attention_mask, squeeze = _inputs.as_query_sequence(
@@ -391,10 +397,9 @@ class Attention(keras.layers.Layer):
                 value,
                 key,
                 {
-                    "query_mask": query_mask,
-                    "value_mask": value_mask,
-                    "key_mask": key_mask,
-                    "attention_mask": attention_mask,
+                    **self._masks(
+                        query_mask, value_mask, key_mask, attention_mask
+                    ),
                     "attention_bias": attention_bias,
                 },
                 use_causal_mask=use_causal_mask,
@@ -497,12 +502,7 @@ class Attention(keras.layers.Layer):
             query,
             value,
             key,
-            {
-                "query_mask": query_mask,
-                "value_mask": value_mask,
-                "key_mask": key_mask,
-                "attention_mask": attention_mask,
-            },
+            self._masks(query_mask, value_mask, key_mask, attention_mask),
         )
         shape = self.compute_output_shape(query.shape, value.shape)
         context = keras.KerasTensor(shape, dtype=self.compute_dtype)

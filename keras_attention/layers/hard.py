@@ -154,12 +154,7 @@ class HardAttention(Attention):
                 query,
                 value,
                 key,
-                {
-                    "query_mask": query_mask,
-                    "value_mask": value_mask,
-                    "key_mask": key_mask,
-                    "attention_mask": attention_mask,
-                },
+                self._masks(query_mask, value_mask, key_mask, attention_mask),
                 use_causal_mask=use_causal_mask,
                 return_attention_scores=return_attention_scores,
                 return_log_prob=return_log_prob,
@@ -242,12 +237,7 @@ class HardAttention(Attention):
             query,
             value,
             key,
-            {
-                "query_mask": query_mask,
-                "value_mask": value_mask,
-                "key_mask": key_mask,
-                "attention_mask": attention_mask,
-            },
+            self._masks(query_mask, value_mask, key_mask, attention_mask),
         )
         dtype = self.compute_dtype
         shape = self.compute_output_shape(query.shape, value.shape)
