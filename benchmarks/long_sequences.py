@@ -218,13 +218,13 @@ def _speed_pair(args, n):
     import numpy as np
     import tensorflow as tf
 
-    from keras_attention.layers import _chunking
+    from keras_attention.ops import plan as _plan
 
     chunked = args.block or "ours_auto"
     if not args.block:
         # The automatic choice's blocks: the layer with chunk_size=None,
         # its threshold lowered so that it always takes the chunked path.
-        _chunking.AUTO_CHUNK_MIN_BYTES = 0
+        _plan.AUTO_CHUNK_MIN_BYTES = 0
     data = np.random.default_rng(0).normal(size=(args.batch, n, args.dim))
     x = tf.constant(data, "float32")
     steps = []
@@ -257,12 +257,12 @@ def speed(args):
     repeated in `--processes` fresh processes."""
     import numpy as np
 
-    from keras_attention.layers import _chunking
+    from keras_attention.ops import plan as _plan
 
     if args.block:
         sizes = f"{args.block} x {args.block}"
     else:
-        sizes = f"{_chunking.AUTO_CHUNK_SIZE} x {_chunking.AUTO_KEY_CHUNK_SIZE}"
+        sizes = f"{_plan.AUTO_CHUNK_SIZE} x {_plan.AUTO_CHUNK_SIZE}"
     print(
         f"{_described(args)}, tf.function forward+backward, blocks of "
         f"{sizes} (queries x keys), median of {args.repeats} alternating "

@@ -206,6 +206,10 @@ ROWS = {
         key=(2, 2, 4, 3),
         value=(2, 2, 4, 3),
     ),
+    "ops.plan_attention": fn(
+        ka.ops.plan_attention,
+        {"form": "dot", "shapes": (2, 4, 8, 8), "chunk_size": 2},
+    ),
     "ops.frobenius_penalty": fn(
         ka.ops.frobenius_penalty, nan_on_empty=True, weights=(2, 3, 5)
     ),
@@ -469,6 +473,7 @@ ROWS.update(
             },
         ),
         "ops.BlockMask": exempt(RESULT),
+        "ops.Plan": exempt(RESULT),
         "ops.and_masks": exempt(
             "combines mask mods (callables): tests/ops/test_flex.py"
         ),

@@ -41,19 +41,6 @@ def checked(score_mod, mask_mod):
     )
 
 
-def check_flex(layer, features, flash):
-    """What the mods need of a multi-head layer, or a `ValueError`."""
-    if layer.score.is_dot_product and not flash and not features:
-        return
-    raise ValueError(
-        f"{type(layer).__name__}: `score_mod`, `mask_mod` and "
-        "`attention_bias` need a dot-product score, without flash "
-        "attention, `attention_activation` or `penalty_coefficient`. "
-        f"Received: score={layer.score.name!r}, flash_attention={flash}, "
-        f"features={features}"
-    )
-
-
 def _savable(mod):
     if isinstance(mod, keras.layers.Layer) or hasattr(mod, "get_config"):
         return True
@@ -97,55 +84,6 @@ def score_mod_of(own, call, attention_bias):
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else mods_lib.chain(*parts)
-
-
-def flex_heads(heads, scale, score_mod, mask_mod, options):
-    """`(context, weights)` of projected heads `(q, k, v)`, `(B, T, H, D)`.
-
-    `options` is `(chunk_size, dropout_fn, return_weights)`. With dropout
-    or weights to return, the dense weights are formed (and the dropout
-    applied to them); otherwise `chunk_size` chooses the path.
-    """
-    q, k, v = heads
-    chunk_size, dropout_fn, return_weights = options
-    if dropout_fn is None and not return_weights:
-        context = ka_ops.flex_attention(
-            q,
-            k,
-            v,
-            score_mod,
-            mask_mod,
-            scale=scale,
-            chunk_size=chunk_size,
-        )
-        return context, None
-    _, weights = ka_ops.flex_attention(
-        q,
-        k,
-        v,
-        score_mod,
-        mask_mod,
-        scale=scale,
-        chunk_size=0,
-        return_attention_scores=True,
-    )
-    used = ops.cast(
-        weights if dropout_fn is None else dropout_fn(weights), v.dtype
-    )
-    heads, kv_heads = used.shape[1], v.shape[2]
-    if heads == kv_heads:
-        return ops.einsum("bhqk,bkhd->bqhd", used, v), weights
-    # Grouped query heads: each group of `heads // kv_heads` shares a head.
-    batch, q_len, k_len = (
-        ops.shape(used)[0],
-        ops.shape(used)[2],
-        ops.shape(used)[3],
-    )
-    grouped = ops.reshape(
-        used, (batch, kv_heads, heads // kv_heads, q_len, k_len)
-    )
-    context = ops.einsum("bkgqs,bskd->bqkgd", grouped, v)
-    return ops.reshape(context, (batch, q_len, heads, v.shape[-1])), weights
 
 
 def apply_to_logits(logits, mask, own, call):

@@ -1,9 +1,12 @@
-"""The machinery shared by `MultiHeadAttention` and `SelfAttention`.
+"""The one multi-head engine: `MultiHeadAttention`, `SelfAttention` and
+`GroupedQueryAttention` are this layer with their constructors and names.
 
-Projections into heads, the attention of the heads (dense, fused or
-chunked, all through `keras_attention.ops`) and the output projection
-(private module; the public layers are in `multi_head.py` and
-`self_attention.py`).
+`num_heads` query heads share `num_key_value_heads` key/value heads (as
+many by default: multi-head attention). The engine owns the projections,
+the rotary positions, the cache (`_cache.KeyValueCache`), the masks
+(always one `ops.masks.AttentionMasks`) and one call: project, rotate and
+update the cache, ask `ops.plan_attention` for the path, run its kernel
+(`_heads`), project out (private module).
 """
 
 import keras
@@ -13,7 +16,8 @@ from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
-from keras_attention.layers import _chunking
+from keras_attention.layers import _cache
+from keras_attention.layers import _heads
 from keras_attention.layers import _local_window
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
@@ -21,7 +25,6 @@ from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers import _projections
 
-_HEADS_FIRST = (0, 2, 1, 3)
 _HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
 
 
@@ -55,6 +58,10 @@ class MultiHeadBase(keras.layers.Layer):
     """
 
     overridden_hooks = frozenset()
+    # Whether flash attention runs `keras.ops.dot_product_attention`'s
+    # flash kernel (MultiHeadAttention) or the fused kernel of this package
+    # (GroupedQueryAttention, whose flag only refuses dropout and scores).
+    keras_flash_kernel = True
 
     def __init_subclass__(cls, hooks_are_defaults=False, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -83,10 +90,15 @@ class MultiHeadBase(keras.layers.Layer):
         penalty_coefficient=0.0,
         score_mod=None,
         mask_mod=None,
+        num_key_value_heads=None,
+        rotary_embedding=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = _validation.positive_int("num_heads", num_heads)
+        # Key/value heads: as many as query heads unless grouped.
+        self._kv_heads = num_key_value_heads or self.num_heads
+        self.rotary_embedding = _cache.get_rotary(rotary_embedding)
         self.key_dim = key_dim
         self.value_dim = _validation.positive_int(
             "value_dim", value_dim, allow_none=True
@@ -128,6 +140,7 @@ class MultiHeadBase(keras.layers.Layer):
             )
         )
         self.supports_masking = True
+        self._return_attention_scores = False
         self._sliding_window = None
         # keras-self-attention's local window (`SelfAttention` only).
         self._attention_width = None
@@ -145,21 +158,11 @@ class MultiHeadBase(keras.layers.Layer):
     score_mod = property(lambda self: self._mods_holder.value[0])
     mask_mod = property(lambda self: self._mods_holder.value[1])
 
-    @property
-    def query_dense(self):
-        return self._query_dense
-
-    @property
-    def key_dense(self):
-        return self._key_dense
-
-    @property
-    def value_dense(self):
-        return self._value_dense
-
-    @property
-    def output_dense(self):
-        return self._output_dense
+    # Keras's public names of the projections.
+    query_dense = property(lambda self: self._query_dense)
+    key_dense = property(lambda self: self._key_dense)
+    value_dense = property(lambda self: self._value_dense)
+    output_dense = property(lambda self: self._output_dense)
 
     def _get_common_kwargs_for_sublayer(self):
         """Keras's hook: the `EinsumDense` arguments every projection shares.
@@ -192,7 +195,9 @@ class MultiHeadBase(keras.layers.Layer):
             **self._get_common_kwargs_for_sublayer(),
         )
 
-    def _projection(self, name, input_shape, depth, activation=None):
+    def _projection(
+        self, name, input_shape, depth, activation=None, count=None
+    ):
         # `(B, d..., dim)` → `(B, d..., heads, depth)`: "abc,cde->abde" for
         # rank 3, the equations of Keras's layer for any rank.
         rank = len(input_shape)
@@ -200,7 +205,7 @@ class MultiHeadBase(keras.layers.Layer):
         dense = self._dense(
             name,
             f"{inputs},{inputs[-1]}{heads}->{inputs[:-1]}{heads}",
-            (None,) * (rank - 2) + (self.num_heads, depth),
+            (None,) * (rank - 2) + (count or self.num_heads, depth),
             heads,
             activation=activation,
         )
@@ -223,12 +228,17 @@ class MultiHeadBase(keras.layers.Layer):
     ):
         """Creates the variables in the order of Keras's layer."""
         self._query_dense = self._projection("query", query_shape, key_dim)
-        self._key_dense = self._projection("key", key_shape, key_dim)
+        kv_heads = self._kv_heads
+        self._key_dense = self._projection(
+            "key", key_shape, key_dim, count=kv_heads
+        )
         if gate:
             self._gate_dense = self._projection(
                 "gate", query_shape, value_dim, activation="sigmoid"
             )
-        self._value_dense = self._projection("value", value_shape, value_dim)
+        self._value_dense = self._projection(
+            "value", value_shape, value_dim, count=kv_heads
+        )
         rank = len(query_shape)
         heads = "abcdefghijk"[: rank + 1]
         letters = "nopqrstuvwxyz"[: len(out)]
@@ -248,8 +258,8 @@ class MultiHeadBase(keras.layers.Layer):
         if not self.score.built:
             batch = query_shape[0]
             self.score.build(
-                (batch, self.num_heads, None, key_dim),
-                (batch, self.num_heads, None, key_dim),
+                (batch, kv_heads, None, key_dim),
+                (batch, kv_heads, None, key_dim),
             )
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
@@ -261,102 +271,86 @@ class MultiHeadBase(keras.layers.Layer):
             self.num_heads,
         )
 
-    def _multi_head_call(
-        self,
-        query,
-        value,
-        key,
-        masks,
-        training,
-        return_weights,
-        gate=False,
-        mods=(None, None, None),
-    ):
-        """Projects, attends and projects back.
+    def _attention_call(self, inputs, masks, training, return_weights, mods):
+        """The one call: project, rotate and update the cache, plan,
+        attend, project out.
 
-        `masks` holds the keyword arguments of `_compute_attention_mask`
+        `inputs` is `(query, value, key, cache, cache_update_index)`;
+        `masks` the keyword arguments of `_compute_attention_mask`
         (`query_mask`, `value_mask`, `key_mask`, `attention_mask`,
         `use_causal_mask`); `mods` the call's `(score_mod, mask_mod,
-        attention_bias)`.
+        attention_bias)`. Returns keras-hub's `output[, scores][, cache]`.
         """
-        self._check_masks(query.shape, value.shape, key.shape, masks)
-        q = self._query_dense(query)
-        k = self._key_dense(key)
-        v = self._value_dense(value)
+        query, value, key, cache, index = inputs
+        name = type(self).__name__
+        cache = _cache.KeyValueCache.open(
+            name, cache, index, self.compute_dtype
+        )
         axes = self._axes
-        if axes is None or axes.is_plain:
-            context, weights = self._attend_heads(
-                query, value, q, k, v, masks, training, return_weights, mods
+        flat = axes is None or axes.is_plain
+        if not flat and (cache or self.rotary_embedding is not None):
+            raise ValueError(
+                f"{name}: `cache` and `rotary_embedding` need inputs "
+                "`(batch_size, time, dim)` attended over time. Received: "
+                f"attention_axes={getattr(self, 'attention_axes', None)!r}"
             )
+        if cache is None:
+            self._check_masks(query.shape, value.shape, key.shape, masks)
+        start = 0 if cache is None else cache.start
+        rotate = self.rotary_embedding
+        q = _cache.rotate(rotate, self._query_dense(query), start)
+
+        def project_key():
+            return _cache.rotate(rotate, self._key_dense(key), start)
+
+        if cache is None:
+            k, v = project_key(), self._value_dense(value)
         else:
-            flat_masks = axes.masks(masks, query.shape, key.shape)
-            q, k, v = axes.heads(q), axes.heads(k), axes.heads(v)
-            context, weights = self._attend_heads(
-                q, v, q, k, v, flat_masks, training, return_weights, mods
-            )
+            k, v = cache.update(project_key, lambda: self._value_dense(value))
+        call = (masks, training, return_weights, mods, cache)
+        if flat:
+            context, weights = self._attend(query, value, (q, k, v), call)
+        else:
+            heads = (axes.heads(q), axes.heads(k), axes.heads(v))
+            call = (axes.masks(masks, query.shape, key.shape),) + call[1:]
+            context, weights = self._attend(heads[0], heads[2], heads, call)
             context = axes.context(context, query.shape)
             weights = axes.weights(weights, query.shape, key.shape)
-        if gate:
-            context = context * self._gate_dense(query)
-        output = self._output_dense(context)
-        if return_weights:
-            return output, weights
-        return output
+        if getattr(self, "use_gate", False):
+            context = context * ops.cast(self._gate_dense(query), context.dtype)
+        output = self._output_dense(ops.cast(context, self.compute_dtype))
+        tensor = None if cache is None else cache.tensor
+        return _cache.outputs(output, weights, tensor, return_weights)
 
-    def _attend_heads(
-        self,
-        query,
-        value,
-        q,
-        k,
-        v,
-        masks,
-        training,
-        return_weights,
-        mods=(None, None, None),
-    ):
-        """Chunked, or through Keras's hooks: `(context, weights)`.
+    def _attend(self, query, value, heads, call):
+        """`(context, weights)` of the heads `(q, k, v)` on the planned path.
 
         `query` and `value` are what `_compute_attention_mask` gets (the
-        layer's inputs, as in Keras); `q`, `k`, `v` the projected heads
-        `(B, T, heads, depth)`. With a score or mask mod (or a bias) the
-        heads attend through `flex_attention`.
+        layer's inputs, as in Keras); `call` is `(masks, training,
+        return_weights, mods, cache)`.
         """
-        if any(m is not None for m in mods + self._mods_holder.value):
-            return self._flex_heads(
-                q, k, v, masks, training, return_weights, mods
-            )
-        shapes = (q.shape[0], q.shape[1], v.shape[1])
-        dense_features = self._dense_only_features()
-        block = _chunking.block_size(
-            self,
-            shapes,
-            masks["attention_mask"],
-            return_weights,
-            training,
-            dense_only=self._flash_attention
-            or bool(self.overridden_hooks)
-            or bool(dense_features),
-            causal=bool(masks["use_causal_mask"]),
-        )
-        if block[0]:
+        masks, training, return_weights, mods, cache = call
+        plan = self._plan(heads, call)
+        if plan.flex:
+            return self._flex(heads, plan, call)
+        if plan.path == "blocks":
+            q, k, v = heads
             flags = self._attention_masks(masks)
-            context = _chunking.chunked_heads_attention(
-                self.score,
-                q,
-                k,
-                v,
-                flags.query_mask,
-                (flags.key_mask,),
-                False,
-                block,
-                band=flags.limits,
-            )
+            context = _heads.blocks(self.score, q, k, v, flags, plan.block_size)
             return context, None
-        mask = self._compute_attention_mask(query, value, **masks)
+        if cache is None:
+            mask = self._compute_attention_mask(query, value, **masks)
+        else:
+            mask = cache.dense_mask(
+                ops.shape(heads[0])[1],
+                ops.shape(heads[1])[1],
+                masks,
+                self._sliding_window,
+                self._band(masks),
+            )
         penalty = self.penalty_coefficient > 0
-        context, weights = self._compute_attention(
-            q, k, v, mask, training, return_weights or penalty
+        context, weights = self._call_compute_attention(
+            *heads, mask, training, return_weights or penalty
         )
         if penalty:
             # Lin et al.'s penalty for each head, averaged over the batch
@@ -368,69 +362,104 @@ class MultiHeadBase(keras.layers.Layer):
             )
         return context, weights
 
-    def _flex_heads(self, q, k, v, masks, training, return_weights, mods):
-        """`(context, weights)` by `flex_attention` (`_mods.flex_heads`)."""
-        _mods.check_flex(
-            self, self._dense_only_features(), self._flash_attention
+    def _plan(self, heads, call, chunk_size=None, logits_hook=None):
+        """`ops.plan_attention` for this layer and call."""
+        masks, training, return_weights, mods, cache = call
+        q, k = heads[0], heads[1]
+        own = self._mods_holder.value
+        flags = dict(
+            weights=bool(return_weights) or self.penalty_coefficient > 0,
+            dropout=self._dropout_active(training),
+            mods=any(m is not None for m in (*own, *mods)),
+            tensor_mask=masks.get("attention_mask") is not None,
+            cached=cache is not None,
+            grouped=k.shape[2] != q.shape[2],
+            causal=bool(masks.get("use_causal_mask")),
         )
-        q, k, scale = self.score.dot_product_form(q, k)
+        return ka_ops.plan_attention(
+            self.score.form,
+            (q.shape[0], q.shape[2], q.shape[1], k.shape[1]),
+            self.chunk_size if chunk_size is None else chunk_size,
+            **flags,
+            **self._plan_flags(logits_hook),
+        )
+
+    def _plan_flags(self, logits_hook=None):
+        """What the planner needs of the layer itself."""
+        return dict(
+            flash=bool(self._flash_attention),
+            logits_hook=logits_hook or self._logits_hook(),
+            score=self.score.name,
+            bytes_per_logit=self.score.dense_bytes_per_logit,
+        )
+
+    def _logits_hook(self):
+        """Why this layer forms its logits densely, or `None`: an
+        overridden Keras hook, `attention_activation`, a penalty."""
+        if self.overridden_hooks:
+            return f"overridden {sorted(self.overridden_hooks)[0]}"
+        if self.attention_activation is not None:
+            return "attention_activation"
+        if self.penalty_coefficient > 0:
+            return "penalty_coefficient"
+        return None
+
+    def _dropout_active(self, training):
+        return self.dropout > 0 and training not in (None, False)
+
+    def _flex(self, heads, plan, call):
+        """`(context, weights)` by `flex_attention`: the mods, and the
+        masks as one mask mod (over the cache's slots, at absolute query
+        positions, with a cache)."""
+        masks, training, return_weights, mods, cache = call
+        q, k, scale = self.score.dot_product_form(heads[0], heads[1])
+        own = self._mods_holder.value
+        window, band = self._sliding_window, self._band(masks)
+        if cache is None:
+            score_mod = _mods.score_mod_of(own[0], mods[0], mods[2])
+            flags = self._attention_masks(masks, (own[1], mods[1]))
+            mask_mod = flags.mask_mod()
+        else:
+            score_mod = _mods.score_mod_of(
+                cache.shift(own[0]), cache.shift(mods[0]), mods[2]
+            )
+            mask_mod = cache.mask_mod(masks, own[1], mods[1], window, band)
         dropout_fn = None
-        if self.dropout > 0 and training not in (None, False):
+        if self._dropout_active(training):
 
             def dropout_fn(weights):
                 return self._dropout_layer(weights, training=training)
 
-        own = self._mods_holder.value
-        return _mods.flex_heads(
-            (q, k, v),
+        chunk = plan.block_size[0] if plan.path == "blocks" else 0
+        return _heads.flex(
+            (q, k, heads[2]),
             1.0 if scale is None else scale,
-            _mods.score_mod_of(own[0], mods[0], mods[2]),
-            self._attention_masks(masks, (own[1], mods[1])).mask_mod(),
-            (self.chunk_size, dropout_fn, return_weights),
+            score_mod,
+            mask_mod,
+            (chunk, dropout_fn, return_weights),
         )
+
+    def _band(self, masks):
+        """`SelfAttention`'s `attention_width` as a `(left, right)` band."""
+        if self._attention_width is None:
+            return None
+        causal = bool(masks.get("use_causal_mask"))
+        return _local_window.band(self._attention_width, causal)
 
     def _attention_masks(self, masks, mask_mods=()):
         """The layer's mask flags as one `ka_ops.masks.AttentionMasks`.
 
         `masks` holds the keyword arguments of `_compute_attention_mask`;
-        `sliding_window=n` (MultiHeadAttention) is `|i - j| < n`,
+        `sliding_window=n` (MultiHeadAttention, GQA) is `|i - j| < n`,
         `attention_width` (SelfAttention) keras-self-attention's window
-        (`_local_window.band`). The dense, chunked and flex paths all
-        take their masks from here.
+        (`_local_window.band`). Every path takes its masks from here.
         """
-        band = None
-        if self._attention_width is not None:
-            causal = bool(masks.get("use_causal_mask"))
-            band = _local_window.band(self._attention_width, causal)
         return ka_ops.masks.attention_masks(
             **masks,
             sliding_window=self._sliding_window,
-            band=band,
+            band=self._band(masks),
             mask_mods=mask_mods,
         )
-
-    def _dense_only_features(self):
-        """The features the chunked path does not take (names), checked.
-
-        A positive `chunk_size` with one of them raises; with
-        `chunk_size=None` they make the layer attend densely.
-        """
-        features = [
-            name
-            for name, used in (
-                ("attention_activation", self.attention_activation),
-                ("penalty_coefficient", self.penalty_coefficient > 0),
-            )
-            if used
-        ]
-        if features and self.chunk_size:
-            raise ValueError(
-                f"The chunked path does not support `{features[0]}` yet: "
-                f"pass chunk_size=None or 0 to use it. Received: "
-                f"chunk_size={self.chunk_size}, {features[0]}="
-                f"{getattr(self, features[0])!r}"
-            )
-        return features
 
     def _compute_attention_mask(
         self,
@@ -459,6 +488,10 @@ class MultiHeadBase(keras.layers.Layer):
             ops.shape(query)[1], ops.shape(value)[1], heads_axis=True
         )
 
+    def _call_compute_attention(self, q, k, v, mask, training, weights):
+        """Calls Keras's hook `_compute_attention` with its signature."""
+        return self._compute_attention(q, k, v, mask, training, weights)
+
     def _compute_attention(
         self,
         query,
@@ -475,100 +508,79 @@ class MultiHeadBase(keras.layers.Layer):
         `(B, Tq, Tk)`, `(Tq, Tk)` or per head `(B, heads, Tq, Tk)`, and
         `use_causal_mask` adds the causal mask to it. Returns the context
         `(B, Tq, heads, Dv)` and the weights `(B, heads, Tq, Tk)` (`None`
-        unless `return_attention_scores`). Without dropout or weights to
-        return, a dot-product score runs in the fused kernel
-        `keras_attention.ops.dot_product_attention`.
+        unless `return_attention_scores`). The dense path of
+        `ops.plan_attention`: flash, the fused kernel
+        `keras_attention.ops.dot_product_attention`, or the logits.
         """
-        if self._flash_attention and return_attention_scores:
-            raise ValueError(
-                "Returning attention scores is not supported when flash "
-                "attention is enabled. Please disable flash attention to "
-                "access attention scores."
-            )
-        mask = self._heads_mask(query, key, attention_mask, use_causal_mask)
-        dropout = self.dropout > 0 and training is not None
-        dropout = dropout and training is not False
-        activation = self.attention_activation
-        custom_softmax = "_masked_softmax" in self.overridden_hooks
-        if self.score.is_dot_product and not (
-            dropout
-            or return_attention_scores
-            or activation is not None
-            or custom_softmax
-        ):
-            query, key, scale = self.score.dot_product_form(query, key)
-            if self._flash_attention:
-                return self._flash(query, key, value, mask, scale), None
-            context = ka_ops.dot_product_attention(
-                query, key, value, mask, scale=scale
-            )
-            return context, None
-        logits = self.score(
-            ops.transpose(query, _HEADS_FIRST),
-            ops.transpose(key, _HEADS_FIRST),
-        )
-        logits = _logit_activation.apply(logits, activation)
-        dropout_fn = None
-        if self.dropout > 0:
-
-            def dropout_fn(weights):
-                return self._dropout_layer(weights, training=training)
-
-        value = ops.transpose(value, _HEADS_FIRST)
-        if custom_softmax:
-            weights = self._masked_softmax(logits, mask)
-            used = weights if dropout_fn is None else dropout_fn(weights)
-            context = ops.matmul(ops.cast(used, value.dtype), value)
-        else:
-            context, weights = ka_ops.attend(
-                logits, value, mask, dropout_fn=dropout_fn
-            )
-        return ops.transpose(context, _HEADS_FIRST), weights
-
-    def _heads_mask(self, query, key, attention_mask, use_causal_mask):
-        """`attention_mask` (and the causal mask) with a heads axis."""
-        return ka_ops.combine_masks(
+        mask = ka_ops.combine_masks(
             ops.shape(query)[1],
             ops.shape(key)[1],
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
             heads_axis=True,
         )
+        custom_softmax = "_masked_softmax" in self.overridden_hooks
+        hook = "_masked_softmax" if custom_softmax else None
+        if self.attention_activation is not None:
+            hook = "attention_activation"
+        call = ({}, training, return_attention_scores, (None,) * 3, None)
+        plan = self._plan((query, key), call, chunk_size=0, logits_hook=hook)
+        if plan.path in ("flash", "fused"):
+            q, k, scale = self.score.dot_product_form(query, key)
+            grouped = key.shape[2] != query.shape[2]
+            if plan.path == "flash" and self.keras_flash_kernel and not grouped:
+                return _heads.flash(q, k, value, mask, scale), None
+            return _heads.fused(q, k, value, mask, scale), None
+        softmax = self._masked_softmax if custom_softmax else None
+        dropout_fn = None
+        if self.dropout > 0:
 
-    def _flash(self, query, key, value, mask, scale):
-        """`keras.ops.dot_product_attention` with `flash_attention=True`."""
-        if mask is not None:
-            mask = ops.cast(mask, "bool")
-            while len(mask.shape) < 4:
-                mask = ops.expand_dims(mask, 0)
-        dtype = value.dtype
-        context = ops.dot_product_attention(
-            ops.cast(query, dtype),
-            ops.cast(key, dtype),
-            value,
-            mask=mask,
-            scale=1.0 if scale is None else scale,
-            flash_attention=True,
+            def dropout_fn(weights):
+                return self._dropout_layer(weights, training=training)
+
+        logits = _heads.logits(self.score, query, key)
+        logits = _logit_activation.apply(logits, self.attention_activation)
+        return _heads.dense(logits, value, mask, softmax, dropout_fn)
+
+    def _check_plan(self):
+        """The constructor's arguments against the planner's refusals
+        (a positive `chunk_size` with a logits hook, say), at once."""
+        mods = any(m is not None for m in self._mods_holder.value)
+        ka_ops.plan_attention(
+            self.score.form,
+            (None, self.num_heads, None, None),
+            self.chunk_size,
+            mods=mods,
+            **self._plan_flags(),
         )
-        return context
 
-    def get_config(self):
-        config = {
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
+    def _engine_config(self):
+        """The config every layer of the engine shares."""
+        rotary = self.rotary_embedding
+        return {
             "dropout": self.dropout,
             "use_bias": self.use_bias,
             **_projections.projection_config(self),
             "seed": self.seed,
             "score": scores_lib.serialize(self.score),
             "chunk_size": self.chunk_size,
+            "score_mod": _mods.serialize("score_mod", self.score_mod),
+            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
+            "rotary_embedding": None
+            if rotary is None
+            else keras.saving.serialize_keras_object(rotary),
+        }
+
+    def get_config(self):
+        config = {
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            **self._engine_config(),
             "attention_activation": _logit_activation.serialize(
                 self.attention_activation
             ),
             "penalty_coefficient": self.penalty_coefficient,
-            "score_mod": _mods.serialize("score_mod", self.score_mod),
-            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
         }
         config = {**super().get_config(), **config}
         config["dtype"] = self._dtype_policy_config()

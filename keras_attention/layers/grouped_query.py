@@ -1,21 +1,13 @@
-"""Grouped-query attention (Ainslie et al.) on `flex_attention`."""
+"""Grouped-query attention (Ainslie et al.): the multi-head engine with
+fewer key/value heads than query heads, Keras's constructor and names."""
 
 import keras
 from keras import ops
 
-from keras_attention import _policies
 from keras_attention import _validation
-from keras_attention import ops as ka_ops
-from keras_attention import scores as scores_lib
 from keras_attention.layers import _cache
-from keras_attention.layers import _grouped as grouped
-from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
-from keras_attention.layers import _projections
-
-
-def _and_mods(*mods):
-    return ka_ops.masks.AttentionMasks(mask_mods=mods).mask_mod()
+from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
 def _positive_or_none(name, value):
@@ -23,7 +15,7 @@ def _positive_or_none(name, value):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class GroupedQueryAttention(keras.layers.Layer):
+class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
     """Grouped-query attention, a drop-in for Keras's `GroupQueryAttention`.
 
     `num_query_heads` query heads share `num_key_value_heads` key/value
@@ -132,6 +124,10 @@ class GroupedQueryAttention(keras.layers.Layer):
         - [Shazeer, 2019](https://arxiv.org/abs/1911.02150)
     """
 
+    # Flash attention refuses dropout and scores, as Keras's flag does; the
+    # kernel is this package's fused one either way.
+    keras_flash_kernel = False
+
     def __init__(
         self,
         head_dim,
@@ -157,141 +153,66 @@ class GroupedQueryAttention(keras.layers.Layer):
         score="scaled_dot",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-        self.head_dim = _validation.positive_int("head_dim", head_dim)
-        self.num_query_heads = _validation.positive_int(
-            "num_query_heads", num_query_heads
-        )
-        self.num_key_value_heads = _validation.positive_int(
-            "num_key_value_heads", num_key_value_heads
-        )
-        if num_query_heads % num_key_value_heads:
+        positive = _validation.positive_int
+        heads = positive("num_query_heads", num_query_heads)
+        kv_heads = positive("num_key_value_heads", num_key_value_heads)
+        if heads % kv_heads:
             raise ValueError(
                 "`num_query_heads` must be divisible by "
                 "`num_key_value_heads`. Received: "
                 f"num_query_heads={num_query_heads}, "
                 f"num_key_value_heads={num_key_value_heads}"
             )
-        self.num_repeats = num_query_heads // num_key_value_heads
-        self.dropout = _validation.rate("dropout", dropout)
-        self.use_bias = bool(use_bias)
+        super().__init__(
+            num_heads=heads,
+            key_dim=positive("head_dim", head_dim),
+            value_dim=head_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            seed=seed,
+            score=score,
+            chunk_size=chunk_size,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
+            num_key_value_heads=kv_heads,
+            rotary_embedding=rotary_embedding,
+            **kwargs,
+        )
+        self.head_dim, self.num_query_heads = head_dim, heads
+        self.num_key_value_heads, self.num_repeats = kv_heads, heads // kv_heads
         self.use_gate = bool(use_gate)
         self.sliding_window = _positive_or_none(
             "sliding_window", sliding_window
         )
+        self._sliding_window = self.sliding_window
         self.flash_attention = flash_attention
         # Keras's rule: the argument, or else the global setting.
         self._flash_attention = bool(
             flash_attention or keras.config.is_flash_attention_enabled()
         )
-        # Built and tracked in `build`, after Keras's variables.
-        self._score_holder = grouped.Untracked(
-            scores_lib.get(score, dtype=self.dtype_policy)
-        )
         checks.flash_attention(self._flash_attention, self.score, self.dropout)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.projection_activity_regularizer = keras.regularizers.get(
-            activity_regularizer
-        )
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
-        self.seed = seed
-        self.chunk_size = checks.chunk_size(
-            chunk_size, self.score, self.dropout
-        )
-        self.rotary_embedding = _cache.get_rotary(rotary_embedding)
-        self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
-        grouped.check_score(self.score, (score_mod, mask_mod))
-        self._dropout_layer = keras.layers.Dropout(
-            self.dropout, seed=seed, dtype=self.dtype_policy
-        )
-        self._return_attention_scores = False
-        self._call_mods = (None, None)
-
-    def _get_common_kwargs_for_sublayer(self):
-        """Keras's hook: what every projection shares (fresh initializers)."""
-        return {
-            "kernel_initializer": _projections.clone_initializer(
-                self.kernel_initializer
-            ),
-            "bias_initializer": _projections.clone_initializer(
-                self.bias_initializer
-            ),
-            "kernel_regularizer": self.kernel_regularizer,
-            "bias_regularizer": self.bias_regularizer,
-            "activity_regularizer": self.projection_activity_regularizer,
-            "kernel_constraint": self.kernel_constraint,
-            "bias_constraint": self.bias_constraint,
-            "dtype": self.dtype_policy,
-        }
-
-    def _dense(self, name, equation, heads, bias_axes, activation=None):
-        output_shape = (None, heads, self.head_dim) if heads else (None, None)
-        return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
-            activation=activation,
-            name=name,
-            **self._get_common_kwargs_for_sublayer(),
-        )
+        self._check_plan()
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        grouped.check_shapes(query_shape, value_shape, key_shape)
+        _check_shapes(query_shape, value_shape, key_shape)
         self.feature_dim = query_shape[-1]
-        q_heads, kv_heads = self.num_query_heads, self.num_key_value_heads
-        self._query_dense = self._dense("query", "bqm,muh->bquh", q_heads, "uh")
-        self._query_dense.build(query_shape)
-        self._key_dense = self._dense("key", "bkm,mvh->bkvh", kv_heads, "vh")
-        self._key_dense.build(key_shape)
-        if self.use_gate:
-            self._gate_dense = self._dense(
-                "gate", "bqm,muh->bquh", q_heads, "uh", activation="sigmoid"
-            )
-            self._gate_dense.build(query_shape)
-        self._value_dense = self._dense(
-            "value", "bkm,mvh->bkvh", kv_heads, "vh"
+        self._build_layers(
+            query_shape,
+            key_shape,
+            value_shape,
+            self.head_dim,
+            self.head_dim,
+            (self.feature_dim,),
+            gate=self.use_gate,
         )
-        self._value_dense.build(value_shape)
-        self._output_dense = keras.layers.EinsumDense(
-            "bquh,uhm->bqm",
-            output_shape=(None, self.feature_dim),
-            bias_axes="m" if self.use_bias else None,
-            name="attention_output",
-            **self._get_common_kwargs_for_sublayer(),
-        )
-        self._output_dense.build((None, None, q_heads, self.head_dim))
-        # Tracked only now, so that score weights follow Keras's variables.
-        self._score_layer = self.score
-        if not self.score.built:
-            shape = (query_shape[0], kv_heads, None, self.head_dim)
-            self.score.build(shape, shape)
-
-    @property
-    def score(self):
-        """The score layer, shared by all heads."""
-        return self._score_holder.value
-
-    @property
-    def query_dense(self):
-        return self._query_dense
-
-    @property
-    def key_dense(self):
-        return self._key_dense
-
-    @property
-    def value_dense(self):
-        return self._value_dense
-
-    @property
-    def output_dense(self):
-        return self._output_dense
 
     def _compute_attention_mask(
         self,
@@ -304,18 +225,21 @@ class GroupedQueryAttention(keras.layers.Layer):
         use_causal_mask=False,
     ):
         """Keras's hook: the boolean mask `(batch_size, Tq, Tv)` or `None`."""
-        if attention_mask is not None:
-            attention_mask = ops.cast(attention_mask, "bool")
-        return ka_ops.combine_masks(
-            ops.shape(query)[1],
-            ops.shape(value)[1],
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-            sliding_window=self.sliding_window,
+        flags = self._attention_masks(
+            dict(
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+            )
         )
+        return flags.dense(ops.shape(query)[1], ops.shape(value)[1])
+
+    def _call_compute_attention(self, q, k, v, mask, training, weights):
+        # Keras's hook reads whether to return the scores from the layer.
+        self._return_attention_scores = weights
+        return self._compute_attention(q, k, v, mask, training)
 
     def _compute_attention(
         self,
@@ -327,89 +251,18 @@ class GroupedQueryAttention(keras.layers.Layer):
         use_causal_mask=False,
     ):
         """Keras's hook: `(output (B, Tq, H, head_dim), scores or None)`
-        on the projected tensors. Unlike Keras, `key` and `value` keep
-        their `num_key_value_heads` heads (they are not repeated); the
-        call's `score_mod` / `mask_mod` and `return_attention_scores` are
-        read from the layer, as Keras reads the latter."""
-        score_mod, mask_mod = self._call_mods
-        return_attention_scores = self._return_attention_scores
-        if not self.score.is_dot_product:
-            return self._score_attention(
-                query, key, value, attention_mask, training, use_causal_mask
-            )
-        if use_causal_mask:
-            mask_mod = _and_mods(ka_ops.mods.causal(), mask_mod)
-        if self._flash_attention and return_attention_scores:
-            raise ValueError(
-                "Returning attention scores is not supported when flash "
-                "attention is enabled. Please disable flash attention to "
-                "access attention scores."
-            )
-        dropout = self.dropout > 0 and training
-        need_weights = return_attention_scores or dropout
-        query, key, scale = self.score.dot_product_form(query, key)
-        scale = 1.0 if scale is None else scale
-        if not (need_weights or score_mod or mask_mod) and grouped.folds(
-            self, query, key
-        ):
-            if attention_mask is not None:
-                attention_mask = ops.broadcast_to(
-                    ops.cast(attention_mask, "bool"),
-                    (ops.shape(query)[0], query.shape[1], key.shape[1]),
-                )
-            return grouped.folded_attention(
-                query, key, value, attention_mask, scale
-            ), None
-        batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
-        k_len = ops.shape(key)[1]
-        tensor_mask = None
-        if attention_mask is not None:
-            tensor_mask = grouped.TensorMask(
-                attention_mask, batch, q_len, k_len
-            )
-        mask_mod = _and_mods(tensor_mask, mask_mod)
-        result = ka_ops.flex_attention(
+        on the projected tensors; `key` and `value` keep their
+        `num_key_value_heads` heads (never repeated), and whether to return
+        the scores is read from the layer, as Keras does."""
+        return super()._compute_attention(
             query,
             key,
             value,
-            score_mod=score_mod,
-            mask_mod=mask_mod,
-            scale=scale,
-            chunk_size=0 if need_weights else self.chunk_size,
-            return_attention_scores=need_weights,
+            attention_mask,
+            training,
+            self._return_attention_scores,
+            use_causal_mask,
         )
-        if not need_weights:
-            return result, None
-        output, weights = result
-        if dropout:
-            dropped = self._dropout_layer(weights, training=training)
-            output = grouped.grouped_weighted_sum(
-                dropped, ops.cast(value, dropped.dtype)
-            )
-        return output, weights
-
-    def _score_attention(
-        self, query, key, value, mask, training, use_causal_mask
-    ):
-        """`(output, scores or None)` of a score with no dot-product form:
-        dense, the query heads of a group folded into its query axis."""
-        grouped.check_score(self.score, self._call_mods)
-        if use_causal_mask:
-            mask = ka_ops.combine_masks(
-                ops.shape(query)[1],
-                ops.shape(key)[1],
-                attention_mask=mask,
-                use_causal_mask=True,
-            )
-        weights = grouped.score_weights(self.score, query, key, mask)
-        used = weights
-        if self.dropout > 0 and training:
-            used = self._dropout_layer(weights, training=training)
-        output = grouped.grouped_weighted_sum(used, ops.cast(value, used.dtype))
-        if not self._return_attention_scores:
-            return output, None
-        # The weights in the layer's dtype, as on the dot-product paths.
-        return output, ops.cast(weights, self.compute_dtype)
 
     def call(
         self,
@@ -430,115 +283,25 @@ class GroupedQueryAttention(keras.layers.Layer):
     ):
         name = type(self).__name__
         _validation.floating_inputs(name, query=query, value=value, key=key)
-        _cache.check_cache(name, cache, cache_update_index)
         key = value if key is None else key
-        gate = self._gate_dense(query) if self.use_gate else None
-        start = _cache.start_of(cache_update_index)
-        query_heads = _cache.rotate(
-            self.rotary_embedding, self._query_dense(query), start
-        )
-        key_heads, value_heads, cache = self._keys_values(
-            key, value, cache, cache_update_index
-        )
-        self._return_attention_scores = return_attention_scores
-        block = grouped.cached_score_block(
-            self, query_heads, key_heads, cache, attention_mask, training
-        )
-        if block[0]:
-            grouped.check_score(self.score, (score_mod, mask_mod))
-            output = grouped.chunked_score_attention(
-                self.score,
-                query_heads,
-                key_heads,
-                value_heads,
-                grouped.padding_masks(
-                    self, query_mask, value_mask, key_mask, use_causal_mask
-                ),
-                block,
-            )
-            return self._outputs(output, None, None, gate, False)
-        padding = {
+        masks = {
             "query_mask": query_mask,
             "value_mask": value_mask,
             "key_mask": key_mask,
+            "attention_mask": attention_mask,
+            "use_causal_mask": use_causal_mask,
         }
-        mask = self._call_mask(
-            query,
-            value,
-            key_heads,
-            cache,
-            start,
-            padding,
-            attention_mask,
-            use_causal_mask,
-        )
-        # The mods read absolute positions: the queries of a cached call
-        # begin at `cache_update_index`.
-        self._call_mods = (
-            _cache.shifted(
-                _mods.score_mod_of(self.score_mod, score_mod, None), start
-            ),
-            _cache.shifted(_and_mods(self.mask_mod, mask_mod), start),
-        )
-        output, scores = self._compute_attention(
-            query_heads, key_heads, value_heads, mask, training
-        )
-        return self._outputs(
-            output, scores, cache, gate, return_attention_scores
-        )
-
-    def _call_mask(
-        self, query, value, keys, cache, start, padding, attention_mask, causal
-    ):
-        """The dense path's boolean mask: Keras's hook without a cache,
-        the cache's slots (`_cache.cache_mask`) with one."""
-        if cache is None:
-            return self._compute_attention_mask(
-                query,
-                value,
-                **padding,
-                attention_mask=attention_mask,
-                use_causal_mask=causal,
-            )
-        masks = {"attention_mask": attention_mask, "use_causal_mask": causal}
-        return _cache.cache_mask(
-            query,
-            keys,
+        return self._attention_call(
+            (query, value, key, cache, cache_update_index),
             masks,
-            start,
-            heads_axis=False,
-            sliding_window=self.sliding_window,
-        )
-
-    def _outputs(self, output, scores, cache, gate, return_attention_scores):
-        """The call's result from the heads' `(B, Tq, H, head_dim)`."""
-        output = ops.cast(output, self.compute_dtype)
-        if gate is not None:
-            output = output * ops.cast(gate, output.dtype)
-        output = self._output_dense(output)
-        return _cache.outputs(output, scores, cache, return_attention_scores)
-
-    def _keys_values(self, key, value, cache, cache_update_index):
-        """Projected (and rotated) keys and values, through the cache."""
-        start = _cache.start_of(cache_update_index)
-
-        def project_key():
-            keys = self._key_dense(key)
-            return _cache.rotate(self.rotary_embedding, keys, start)
-
-        if cache is None:
-            return project_key(), self._value_dense(value), None
-        cache = ops.cast(cache, self.compute_dtype)
-        return _cache.cached_keys_values(
-            cache,
-            cache_update_index,
-            project_key,
-            lambda: self._value_dense(value),
+            training,
+            return_attention_scores,
+            (score_mod, mask_mod, None),
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        grouped.check_shapes(query_shape, value_shape, key_shape)
+        _check_shapes(query_shape, value_shape, key_shape)
         return tuple(query_shape)
 
     def compute_output_spec(
@@ -546,54 +309,68 @@ class GroupedQueryAttention(keras.layers.Layer):
         query,
         value,
         key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
         return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
         cache=None,
         cache_update_index=None,
-        score_mod=None,
-        mask_mod=None,
+        **kwargs,
     ):
+        """The output, then the scores `(B, num_query_heads, Tq, Tk or
+        max_length)`, then the cache."""
         _cache.check_cache(type(self).__name__, cache, cache_update_index)
-        return grouped.output_spec(
-            self, query, value, key, cache, return_attention_scores
+        shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        dtype = self.compute_dtype
+        k_len = (value if key is None else key).shape[1]
+        cache_spec = None
+        if cache is not None:
+            k_len = cache.shape[2]
+            cache_spec = keras.KerasTensor(cache.shape, dtype=dtype)
+        scores = keras.KerasTensor(
+            (query.shape[0], self.num_query_heads, query.shape[1], k_len),
+            dtype=dtype,
+        )
+        output = keras.KerasTensor(shape, dtype=dtype)
+        return _cache.outputs(
+            output, scores, cache_spec, return_attention_scores
         )
 
     def get_config(self):
-        serialize = keras.saving.serialize_keras_object
-        return {
-            **super().get_config(),
+        config = {
+            **keras.layers.Layer.get_config(self),
             "head_dim": self.head_dim,
             "num_query_heads": self.num_query_heads,
             "num_key_value_heads": self.num_key_value_heads,
-            "use_bias": self.use_bias,
             "use_gate": self.use_gate,
             "sliding_window": self.sliding_window,
-            "dropout": self.dropout,
             "flash_attention": self.flash_attention,
-            **_projections.projection_config(self),
-            "seed": self.seed,
-            "chunk_size": self.chunk_size,
-            "rotary_embedding": None
-            if self.rotary_embedding is None
-            else serialize(self.rotary_embedding),
-            "score_mod": _mods.serialize("score_mod", self.score_mod),
-            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
-            "score": scores_lib.serialize(self.score),
-            "dtype": self._dtype_policy_config(),
+            **self._engine_config(),
         }
+        config["dtype"] = self._dtype_policy_config()
+        return config
 
-    def _dtype_policy_config(self):
-        """The dtype policy, with the projections' own after `quantize`."""
-        if not self.built:
-            return keras.dtype_policies.serialize(self.dtype_policy)
-        denses = [self._query_dense, self._key_dense, self._value_dense]
-        denses += [getattr(self, "_gate_dense", None), self._output_dense]
-        return _policies.policy_config(self, denses)
+
+def _check_shapes(query_shape, value_shape, key_shape):
+    if query_shape[-1] != value_shape[-1]:
+        raise ValueError(
+            "The last dimension of `query_shape` and `value_shape` must be "
+            f"equal, but are {query_shape[-1]}, {value_shape[-1]}. Received: "
+            f"query_shape={tuple(query_shape)}, "
+            f"value_shape={tuple(value_shape)}"
+        )
+    if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
+        raise ValueError(
+            "All dimensions of `value` and `key`, except the last one, must "
+            f"be equal. Received: value_shape={tuple(value_shape)} and "
+            f"key_shape={tuple(key_shape)}"
+        )
+    if len(query_shape) != 3 or len(value_shape) != 3:
+        raise ValueError(
+            "GroupedQueryAttention expects `query`, `value` and `key` of "
+            "shape `(batch_size, time, dim)`. Received: "
+            f"query.shape={tuple(query_shape)}, value.shape="
+            f"{tuple(value_shape)}, key.shape={tuple(key_shape)}"
+        )
 
 
 GroupQueryAttention = GroupedQueryAttention

@@ -9,6 +9,7 @@ from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
+from keras_attention.layers import _heads
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
 from keras_attention.layers.rotary import RotaryEmbedding
@@ -21,6 +22,32 @@ def _even(name, value):
             name, value, "an even positive integer (rotary pairs)"
         )
     return value
+
+
+class LatentCache(_cache.AttentionCache):
+    """MLA's cache `(batch_size, max_length, kv_lora_rank +
+    qk_rope_head_dim)`: each position's latent and rotated key, written at
+    `cache_update_index`; the mods and masks see the offsets of
+    `_cache.AttentionCache`."""
+
+    def __init__(self, layer_name, tensor, index, dtype=None, width=None):
+        self.width = width
+        super().__init__(layer_name, tensor, index, dtype)
+
+    def check_shape(self, shape):
+        if len(shape) != 3 or shape[-1] != self.width:
+            raise ValueError(
+                f"{self.layer_name} expects `cache` of shape `(batch_size, "
+                "max_length, kv_lora_rank + qk_rope_head_dim)` = `(..., "
+                f"{self.width})`. Received: cache.shape={shape}"
+            )
+
+    def update(self, project):
+        """The latents over the slots, the call's written first."""
+        if self.index is not None:
+            start = [0, self.index, 0]
+            self.tensor = ops.slice_update(self.tensor, start, project())
+        return self.tensor
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -269,17 +296,14 @@ class MultiHeadLatentAttention(keras.layers.Layer):
                 f"value.shape={tuple(value_shape)}"
             )
 
-    def _check_cache(self, cache, cache_update_index):
-        if cache is None:
-            _cache.check_cache(type(self).__name__, None, cache_update_index)
-            return
-        shape = tuple(cache.shape)
-        if len(shape) != 3 or shape[-1] != self.cache_dim:
-            raise ValueError(
-                f"{type(self).__name__} expects `cache` of shape `(batch_"
-                f"size, max_length, kv_lora_rank + qk_rope_head_dim)` = `(..."
-                f", {self.cache_dim})`. Received: cache.shape={shape}"
-            )
+    def _open_cache(self, cache, cache_update_index, dtype=None):
+        return LatentCache.open(
+            type(self).__name__,
+            cache,
+            cache_update_index,
+            dtype,
+            width=self.cache_dim,
+        )
 
     def _queries(self, query, start):
         """`(q_nope, q_rope)`, `(B, Tq, H, ·)`, the rotary part rotated."""
@@ -317,17 +341,15 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         q = ops.concatenate([q_nope, q_rope], axis=-1)
         return q, ops.concatenate([k_nope, shared], axis=-1), v
 
-    def _masks(self, call, start, cached):
+    def _masks(self, call, cache):
         """`(score_mod, mask_mod)` of the call for `flex_attention`."""
         score_mod, mask_mod, bias = call["mods"]
-        shift = _cache.shifted
-        score = _mods.score_mod_of(
-            shift(self.score_mod, start), shift(score_mod, start), bias
-        )
-        if cached:
-            return score, _cache.cache_mask_mod(
-                call, start, self.mask_mod, mask_mod
+        if cache is not None:
+            score = _mods.score_mod_of(
+                cache.shift(self.score_mod), cache.shift(score_mod), bias
             )
+            return score, cache.mask_mod(call, self.mask_mod, mask_mod)
+        score = _mods.score_mod_of(self.score_mod, score_mod, bias)
         masks = ka_ops.masks.attention_masks(
             query_mask=call["query_mask"],
             value_mask=call["value_mask"],
@@ -358,18 +380,14 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         value = query if value is None else value
         _validation.floating_inputs(name, query=query, value=value)
         self._check_shapes(query.shape, value.shape)
-        self._check_cache(cache, cache_update_index)
+        cache = self._open_cache(cache, cache_update_index, self.compute_dtype)
         absorb = cache is not None if absorb is None else bool(absorb)
-        start = _cache.start_of(cache_update_index)
+        start = 0 if cache is None else cache.start
         q_nope, q_rope = self._queries(query, start)
         if cache is None:
             latents = self._latents(value, start)
         else:
-            cache = ops.cast(cache, self.compute_dtype)
-            if cache_update_index is not None:
-                new = self._latents(value, start)
-                cache = ops.slice_update(cache, [0, cache_update_index, 0], new)
-            latents = cache
+            latents = cache.update(lambda: self._latents(value, start))
         q, k, v = self._heads(q_nope, q_rope, latents, absorb)
         call = {
             "query_mask": query_mask,
@@ -382,7 +400,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
                 attention_bias,
             ),
         }
-        score, mask = self._masks(call, start, cache is not None)
+        score, mask = self._masks(call, cache)
         dropout_fn = None
         if self.dropout > 0 and training not in (None, False):
 
@@ -392,7 +410,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         scale = (
             1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim) ** 0.5
         )
-        context, weights = _mods.flex_heads(
+        context, weights = _heads.flex(
             (q, k, v),
             scale,
             score,
@@ -403,7 +421,8 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             value_up = ops.cast(self.value_up_kernel, context.dtype)
             context = ops.einsum("bthr,rhv->bthv", context, value_up)
         output = self._output_dense(context)
-        return _cache.outputs(output, weights, cache, return_attention_scores)
+        tensor = None if cache is None else cache.tensor
+        return _cache.outputs(output, weights, tensor, return_attention_scores)
 
     def compute_output_shape(self, query_shape, value_shape=None):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
@@ -419,7 +438,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
     ):
         value = query if value is None else value
         self._check_shapes(query.shape, value.shape)
-        self._check_cache(cache, cache_update_index)
+        self._open_cache(cache, cache_update_index)
         dtype = self.compute_dtype
         output = keras.KerasTensor(
             self.compute_output_shape(query.shape), dtype=dtype

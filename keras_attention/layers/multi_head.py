@@ -9,7 +9,6 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
-from keras_attention.layers import _cache
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
@@ -26,9 +25,7 @@ def _keras_alias(name):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class MultiHeadAttention(
-    _cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True
-):
+class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
     """Multi-head attention (Vaswani et al.), compatible with Keras's layer.
 
     Each head `i` projects the inputs, `Q_i = Q W^Q_i`, `K_i = K W^K_i`,
@@ -157,6 +154,9 @@ class MultiHeadAttention(
             ANDed with the other masks, saved in the config. With either
             mod the heads attend through `keras_attention.ops.flex_attention`
             (dense, or in blocks with `chunk_size`). Defaults to `None`.
+        rotary_embedding: Optional `keras_attention.RotaryEmbedding`,
+            applied to the projected queries and keys at their positions
+            (which follow `cache_update_index`). Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -229,11 +229,13 @@ class MultiHeadAttention(
         penalty_coefficient=0.0,
         score_mod=None,
         mask_mod=None,
+        rotary_embedding=None,
         **kwargs,
     ):
         super().__init__(
             num_heads=num_heads,
             key_dim=_validation.positive_int("key_dim", key_dim),
+            rotary_embedding=rotary_embedding,
             value_dim=value_dim,
             dropout=dropout,
             use_bias=use_bias,
@@ -268,8 +270,7 @@ class MultiHeadAttention(
             flash_attention or keras.config.is_flash_attention_enabled()
         )
         checks.flash_attention(self._flash_attention, self.score, self.dropout)
-        # A positive `chunk_size` with a feature it lacks raises here.
-        if self._dense_only_features() and self._flash_attention:
+        if self._logits_hook() and self._flash_attention:
             raise ValueError(
                 "Flash attention never forms the logits or the weights, "
                 "which `attention_activation` and `penalty_coefficient` "
@@ -278,6 +279,8 @@ class MultiHeadAttention(
                 f"penalty_coefficient={penalty_coefficient!r}"
             )
         self.use_gate = bool(use_gate)
+        # A positive `chunk_size` with a feature it lacks raises here.
+        self._check_plan()
 
     # Like Keras, `output_shape` is not exposed: it would clash with the
     # `output_shape` of functional models in `summary()`.
@@ -412,27 +415,13 @@ class MultiHeadAttention(
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
-        if self._uses_cache_path(cache, cache_update_index):
-            return self._cached_call(
-                query,
-                value,
-                value if key is None else key,
-                masks,
-                training,
-                return_attention_scores,
-                cache,
-                cache_update_index,
-                mods=(score_mod, mask_mod, attention_bias),
-            )
-        return self._multi_head_call(
-            query,
-            value,
-            value if key is None else key,
+        key = value if key is None else key
+        return self._attention_call(
+            (query, value, key, cache, cache_update_index),
             masks,
             training,
             return_attention_scores,
-            gate=self.use_gate,
-            mods=(score_mod, mask_mod, attention_bias),
+            (score_mod, mask_mod, attention_bias),
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):

@@ -3,13 +3,12 @@
 import keras
 
 from keras_attention import _validation
-from keras_attention.layers import _cache
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
+class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
     """Multi-head self-attention: `softmax(Q Kᵀ / sqrt(d_k)) V` on one input.
 
     With `H` the input sequence, each head projects `Q = H W_q`, `K = H W_k`,
@@ -64,6 +63,8 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
             the config. Defaults to `None`.
         mask_mod: As `MultiHeadAttention`'s: a flex mask mod, saved in the
             config. Defaults to `None`.
+        rotary_embedding: As `MultiHeadAttention`'s: rotary positions of
+            the projected queries and keys. Defaults to `None`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -129,10 +130,12 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
         penalty_coefficient=0.0,
         score_mod=None,
         mask_mod=None,
+        rotary_embedding=None,
         **kwargs,
     ):
         super().__init__(
             num_heads=num_heads,
+            rotary_embedding=rotary_embedding,
             key_dim=_validation.positive_int(
                 "key_dim", key_dim, allow_none=True
             ),
@@ -159,7 +162,7 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
             "attention_width", attention_width, allow_none=True
         )
         self._attention_width = self.attention_width
-        self._dense_only_features()  # a positive `chunk_size` raises now
+        self._check_plan()  # a positive `chunk_size` raises now
 
     def _check_shape(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -211,26 +214,12 @@ class SelfAttention(_cache.CacheMixin, MultiHeadBase, hooks_are_defaults=True):
             "attention_mask": attention_mask,
             "use_causal_mask": use_causal_mask,
         }
-        if self._uses_cache_path(cache, cache_update_index):
-            return self._cached_call(
-                inputs,
-                inputs,
-                inputs,
-                masks,
-                training,
-                return_attention_scores,
-                cache,
-                cache_update_index,
-                mods=(score_mod, mask_mod, attention_bias),
-            )
-        return self._multi_head_call(
-            inputs,
-            inputs,
-            inputs,
+        return self._attention_call(
+            (inputs, inputs, inputs, cache, cache_update_index),
             masks,
             training,
             return_attention_scores,
-            mods=(score_mod, mask_mod, attention_bias),
+            (score_mod, mask_mod, attention_bias),
         )
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):

@@ -18,6 +18,9 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   and Lin et al.'s `frobenius_penalty`.
 - `chunked`: `chunked_attention`, the same attention in blocks with memory
   linear in the sequence length.
+- `plan`: `plan_attention`, the one path planner (flash, fused, dense or
+  blocks, and their block sizes; every "X needs Y" refusal), with the one
+  threshold and byte estimate.
 - `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
   `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
   mechanisms and decoders.
@@ -58,5 +61,7 @@ from keras_attention.ops.masks import band_mask as band_mask
 from keras_attention.ops.masks import causal_mask as causal_mask
 from keras_attention.ops.masks import combine_masks as combine_masks
 from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask
+from keras_attention.ops.plan import Plan as Plan
+from keras_attention.ops.plan import plan_attention as plan_attention
 from keras_attention.ops.rotary import apply_rotary as apply_rotary
 from keras_attention.ops.rotary import rotary_angles as rotary_angles

@@ -15,16 +15,11 @@ from keras import ops
 
 from keras_attention.ops import _flex_blocks
 from keras_attention.ops import checks
+from keras_attention.ops import plan
 from keras_attention.ops._flex_blocks import index_tensors
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
 
-# With `chunk_size=None`, the blocks are taken when the dense weights
-# (batch × heads × Tq × Tk floats) would exceed this many bytes, as on
-# the layers (layers/_chunking.py): 2 GiB.
-AUTO_CHUNK_MIN_BYTES = 2**31
-# Queries and keys per block of the automatic choice (as on the layers).
-AUTO_CHUNK_SIZE = 512
 # Block kinds of a `BlockMask`.
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -329,12 +324,14 @@ def _block_sizes(chunk_size, block_mask, shapes, return_scores):
             "Expected `chunk_size` to be None (automatic), 0 (dense) or a "
             f"positive integer. Received: chunk_size={chunk_size!r}"
         )
-    if return_scores and chunk_size:
-        raise ValueError(
-            "The blocks never hold the attention weights: pass "
-            "chunk_size=None or 0 with return_attention_scores=True. "
-            f"Received: chunk_size={chunk_size}"
-        )
+    batch, q_len, heads, k_len = shapes
+    chosen = plan.plan_attention(
+        "dot",
+        (batch, heads, q_len, k_len),
+        chunk_size,
+        mods=True,
+        weights=return_scores,
+    )
     if return_scores or chunk_size == 0:
         return None
     if block_mask is not None:
@@ -346,15 +343,7 @@ def _block_sizes(chunk_size, block_mask, shapes, return_scores):
                 f"block_mask.block_size={sizes}"
             )
         return sizes
-    if chunk_size:
-        return chunk_size, chunk_size
-    batch, q_len, heads, k_len = shapes
-    if not all(isinstance(n, int) for n in (q_len, k_len)):
-        return None
-    batch = batch if isinstance(batch, int) else 1
-    if 4 * batch * heads * q_len * k_len < AUTO_CHUNK_MIN_BYTES:
-        return None
-    return AUTO_CHUNK_SIZE, AUTO_CHUNK_SIZE
+    return chosen.block_size
 
 
 def _check_block_mask(block_mask, q_len, k_len):

@@ -47,6 +47,16 @@ class BaseAdditiveScore(ParametricScore):
         super().__init__(**kwargs)
         self.units = _validation.positive_int("units", units, allow_none=True)
 
+    @property
+    def dense_bytes_per_logit(self):
+        """The dense path holds `units` float32 values per pair (the
+        hidden `tanh`); the key depth when `units` is `None` (known once
+        built)."""
+        units = self.units
+        if units is None and getattr(self, "v", None) is not None:
+            units = int(self.v.shape[0])
+        return 4 * (units or 1)
+
     def _output_vector(self, dtype):
         """The vector that weighs the hidden units, `(units,)`."""
         return self._weight(self.v, dtype)

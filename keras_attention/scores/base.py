@@ -123,6 +123,22 @@ class Score(keras.layers.Layer):
         """Whether `keras_attention.ops.chunked_attention` can run it."""
         return self.is_dot_product or self.is_additive
 
+    @property
+    def form(self):
+        """The kernels' name of this score's form: `"dot"`
+        (`dot_product_form`), `"additive"` (`additive_form`) or `None`
+        (every logit at once only), what `keras_attention.ops.plan_attention`
+        takes."""
+        if self.is_dot_product:
+            return "dot"
+        return "additive" if self.is_additive else None
+
+    @property
+    def dense_bytes_per_logit(self):
+        """Bytes the dense path holds per `(query, key)` pair: one float32
+        logit; an additive score overrides it (its hidden units)."""
+        return 4
+
     def additive_form(self, query, key):
         """The score as `vᵀ tanh(query' + key')`: `(query', key', v)`.
 

@@ -219,7 +219,7 @@ def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch):
     blocks run in the other lanes in
     `test_chunked_cache_equals_the_dense_cache_and_the_full_pass` (PyTorch)
     and `test_decoding_runs_under_jit_compile` (JAX)."""
-    from keras_attention.layers import _chunking
+    from keras_attention.ops import plan as _plan
 
     seen = []
     flex = keras_attention.ops.flex_attention
@@ -231,16 +231,16 @@ def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch):
     layer = _mha(None)
     x = rand(B, T, D)
     want = to_np(layer(x, x, use_causal_mask=True))
-    monkeypatch.setattr(_chunking, "AUTO_CHUNK_MIN_BYTES", 64)
+    monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 64)
     monkeypatch.setattr(keras_attention.ops, "flex_attention", spy)
     cache = np.zeros((B, 2, T, 2, 4), "float32")
     out, _ = layer(
         x, x, cache=cache, cache_update_index=0, use_causal_mask=True
     )
     np.testing.assert_allclose(to_np(out), want, rtol=1e-5, atol=1e-5)
-    assert seen == [_chunking.AUTO_CHUNK_SIZE]
+    assert seen == [_plan.AUTO_CHUNK_SIZE]
     layer(x, x, cache=cache, return_attention_scores=True)
-    assert seen == [_chunking.AUTO_CHUNK_SIZE]
+    assert seen == [_plan.AUTO_CHUNK_SIZE]
 
 
 def test_prefill_then_decode_with_an_explicit_mask(rand):

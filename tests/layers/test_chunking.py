@@ -7,8 +7,10 @@ from keras import ops
 
 import keras_attention
 from keras_attention import ops as ka_ops
-from keras_attention.layers import _chunking
+from keras_attention.layers import _heads
+from keras_attention.ops import plan as _plan
 from tests.autodiff import gradients
+from tests.layer_basics import to_np
 
 
 def outputs_and_grads(layer, inputs, **call_kwargs):
@@ -184,10 +186,10 @@ def _count_chunked_calls(monkeypatch):
 def test_automatic_choice(monkeypatch, rand):
     calls = _count_chunked_calls(monkeypatch)
     # Dense weights of 64x64 floats for one example and one head: the bar.
-    monkeypatch.setattr(_chunking, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
+    monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
     layer = keras_attention.SelfAttention(num_heads=1)
     layer(rand(1, 64, 8))
-    assert calls == [_chunking.AUTO_CHUNK_SIZE]
+    assert calls == [_plan.AUTO_CHUNK_SIZE]
     # Two examples of 48 (2·48² > 64²) count the batch; 48 alone does not.
     layer(rand(2, 48, 8))
     assert len(calls) == 2
@@ -214,7 +216,7 @@ def test_automatic_choice_of_compiled_causal_steps(monkeypatch, rand):
     import tensorflow as tf
 
     calls = _count_chunked_calls(monkeypatch)
-    monkeypatch.setattr(_chunking, "AUTO_CAUSAL_MIN_LENGTH", 32)
+    monkeypatch.setattr(_plan, "AUTO_CAUSAL_MIN_LENGTH", 32)
     layer = keras_attention.SelfAttention(num_heads=1)
     compiled = tf.function(lambda x, causal: layer(x, use_causal_mask=causal))
     x, short = rand(1, 32, 8), rand(1, 16, 8)
@@ -223,7 +225,7 @@ def test_automatic_choice_of_compiled_causal_steps(monkeypatch, rand):
     compiled(x, False)
     assert calls == []
     np.testing.assert_allclose(compiled(x, True), expected, atol=1e-5)
-    assert calls == [_chunking.AUTO_CHUNK_SIZE]
+    assert calls == [_plan.AUTO_CHUNK_SIZE]
     additive = keras_attention.SelfAttention(num_heads=1, score="additive")
     tf.function(lambda x: additive(x, use_causal_mask=True))(x)
     assert len(calls) == 1
@@ -252,17 +254,26 @@ def test_bad_chunk_size_arguments_raise(kwargs, match):
         keras_attention.SelfAttention(2, **kwargs)
 
 
-@pytest.mark.parametrize(
-    "call_kwargs, name",
-    [
-        ({"return_attention_scores": True}, "return_attention_scores"),
-        ({"attention_mask": np.ones((1, 4, 4), bool)}, "attention_mask"),
-    ],
-)
-def test_unsupported_call_with_explicit_chunks_raises(call_kwargs, name, rand):
+def test_scores_with_explicit_chunks_raise(rand):
     layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=2)
-    with pytest.raises(ValueError, match=f"not `{name}`"):
-        layer(rand(1, 4, 8), rand(1, 4, 8), **call_kwargs)
+    with pytest.raises(ValueError, match="not `return_attention_scores`"):
+        layer(rand(1, 4, 8), rand(1, 4, 8), return_attention_scores=True)
+
+
+@pytest.mark.parametrize("heads_axis", [False, True])
+def test_an_attention_mask_with_explicit_chunks_equals_dense(heads_axis, rng):
+    """A dot-product score reads `attention_mask` in the blocks of
+    `flex_attention` as a mask mod, with or without a heads axis."""
+    query, value = (rng.normal(size=(2, 5, 8)).astype("float32") for _ in "qv")
+    mask = rng.random((2, 2, 5, 5) if heads_axis else (2, 5, 5)) > 0.4
+    chunked = keras_attention.MultiHeadAttention(2, 4, chunk_size=2)
+    dense = keras_attention.MultiHeadAttention(2, 4, chunk_size=0)
+    chunked(query, value)
+    dense(query, value)
+    dense.set_weights(chunked.get_weights())
+    got = chunked(query, value, attention_mask=mask)
+    want = dense(query, value, attention_mask=mask)
+    np.testing.assert_allclose(to_np(got), to_np(want), atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -310,17 +321,10 @@ def test_sliding_window_band_equals_dense_window(window, rand):
     q, k, v = rand(2, 9, 2, 4), rand(2, 9, 2, 4), rand(2, 9, 2, 3)
     key_mask = np.arange(9)[None].repeat(2, 0) < [[9], [6]]
     score = keras_attention.scores.get("scaled_dot")
-    got = _chunking.chunked_heads_attention(
-        score,
-        q,
-        k,
-        v,
-        None,
-        (key_mask,),
-        False,
-        (2, 3),
-        band=_chunking.window_band(window),
+    masks = ka_ops.masks.attention_masks(
+        key_mask=key_mask, sliding_window=window
     )
+    got = _heads.blocks(score, q, k, v, masks, (2, 3))
     mask = ka_ops.combine_masks(
         9, 9, value_mask=key_mask, sliding_window=window, heads_axis=True
     )

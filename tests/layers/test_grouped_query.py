@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_attention
+from keras_attention.ops import plan as _plan
 from tests.layer_basics import check_layer_basics
 from tests.layer_basics import np_softmax
 from tests.layer_basics import to_np
@@ -399,10 +400,10 @@ def test_non_dot_score_chunk_size_none_chunks_large_weights(
 ):
     """`chunk_size=None` takes the blocks where the dense values would
     pass the threshold (lowered here), and gives the dense result."""
-    from keras_attention.layers import _grouped
+    from keras_attention.layers import _heads
 
     calls = []
-    kernel = _grouped.chunked_score_attention
+    kernel = _heads.blocks
 
     def spy(*args):
         calls.append(args[-1])
@@ -410,14 +411,14 @@ def test_non_dot_score_chunk_size_none_chunks_large_weights(
 
     dense, auto = _chunked_and_dense("additive", rng)
     auto.chunk_size = None
-    monkeypatch.setattr(_grouped, "chunked_score_attention", spy)
+    monkeypatch.setattr(_heads, "blocks", spy)
     query, value = rand(2, 9, 8), rand(2, 7, 8)
     want = to_np(dense(query, value, use_causal_mask=True))
     np.testing.assert_allclose(
         to_np(auto(query, value, use_causal_mask=True)), want, atol=1e-5
     )
     assert calls == []  # small weights: dense
-    monkeypatch.setattr(_grouped._chunking, "AUTO_CHUNK_MIN_BYTES", 1)
+    monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 1)
     np.testing.assert_allclose(
         to_np(auto(query, value, use_causal_mask=True)),
         want,
@@ -430,14 +431,13 @@ def test_non_dot_score_chunk_size_none_chunks_large_weights(
     assert len(calls) == 1
 
 
-def test_non_dot_score_chunked_returns_dense_scores(rand, rng):
-    # The weights asked for: dense, as the layer's dot-product scores do.
-    dense, chunked = _chunked_and_dense("additive", rng)
+@pytest.mark.parametrize("score", ["additive", "scaled_dot"])
+def test_chunked_scores_are_refused_as_on_every_layer(score, rand, rng):
+    # The planner's one rule: the blocks never hold the weights.
+    _, chunked = _chunked_and_dense(score, rng)
     query, value = rand(2, 9, 8), rand(2, 7, 8)
-    want = dense(query, value, return_attention_scores=True)
-    got = chunked(query, value, return_attention_scores=True)
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(to_np(g), to_np(w), atol=1e-6)
+    with pytest.raises(ValueError, match="not `return_attention_scores`"):
+        chunked(query, value, return_attention_scores=True)
 
 
 def test_non_dot_score_chunked_refusals_are_named(rand, rng):

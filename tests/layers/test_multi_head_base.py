@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import keras_attention
-from keras_attention.layers import _chunking
+from keras_attention.ops import plan as _plan
 from tests.layer_basics import to_np
 
 
@@ -24,7 +24,7 @@ class _RecordingAttention(keras_attention.MultiHeadAttention):
 
 def test_an_overridden_compute_attention_is_called(rand, monkeypatch):
     # Even where the layer would otherwise take the chunked path by itself.
-    monkeypatch.setattr(_chunking, "AUTO_CHUNK_MIN_BYTES", 1)
+    monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 1)
     x = rand(2, 6, 8)
     plain = keras_attention.MultiHeadAttention(2, 4, use_bias=False)
     plain(x, x)
