@@ -12,7 +12,6 @@ update the cache, ask `ops.plan_attention` for the path, run its kernel
 import keras
 from keras import ops
 
-from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
@@ -42,7 +41,7 @@ class _Untracked:
         self.value = value
 
 
-class MultiHeadBase(keras.layers.Layer):
+class MultiHeadBase(_projections.HeadProjections):
     """Projections, attention and output projection shared by the layers.
 
     The variables are those of `keras.layers.MultiHeadAttention`: `EinsumDense`
@@ -158,110 +157,6 @@ class MultiHeadBase(keras.layers.Layer):
     score_mod = property(lambda self: self._mods_holder.value[0])
     mask_mod = property(lambda self: self._mods_holder.value[1])
 
-    # Keras's public names of the projections.
-    query_dense = property(lambda self: self._query_dense)
-    key_dense = property(lambda self: self._key_dense)
-    value_dense = property(lambda self: self._value_dense)
-    output_dense = property(lambda self: self._output_dense)
-
-    def _get_common_kwargs_for_sublayer(self):
-        """Keras's hook: the `EinsumDense` arguments every projection shares.
-
-        Fresh initializer objects each call; the regularizers, constraints
-        and the dtype policy of the layer.
-        """
-        return {
-            "kernel_initializer": _projections.clone_initializer(
-                self.kernel_initializer
-            ),
-            "bias_initializer": _projections.clone_initializer(
-                self.bias_initializer
-            ),
-            "kernel_regularizer": self.kernel_regularizer,
-            "bias_regularizer": self.bias_regularizer,
-            "activity_regularizer": self.projection_activity_regularizer,
-            "kernel_constraint": self.kernel_constraint,
-            "bias_constraint": self.bias_constraint,
-            "dtype": self.dtype_policy,
-        }
-
-    def _dense(self, name, equation, output_shape, bias_axes, activation=None):
-        return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            activation=activation,
-            bias_axes=bias_axes if self.use_bias else None,
-            name=name,
-            **self._get_common_kwargs_for_sublayer(),
-        )
-
-    def _projection(
-        self, name, input_shape, depth, activation=None, count=None
-    ):
-        # `(B, d..., dim)` → `(B, d..., heads, depth)`: "abc,cde->abde" for
-        # rank 3, the equations of Keras's layer for any rank.
-        rank = len(input_shape)
-        inputs, heads = "abcdefghij"[:rank], "klmn"[:2]
-        dense = self._dense(
-            name,
-            f"{inputs},{inputs[-1]}{heads}->{inputs[:-1]}{heads}",
-            (None,) * (rank - 2) + (count or self.num_heads, depth),
-            heads,
-            activation=activation,
-        )
-        dense.build(tuple(input_shape))
-        # The layer itself combines the Keras masks of its inputs; a
-        # projection only passes a mask through instead of warning that it
-        # drops it.
-        dense.supports_masking = True
-        return dense
-
-    def _build_layers(
-        self,
-        query_shape,
-        key_shape,
-        value_shape,
-        key_dim,
-        value_dim,
-        out,
-        gate=False,
-    ):
-        """Creates the variables in the order of Keras's layer."""
-        self._query_dense = self._projection("query", query_shape, key_dim)
-        kv_heads = self._kv_heads
-        self._key_dense = self._projection(
-            "key", key_shape, key_dim, count=kv_heads
-        )
-        if gate:
-            self._gate_dense = self._projection(
-                "gate", query_shape, value_dim, activation="sigmoid"
-            )
-        self._value_dense = self._projection(
-            "value", value_shape, value_dim, count=kv_heads
-        )
-        rank = len(query_shape)
-        heads = "abcdefghijk"[: rank + 1]
-        letters = "nopqrstuvwxyz"[: len(out)]
-        self._output_dense = self._dense(
-            "attention_output",
-            f"{heads},{heads[-2:]}{letters}->{heads[:-2]}{letters}",
-            (None,) * (rank - 2) + tuple(out),
-            letters,
-        )
-        self._output_dense.build(
-            tuple(query_shape[:-1]) + (self.num_heads, value_dim)
-        )
-        # Tracked only now, so that score weights follow Keras's variables.
-        self._score_layer = self.score
-        mods = self._mods_holder.value
-        self._mod_layers = [m for m in mods if isinstance(m, keras.Layer)]
-        if not self.score.built:
-            batch = query_shape[0]
-            self.score.build(
-                (batch, kv_heads, None, key_dim),
-                (batch, kv_heads, None, key_dim),
-            )
-
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
         """Explicit masks of the wrong shape: a `ValueError` naming them."""
         _mask_shapes.check_heads_masks(
@@ -271,7 +166,9 @@ class MultiHeadBase(keras.layers.Layer):
             self.num_heads,
         )
 
-    def _attention_call(self, inputs, masks, training, return_weights, mods):
+    def _attention_call(
+        self, inputs, masks, training, return_weights, mods, layout=None
+    ):
         """The one call: project, rotate and update the cache, plan,
         attend, project out.
 
@@ -283,9 +180,7 @@ class MultiHeadBase(keras.layers.Layer):
         """
         query, value, key, cache, index = inputs
         name = type(self).__name__
-        cache = _cache.KeyValueCache.open(
-            name, cache, index, self.compute_dtype
-        )
+        cache = self._open_cache(cache, index, self.compute_dtype)
         axes = self._axes
         flat = axes is None or axes.is_plain
         if not flat and (cache or self.rotary_embedding is not None):
@@ -296,17 +191,7 @@ class MultiHeadBase(keras.layers.Layer):
             )
         if cache is None:
             self._check_masks(query.shape, value.shape, key.shape, masks)
-        start = 0 if cache is None else cache.start
-        rotate = self.rotary_embedding
-        q = _cache.rotate(rotate, self._query_dense(query), start)
-
-        def project_key():
-            return _cache.rotate(rotate, self._key_dense(key), start)
-
-        if cache is None:
-            k, v = project_key(), self._value_dense(value)
-        else:
-            k, v = cache.update(project_key, lambda: self._value_dense(value))
+        q, k, v = self._project(query, value, key, cache, layout)
         call = (masks, training, return_weights, mods, cache)
         if flat:
             context, weights = self._attend(query, value, (q, k, v), call)
@@ -316,11 +201,39 @@ class MultiHeadBase(keras.layers.Layer):
             context, weights = self._attend(heads[0], heads[2], heads, call)
             context = axes.context(context, query.shape)
             weights = axes.weights(weights, query.shape, key.shape)
-        if getattr(self, "use_gate", False):
-            context = context * ops.cast(self._gate_dense(query), context.dtype)
-        output = self._output_dense(ops.cast(context, self.compute_dtype))
+        output = self._project_out(context, query, layout)
         tensor = None if cache is None else cache.tensor
         return _cache.outputs(output, weights, tensor, return_weights)
+
+    def _open_cache(self, cache, index, dtype=None):
+        """The call's `_cache.AttentionCache` (keras-hub's layout), or
+        `None`; a layout of another variant overrides it."""
+        return _cache.KeyValueCache.open(
+            type(self).__name__, cache, index, dtype
+        )
+
+    def _project(self, query, value, key, cache, layout=None):
+        """The heads `(q, k, v)`: projected, rotated at their positions,
+        the keys and values through the cache. `layout` is a variant's
+        (MLA's absorbed or expanded heads)."""
+        start = 0 if cache is None else cache.start
+        rotate = self.rotary_embedding
+        q = _cache.rotate(rotate, self._query_dense(query), start)
+
+        def project_key():
+            return _cache.rotate(rotate, self._key_dense(key), start)
+
+        if cache is None:
+            return q, project_key(), self._value_dense(value)
+        k, v = cache.update(project_key, lambda: self._value_dense(value))
+        return q, k, v
+
+    def _project_out(self, context, query, layout=None):
+        """The output from the heads' context `(B, Tq, H, Dv)`: the gate,
+        then the output projection."""
+        if getattr(self, "use_gate", False):
+            context = context * ops.cast(self._gate_dense(query), context.dtype)
+        return self._output_dense(ops.cast(context, self.compute_dtype))
 
     def _attend(self, query, value, heads, call):
         """`(context, weights)` of the heads `(q, k, v)` on the planned path.
@@ -585,11 +498,3 @@ class MultiHeadBase(keras.layers.Layer):
         config = {**super().get_config(), **config}
         config["dtype"] = self._dtype_policy_config()
         return config
-
-    def _dtype_policy_config(self):
-        """The dtype policy, with the projections' own where they differ."""
-        if not self.built:
-            return keras.dtype_policies.serialize(self.dtype_policy)
-        denses = [self._query_dense, self._key_dense, self._value_dense]
-        denses += [getattr(self, "_gate_dense", None), self._output_dense]
-        return _policies.policy_config(self, denses)

@@ -7,11 +7,10 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import _validation
-from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
-from keras_attention.layers import _heads
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers._multi_head_base import MultiHeadBase
 from keras_attention.layers.rotary import RotaryEmbedding
 
 
@@ -51,7 +50,7 @@ class LatentCache(_cache.AttentionCache):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class MultiHeadLatentAttention(keras.layers.Layer):
+class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
     """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024).
 
     Each position `h_t` is compressed to a latent `c_t = RMSNorm(W_DKV
@@ -75,9 +74,10 @@ class MultiHeadLatentAttention(keras.layers.Layer):
     form): the keys and values are never up-projected. Both forms give
     the same result.
 
-    The attention runs in `keras_attention.ops.flex_attention`: masks and
-    mods as on `MultiHeadAttention`, dense or in blocks (`chunk_size`),
-    with memory linear in the length.
+    It runs on the multi-head engine of `MultiHeadAttention` (its own
+    projections, cache layout and output): masks and mods as there, the
+    path from `keras_attention.ops.plan_attention` (fused, dense, or in
+    blocks with memory linear in the length, `chunk_size`).
 
     Args:
         num_heads: Number of attention heads.
@@ -179,44 +179,53 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
         positive = _validation.positive_int
-        self.num_heads = positive("num_heads", num_heads)
+        nope = positive("qk_nope_head_dim", qk_nope_head_dim)
+        rope = _even("qk_rope_head_dim", qk_rope_head_dim)
+        super().__init__(
+            num_heads=num_heads,
+            key_dim=nope + rope,
+            value_dim=positive("v_head_dim", v_head_dim),
+            dropout=dropout,
+            use_bias=False,
+            kernel_initializer=kernel_initializer,
+            bias_initializer="zeros",
+            kernel_regularizer=None,
+            bias_regularizer=None,
+            activity_regularizer=None,
+            kernel_constraint=None,
+            bias_constraint=None,
+            seed=seed,
+            # The queries come pre-scaled by 1 / sqrt(nope + rope): the
+            # absorbed queries have another depth.
+            score="dot",
+            chunk_size=chunk_size,
+            score_mod=score_mod,
+            mask_mod=mask_mod,
+            **kwargs,
+        )
         self.kv_lora_rank = positive("kv_lora_rank", kv_lora_rank)
-        self.qk_nope_head_dim = positive("qk_nope_head_dim", qk_nope_head_dim)
-        self.qk_rope_head_dim = _even("qk_rope_head_dim", qk_rope_head_dim)
-        self.v_head_dim = positive("v_head_dim", v_head_dim)
+        self.qk_nope_head_dim, self.qk_rope_head_dim = nope, rope
+        self.v_head_dim = v_head_dim
         self.q_lora_rank = positive("q_lora_rank", q_lora_rank, True)
         self.output_dim = positive("output_dim", output_dim, True)
-        self.dropout = _validation.rate("dropout", dropout)
         self.layer_norm_epsilon = _validation.positive_number(
             "layer_norm_epsilon", layer_norm_epsilon
         )
-        self.chunk_size = _validation.non_negative_length(
-            "chunk_size", chunk_size, allow_none=True
-        )
-        self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
-        self.kernel_initializer = _validation.initializer(
-            "kernel_initializer", kernel_initializer
-        )
-        self.seed = seed
-        self.supports_masking = True
         self.rotary_embedding = RotaryEmbedding(
             max_wavelength=rope_max_wavelength,
             scaling_factor=rope_scaling_factor,
             dtype=self.dtype_policy,
             name="rotary_embedding",
         )
-        self._dropout_layer = keras.layers.Dropout(
-            self.dropout, seed=seed, dtype=self.dtype_policy
-        )
+        self._check_plan()
 
     @property
     def cache_dim(self):
         """Numbers a position in the cache: the latent and the rotary key."""
         return self.kv_lora_rank + self.qk_rope_head_dim
 
-    def _dense(self, name, equation, output_shape):
+    def _latent_dense(self, name, equation, output_shape):
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
@@ -238,23 +247,23 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         heads, dim = self.num_heads, query_shape[-1]
         q_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
         if self.q_lora_rank is None:
-            self._query_dense = self._dense(
+            self._query_dense = self._latent_dense(
                 "query", "btd,dhk->bthk", (None, heads, q_dim)
             )
             self._query_dense.build(query_shape)
         else:
-            self._query_down = self._dense(
+            self._query_down = self._latent_dense(
                 "query_down", "btd,dr->btr", (None, self.q_lora_rank)
             )
             self._query_down.build(query_shape)
             self._query_norm = self._norm("query_norm")
             latent = tuple(query_shape[:-1]) + (self.q_lora_rank,)
             self._query_norm.build(latent)
-            self._query_dense = self._dense(
+            self._query_dense = self._latent_dense(
                 "query", "btr,rhk->bthk", (None, heads, q_dim)
             )
             self._query_dense.build(latent)
-        self._kv_down = self._dense(
+        self._kv_down = self._latent_dense(
             "kv_down", "btd,dr->btr", (None, self.cache_dim)
         )
         self._kv_down.build(value_shape)
@@ -272,7 +281,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             shape=(self.kv_lora_rank, heads, self.v_head_dim),
             initializer=_projections.clone_initializer(self.kernel_initializer),
         )
-        self._output_dense = self._dense(
+        self._output_dense = self._latent_dense(
             "attention_output",
             "bthv,hvd->btd",
             (None, self.output_dim or dim),
@@ -280,6 +289,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         self._output_dense.build(
             tuple(query_shape[:-1]) + (heads, self.v_head_dim)
         )
+        self._track_late((query_shape[0], heads, None, q_dim))
 
     def _check_shapes(self, query_shape, value_shape):
         name = type(self).__name__
@@ -341,23 +351,26 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         q = ops.concatenate([q_nope, q_rope], axis=-1)
         return q, ops.concatenate([k_nope, shared], axis=-1), v
 
-    def _masks(self, call, cache):
-        """`(score_mod, mask_mod)` of the call for `flex_attention`."""
-        score_mod, mask_mod, bias = call["mods"]
-        if cache is not None:
-            score = _mods.score_mod_of(
-                cache.shift(self.score_mod), cache.shift(score_mod), bias
-            )
-            return score, cache.mask_mod(call, self.mask_mod, mask_mod)
-        score = _mods.score_mod_of(self.score_mod, score_mod, bias)
-        masks = ka_ops.masks.attention_masks(
-            query_mask=call["query_mask"],
-            value_mask=call["value_mask"],
-            attention_mask=call["attention_mask"],
-            use_causal_mask=call["use_causal_mask"],
-            mask_mods=(self.mask_mod, mask_mod),
-        )
-        return score, masks.mask_mod()
+    def _project(self, query, value, key, cache, layout=None):
+        """The heads: the query's (pre-scaled), and the latents' keys and
+        values, up-projected or (absorbed) the latent itself."""
+        start = 0 if cache is None else cache.start
+        q_nope, q_rope = self._queries(query, start)
+        if cache is None:
+            latents = self._latents(value, start)
+        else:
+            latents = cache.update(lambda: self._latents(value, start))
+        q, k, v = self._heads(q_nope, q_rope, latents, layout == "absorbed")
+        scale = 1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim)
+        return q * ops.cast(scale**0.5, q.dtype), k, v
+
+    def _project_out(self, context, query, layout=None):
+        """`W_UV` (absorbed: the heads attended over the latent), then
+        `W_O`."""
+        if layout == "absorbed":
+            value_up = ops.cast(self.value_up_kernel, context.dtype)
+            context = ops.einsum("bthr,rhv->bthv", context, value_up)
+        return self._output_dense(ops.cast(context, self.compute_dtype))
 
     def call(
         self,
@@ -380,49 +393,27 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         value = query if value is None else value
         _validation.floating_inputs(name, query=query, value=value)
         self._check_shapes(query.shape, value.shape)
-        cache = self._open_cache(cache, cache_update_index, self.compute_dtype)
         absorb = cache is not None if absorb is None else bool(absorb)
-        start = 0 if cache is None else cache.start
-        q_nope, q_rope = self._queries(query, start)
-        if cache is None:
-            latents = self._latents(value, start)
-        else:
-            latents = cache.update(lambda: self._latents(value, start))
-        q, k, v = self._heads(q_nope, q_rope, latents, absorb)
-        call = {
+        masks = {
             "query_mask": query_mask,
             "value_mask": value_mask,
+            "key_mask": None,
             "attention_mask": attention_mask,
             "use_causal_mask": bool(use_causal_mask),
-            "mods": (
-                _mods.check("score_mod", score_mod),
-                _mods.check("mask_mod", mask_mod),
-                attention_bias,
-            ),
         }
-        score, mask = self._masks(call, cache)
-        dropout_fn = None
-        if self.dropout > 0 and training not in (None, False):
-
-            def dropout_fn(weights):
-                return self._dropout_layer(weights, training=training)
-
-        scale = (
-            1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim) ** 0.5
+        mods = (
+            _mods.check("score_mod", score_mod),
+            _mods.check("mask_mod", mask_mod),
+            attention_bias,
         )
-        context, weights = _heads.flex(
-            (q, k, v),
-            scale,
-            score,
-            mask,
-            (self.chunk_size, dropout_fn, return_attention_scores),
+        return self._attention_call(
+            (query, value, value, cache, cache_update_index),
+            masks,
+            training,
+            return_attention_scores,
+            mods,
+            layout="absorbed" if absorb else "expanded",
         )
-        if absorb:
-            value_up = ops.cast(self.value_up_kernel, context.dtype)
-            context = ops.einsum("bthr,rhv->bthv", context, value_up)
-        output = self._output_dense(context)
-        tensor = None if cache is None else cache.tensor
-        return _cache.outputs(output, weights, tensor, return_attention_scores)
 
     def compute_output_shape(self, query_shape, value_shape=None):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
@@ -454,7 +445,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
     def get_config(self):
         rotary = self.rotary_embedding
         return {
-            **super().get_config(),
+            **keras.layers.Layer.get_config(self),
             "num_heads": self.num_heads,
             "kv_lora_rank": self.kv_lora_rank,
             "qk_nope_head_dim": self.qk_nope_head_dim,
