@@ -42,7 +42,15 @@ class _Untracked:
 
 
 class MultiHeadBase(_projections.HeadProjections):
-    """Projections, attention and output projection shared by the layers.
+    """The multi-head engine: `num_heads` query heads over
+    `num_key_value_heads` key/value heads (as many by default).
+
+    One call (`_attention_call`): `_open_cache` (the call's
+    `_cache.AttentionCache`), `_project` (the heads, rotated, through the
+    cache), `ops.plan_attention` for the path, its kernel (`_heads`), then
+    `_project_out`. A variant overrides those three hooks
+    (`MultiHeadLatentAttention`) or is a constructor
+    (`GroupedQueryAttention`).
 
     The variables are those of `keras.layers.MultiHeadAttention`: `EinsumDense`
     sublayers `query`, `key`, (`gate`), `value` and `attention_output` with
