@@ -200,6 +200,14 @@ def _refuse_blocks(form, chunk_size, request, score):
         )
 
 
+def _is_dim(n):
+    """A positive integer, `None`, or a backend's symbolic dimension
+    (JAX's shape inference), which counts as unknown."""
+    if isinstance(n, bool) or isinstance(n, (float, str, bytes)):
+        return False
+    return not isinstance(n, int) or n > 0
+
+
 def _check(form, shapes, chunk_size, request, bytes_per_logit):
     if form not in ("dot", "additive", None):
         raise ValueError(
@@ -207,10 +215,7 @@ def _check(form, shapes, chunk_size, request, bytes_per_logit):
             f"form={form!r}"
         )
     ok = isinstance(shapes, (tuple, list)) and len(shapes) == 4
-    ok = ok and all(
-        n is None or (isinstance(n, int) and not isinstance(n, bool) and n > 0)
-        for n in shapes
-    )
+    ok = ok and all(_is_dim(n) for n in shapes)
     if not ok:
         raise ValueError(
             "Expected `shapes` to be `(batch, heads, Tq, Tk)`, each a "

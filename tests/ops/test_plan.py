@@ -132,6 +132,16 @@ def test_every_refusal_names_what_it_received(args, flags, match):
         plan_attention(*args, **flags)
 
 
+def test_a_symbolic_dimension_counts_as_unknown():
+    """JAX's shape inference hands the batch as a `dynamic_dimension`."""
+
+    class Symbolic:
+        pass
+
+    assert plan_attention("dot", (Symbolic(), 4, 8, 8)).path == "fused"
+    assert plan_lib.dense_bytes((Symbolic(), 4, 8, 8)) == 4 * 4 * 8 * 8
+
+
 def test_a_dot_product_reads_a_tensor_mask_in_blocks():
     assert plan_attention("dot", SMALL, 4, tensor_mask=True).flex
 
@@ -142,6 +152,7 @@ def test_a_dot_product_reads_a_tensor_mask_in_blocks():
         (("cosine", SMALL), {}, ValueError, "Received: form='cosine'"),
         (("dot", (2, 4, 8)), {}, ValueError, "Received: shapes="),
         (("dot", (2, 4, 0, 8)), {}, ValueError, "Received: shapes="),
+        (("dot", (2, 4, "8", 8)), {}, ValueError, "Received: shapes="),
         (("dot", SMALL, -1), {}, ValueError, "Received: chunk_size=-1"),
         (("dot", SMALL, True), {}, ValueError, "Received: chunk_size=True"),
         (("dot", SMALL), {"bytes_per_logit": 0}, ValueError, "=0"),
