@@ -31,7 +31,8 @@ def test_index_tensors_give_query_head_kv_head_times_groups_plus_g():
 def test_blocks_hold_the_grouped_heads(rng):
     query = rng.normal(size=(2, 2, 2, 5, 3)).astype("float32")
     key = rng.normal(size=(2, 2, 1, 6, 3)).astype("float32")
-    blocks = _kernel.Blocks((query, key, key), _kernel.Spec(1.0, (2, 4)))
+    tensors = [ops.convert_to_tensor(t) for t in (query, key, key)]
+    blocks = _kernel.Blocks(tensors, _kernel.Spec(1.0, (2, 4)))
     assert (blocks.nq, blocks.nk, blocks.groups) == (3, 2, 2)
     assert tuple(blocks.q.shape) == (3, 2, 2, 2, 2, 3)
     assert tuple(blocks.k_t.shape) == (2, 2, 2, 1, 3, 4)
@@ -113,10 +114,11 @@ def test_kernel_equals_dense_with_grouped_heads_and_a_score_mod(
         # Copies: TensorFlow's custom gradient takes tensors, not variables.
         tensors = [q, k, v, *([w] if additive else []), table]
         out = _kernel.attend([ops.copy(t) for t in tensors], spec)
-        return ops.sum(out * upstream)
+        return ops.sum(ops.multiply(out, upstream))
 
     def dense(*tensors):
-        return ops.sum(_dense_kernel(tensors, spec, masks) * upstream)
+        out = _dense_kernel(tensors, spec, masks)
+        return ops.sum(ops.multiply(out, upstream))
 
     got = gradients(kernel, [q, k, v, w, bias])
     want = gradients(dense, [q, k, v, w, bias])
