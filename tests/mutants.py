@@ -75,14 +75,15 @@ MUTANTS = (
         "the fused kernel folds a per-head mask onto the wrong query heads",
         "keras_attention/layers/_heads.py",
         "mask = ops.transpose(mask, (0, 1, 3, 2, 4))",
-        "mask = ops.reshape(mask, (batch, heads // groups, q_len, groups, k_len))",
+        "mask = ops.reshape(mask, (batch, -1, q_len, groups, k_len))",
     ),
     Mutant(
         "chunked_row_term",
-        "the chunked backward pass drops the row term of the softmax gradient",
-        "keras_attention/ops/chunked.py",
-        "[do_blocks, -_to_blocks(delta, blocks.qc, blocks.nq)]",
-        "[do_blocks, 0 * _to_blocks(delta, blocks.qc, blocks.nq)]",
+        "the block kernel's backward pass drops the row term of the "
+        "softmax gradient",
+        "keras_attention/ops/_kernel.py",
+        "ops.concatenate([d_out, -delta], axis=-1)",
+        "ops.concatenate([d_out, 0 * delta], axis=-1)",
     ),
     Mutant(
         "attention_config_score",

@@ -1,8 +1,10 @@
-"""The block machinery of the chunked kernels (private module).
+"""The block machinery of the block kernel (private module).
 
-`chunked_attention` and `flex_attention` cut their inputs into blocks
-along the time axis (`-2`) and walk them in loops that run one block at a
-time on every backend; these are the pieces they share.
+`ops/_kernel.py`, the kernel of `chunked_attention` and `flex_attention`,
+cuts its inputs into blocks along the time axis (`-2`), walks them in
+loops that run one block at a time on every backend, merges each key
+block into an online softmax and visits only the pairs of blocks that
+`Visits` lists (a band's limits, or a `BlockMask`'s non-empty blocks).
 """
 
 import keras
@@ -178,3 +180,89 @@ def merge_block(carry, s, values):
     part = ops.matmul(weights, values)
     out = (out * old + part * new) / total
     return top + ops.log(total), out
+
+
+class Visits:
+    """Which key blocks each query block visits, and the reverse.
+
+    Every pair of blocks by default. With band `limits` `(left, right)`
+    (query `i` sees keys `i - left ..= i + right`, `None` for no limit on
+    a side), the range of blocks that meet the band, found by arithmetic.
+    With a `BlockMask`'s `kinds` `(b, h, nq, nk)` instead, the non-empty
+    blocks first in each row (`count` of them) and whether each is full;
+    the limits are then not read.
+
+    Args:
+        counts: `(nq, nk)`, the number of query and key blocks.
+        sizes: `(qc, kc)`, queries and keys per block.
+        limits: The band's `(left, right)`. Defaults to none.
+        kinds: The kinds of a `BlockMask`, or `None`.
+    """
+
+    def __init__(self, counts, sizes, limits=(None, None), kinds=None):
+        self.nq, self.nk = counts
+        self.qc, self.kc = sizes
+        self.left, self.right = limits
+        self.kinds = kinds
+        if kinds is None:
+            return
+        some = ops.any(ops.greater(kinds, 0), axis=(0, 1))
+        every = ops.all(ops.equal(kinds, 2), axis=(0, 1))
+        self.rows = self._lists(some, every, self.nk)
+        self.cols = self._lists(
+            ops.transpose(some), ops.transpose(every), self.nq
+        )
+
+    @staticmethod
+    def _lists(some, every, length):
+        positions = ops.arange(length, dtype="int32")[None]
+        order = ops.argsort(ops.where(some, positions, positions + length))
+        order = ops.cast(order, "int32")
+        full = ops.take_along_axis(every, order, axis=1)
+        return ops.sum(ops.cast(some, "int32"), axis=1), order, full
+
+    def keys_of(self, i):
+        """`(first, last, block_of(n), full_of(n))` of query block `i`:
+        its `n`-th visit, `first <= n < last`, is key block `block_of(n)`,
+        whole unmasked where `full_of(n)` (`None`: not known)."""
+        if self.kinds is not None:
+            return self._walk(self.rows, i)
+        first, last = 0, self.nk
+        if self.left is not None:
+            first = ops.maximum(0, (i * self.qc - self.left) // self.kc)
+        if self.right is not None:
+            top = ((i + 1) * self.qc - 1 + self.right) // self.kc + 1
+            last = ops.minimum(self.nk, top)
+        return first, last, _same, _unknown
+
+    def queries_of(self, j):
+        """`(first, last, block_of(n), full_of(n))` of key block `j`: the
+        query blocks that see it."""
+        if self.kinds is not None:
+            return self._walk(self.cols, j)
+        first, last = 0, self.nq
+        if self.right is not None:
+            first = ops.maximum(0, (j * self.kc - self.right) // self.qc)
+        if self.left is not None:
+            top = ((j + 1) * self.kc - 1 + self.left) // self.qc + 1
+            last = ops.minimum(self.nq, top)
+        return first, last, _same, _unknown
+
+    @staticmethod
+    def _walk(lists, index):
+        counts, order, full = lists
+        row, full_row = ops.take(order, index, 0), ops.take(full, index, 0)
+        return (
+            0,
+            ops.take(counts, index, 0),
+            lambda n: ops.take(row, n, 0),
+            lambda n: ops.take(full_row, n, 0),
+        )
+
+
+def _same(n):
+    return n
+
+
+def _unknown(n):
+    return None

@@ -4,7 +4,7 @@
 whose mask is a `mask_mod`, both plain `keras.ops` functions of integer
 index tensors (PyTorch's FlexAttention, Dong et al. 2024, for Keras). It
 runs dense (every logit at once, the weights can be returned) or in blocks
-(`chunked_attention`'s machinery: memory linear in the length, a
+(the block kernel of `chunked_attention`: memory linear in the length, a
 recomputing backward pass), where a `BlockMask` from `create_block_mask`
 skips the blocks its mask empties and does not evaluate it where it keeps
 a whole block.
@@ -13,10 +13,10 @@ a whole block.
 import keras
 from keras import ops
 
-from keras_attention.ops import _flex_blocks
+from keras_attention.ops import _kernel
 from keras_attention.ops import checks
 from keras_attention.ops import plan
-from keras_attention.ops._flex_blocks import index_tensors
+from keras_attention.ops._kernel import index_tensors
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
 
@@ -390,27 +390,26 @@ def _bind_of(score_mod):
 
 
 def _chunked(tensors, mods, scale, sizes, kinds):
-    @ops.custom_gradient
-    def attend(*tensors):
-        # Nothing inside is differentiated by the framework (see
-        # `chunked_attention`): the gradients come from the blocks.
-        tensors = [ops.stop_gradient(t) for t in tensors]
-        blocks = _flex_blocks.FlexBlocks(tensors, mods, scale, sizes, kinds)
-        out_blocks, lse = _flex_blocks.forward(blocks)
-        out = _flex_blocks.to_heads(blocks, out_blocks, blocks.q_len)
-
-        def grad(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            d_out = _flex_blocks.from_heads(blocks, upstream)
-            dq, (dk, dv, dt) = _flex_blocks.backward(
-                blocks, out_blocks, lse, d_out
-            )
-            return (dq, dk, dv, *dt)
-
-        return out, grad
-
-    return attend(*tensors)
+    """The block kernel on `(B, T, H, D)` tensors, in its `(B, Hkv, G, T,
+    D)` layout: the query heads grouped by their key/value head."""
+    query, key, value = tensors[:3]
+    _, q_len, heads, depth = ops.shape(query)
+    kv_heads = ops.shape(key)[2]
+    q = ops.reshape(query, (-1, q_len, kv_heads, heads // kv_heads, depth))
+    q = ops.transpose(q, (0, 2, 3, 1, 4))
+    k, v = (ops.transpose(t, (0, 2, 1, 3))[:, :, None] for t in (key, value))
+    score_mod, bind, mask_mod = mods
+    spec = _kernel.Spec(
+        scale=scale,
+        sizes=sizes,
+        score_mod=score_mod,
+        bind=bind,
+        mask_mod=mask_mod,
+        kinds=kinds,
+    )
+    out = _kernel.attend([q, k, v, *tensors[3:]], spec)
+    out = ops.transpose(out, (0, 3, 1, 2, 4))
+    return ops.reshape(out, (-1, q_len, heads, ops.shape(out)[-1]))
 
 
 def flex_attention(

@@ -53,3 +53,52 @@ def test_merging_blocks_equals_one_softmax_over_the_row(rng):
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
     want = np.log(np.exp(s_np.astype("float64")).sum(-1, keepdims=True))
     np.testing.assert_allclose(lse, want, rtol=1e-5)
+
+
+def _int(x):
+    return int(ops.convert_to_numpy(x))
+
+
+@pytest.mark.parametrize(
+    "sizes, limits",
+    [
+        ((3, 2), (2, 1)),
+        ((2, 3), (None, 0)),
+        ((4, 4), (0, None)),
+        ((2, 2), (5, 5)),
+    ],
+)
+def test_band_visits_exactly_the_blocks_that_meet_the_band(sizes, limits):
+    (qc, kc), (left, right) = sizes, limits
+    nq, nk = 4, 5
+    visits = _blocks.Visits((nq, nk), sizes, limits)
+    q, k = np.arange(nq * qc)[:, None], np.arange(nk * kc)[None]
+    inside = np.ones((nq * qc, nk * kc), bool)
+    if left is not None:
+        inside &= k >= q - left
+    if right is not None:
+        inside &= k <= q + right
+    meets = inside.reshape(nq, qc, nk, kc).any(axis=(1, 3))
+    for i in range(nq):
+        first, last, block_of, full_of = visits.keys_of(i)
+        got = [_int(block_of(n)) for n in range(_int(first), _int(last))]
+        assert got == np.flatnonzero(meets[i]).tolist(), i
+        assert full_of(0) is None
+    for j in range(nk):
+        first, last, block_of, _ = visits.queries_of(j)
+        got = [_int(block_of(n)) for n in range(_int(first), _int(last))]
+        assert got == np.flatnonzero(meets[:, j]).tolist(), j
+
+
+def test_block_mask_visits_the_non_empty_blocks_in_order():
+    kinds = np.array([[0, 2, 1], [1, 0, 0], [2, 2, 0]], "int32")
+    visits = _blocks.Visits((3, 3), (2, 2), kinds=kinds[None, None])
+    for rows, walk in ((kinds, visits.keys_of), (kinds.T, visits.queries_of)):
+        for index, row in enumerate(rows):
+            first, last, block_of, full_of = walk(index)
+            steps = range(_int(first), _int(last))
+            assert [_int(block_of(n)) for n in steps] == np.flatnonzero(
+                row
+            ).tolist()
+            full = [bool(ops.convert_to_numpy(full_of(n))) for n in steps]
+            assert full == (row[row > 0] == 2).tolist()
