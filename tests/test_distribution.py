@@ -235,6 +235,7 @@ def test_one_sharded_step_equals_one_device_on_a_2x4_mesh():
     shards = report["shards"]
     # Column split: 4 heads over 4 devices, one head each.
     assert shards["mha/query/kernel"][1] == [16, 1, 4]
+    assert shards["mha/key/kernel"][1] == [16, 1, 4]
     assert shards["self_attention/value/kernel"][1] == [16, 1, 4]
     assert shards["mha/query/bias"][1] == [1, 4]
     assert shards["mla/key_up_kernel"][1] == [8, 1, 4]
