@@ -204,9 +204,9 @@ def _model_parallel(sizes):
     backend = keras.backend.backend()
     if backend != "jax":
         raise ValueError(
-            "--distribute model needs the JAX backend: Keras's "
-            "keras.distribution.ModelParallel places weights on JAX only "
-            "(see docs/distributed.md); use --distribute mirrored here. "
+            "--distribute model needs the JAX backend (KERAS_BACKEND=jax): "
+            "Keras's keras.distribution.ModelParallel places weights on "
+            "JAX only (see docs/distributed.md). "
             f"Received: backend={backend!r}"
         )
     devices = keras.distribution.list_devices()
