@@ -20,7 +20,7 @@ import warnings
 
 #: The `--distribute` choices; tests check them against
 #: `keras_attention.models.distribute.NAMES`.
-DISTRIBUTE_NAMES = ("none", "mirrored", "multi-worker")
+DISTRIBUTE_NAMES = ("none", "mirrored", "multi-worker", "model")
 
 
 def _one_line(message) -> str:
@@ -355,17 +355,20 @@ def add_run_arguments(group):
     """
     group.add_argument(
         "--distribute",
+        "--distribution",
         choices=list(DISTRIBUTE_NAMES),
         default="none",
         help="mirrored: all local devices (tf.distribute.MirroredStrategy, "
         "or keras.distribution.DataParallel on JAX); multi-worker: the "
-        "cluster in TF_CONFIG (see docs/distributed.md)",
+        "cluster in TF_CONFIG; model: the attention heads and embeddings "
+        "split over the local devices (keras.distribution.ModelParallel, "
+        "JAX only); see docs/distributed.md",
     )
     group.add_argument(
         "--cpu-devices",
         type=positive_int,
         help="split the CPU into this many logical devices first, so that "
-        "--distribute mirrored has several to mirror over without a GPU "
+        "--distribute mirrored or model has several to use without a GPU "
         "(see docs/distributed.md)",
     )
     group.add_argument(

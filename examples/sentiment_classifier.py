@@ -432,7 +432,11 @@ def main(argv=None):
 
     with _cli.user_errors(ValueError):
         strategy = fitting.strategy_from_flags(
-            args.distribute, args.cpu_devices
+            args.distribute,
+            args.cpu_devices,
+            # What distribution.layout_map splits: the embedding dim and
+            # the attention MLP's units.
+            (args.embedding_dim, args.attention_units),
         )
     splits = load_splits(args)
     print(

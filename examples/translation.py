@@ -432,6 +432,19 @@ def translate(args):
     return translation
 
 
+def _sharded_sizes(args):
+    """What `distribution.layout_map` splits over the model axis."""
+    if args.model == "rnn":
+        return (args.embedding_dim,)
+    heads = args.num_heads
+    return (
+        heads,
+        args.num_key_value_heads or heads,
+        args.embedding_dim,
+        args.feed_forward_dim or 4 * args.embedding_dim,
+    )
+
+
 def _train(args, splits, strategy):
     from keras_attention.models import translation
 
@@ -561,7 +574,7 @@ def main(argv=None):
 
     with _cli.user_errors(ValueError):
         strategy = fitting.strategy_from_flags(
-            args.distribute, args.cpu_devices
+            args.distribute, args.cpu_devices, _sharded_sizes(args)
         )
     splits = load_splits(args)
     print(", ".join(f"{name} {len(split)}" for name, split in splits.items()))

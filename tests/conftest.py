@@ -33,7 +33,8 @@ BACKEND = keras.backend.backend()
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Test paths (relative to the repository root) of the PyTorch lane: the
-# ops, scores, layers, seq2seq, saving and error checks.
+# ops, scores, layers, seq2seq, saving and error checks, and the layout
+# map of tensor parallelism (built on every backend).
 TORCH_LANE = (
     "tests/ops/",
     "tests/scores/",
@@ -44,6 +45,7 @@ TORCH_LANE = (
     "tests/test_check.py",
     "tests/test_bad_inputs.py",
     "tests/test_sweep.py",
+    "tests/test_distribution.py",
     "tests/layers/",
     "tests/seq2seq/",
     "tests/visualize/test_collect.py",

@@ -35,6 +35,15 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
+        "layout_output_axis",
+        "layout_map splits the output kernel over its output dim, not its "
+        "input heads (a column split where Megatron's is a row split)",
+        "keras_attention/distribution.py",
+        '(_ANY + r"attention_output/kernel", (_MODEL,), "heads", True),',
+        '(_ANY + r"attention_output/kernel", (None, None, _MODEL), "heads", '
+        "True),",
+    ),
+    Mutant(
         "masked_softmax",
         "masked_softmax ignores its mask",
         "keras_attention/ops/attend.py",

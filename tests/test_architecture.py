@@ -16,7 +16,16 @@ from tests.subprocesses import run_python
 pytestmark = pytest.mark.backend_independent
 
 PACKAGE = os.path.join(ROOT, "keras_attention")
-CORE = ("ops", "scores", "layers", "seq2seq", "saving", "text", "_validation")
+CORE = (
+    "ops",
+    "scores",
+    "layers",
+    "seq2seq",
+    "saving",
+    "text",
+    "_validation",
+    "distribution",
+)
 ABOVE_CORE = ("data", "models", "visualize")
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 600

@@ -539,6 +539,21 @@ ROWS.update(
 )
 MODULES["data"] = ka.data
 
+# Tensor parallelism (issue 40): a LayoutMap from a mesh of device names.
+ROWS["distribution.layout_map"] = fn(
+    ka.distribution.layout_map,
+    lambda: {
+        "device_mesh": keras.distribution.DeviceMesh(
+            (2, 2), ["batch", "model"], [f"cpu:{i}" for i in range(4)]
+        ),
+        "model_axis": "model",
+        "batch_axis": "batch",
+        "model": None,
+        "overrides": None,
+    },
+)
+MODULES["distribution"] = ka.distribution
+
 
 def public_names():
     """`{dotted name: object}` of every public callable, one per object."""

@@ -1,4 +1,4 @@
-"""`--distribute none|mirrored|multi-worker` on every Keras backend.
+"""`--distribute none|mirrored|multi-worker|model` on every Keras backend.
 
 The example scripts take one flag and get what the backend offers:
 
@@ -11,6 +11,11 @@ The example scripts take one flag and get what the backend offers:
   `tf.distribute.MultiWorkerMirroredStrategy` with the cluster of
   `TF_CONFIG`; on JAX, `keras.distribution.initialize()` then
   `DataParallel` over every device of every process.
+- `model`: tensor parallelism, JAX only (Keras's `ModelParallel` places
+  weights on JAX alone). `keras.distribution.ModelParallel` with
+  `keras_attention.distribution.layout_map` on a `(batch, model)` mesh of
+  the local devices: the heads (and embedding dims) split over the model
+  axis, the batches over the batch axis (`model_mesh_shape`).
 
 On JAX, `multi-worker` reads the `KERAS_DISTRIBUTION_JOB_ADDRESSES`,
 `KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`
@@ -32,11 +37,14 @@ Keras asks for.
 
 import contextlib
 import json
+import math
 import os
 
 import keras
 
-NAMES = ("none", "mirrored", "multi-worker")
+from keras_attention import distribution
+
+NAMES = ("none", "mirrored", "multi-worker", "model")
 _JAX_ENV = (
     "KERAS_DISTRIBUTION_JOB_ADDRESSES",
     "KERAS_DISTRIBUTION_NUM_PROCESSES",
@@ -172,22 +180,64 @@ def split_cpu(devices: int) -> None:
         )
 
 
-def get_strategy(name: str = "none"):
+def model_mesh_shape(devices: int, sizes=()) -> tuple[int, int]:
+    """`(batch, model)`: the mesh of `--distribute model` on `devices`.
+
+    The model axis is the largest divisor of `devices` that divides every
+    one of `sizes` (the heads, key/value heads and widths that
+    `layout_map` splits), so that each device holds whole heads; the
+    batch axis takes the rest. With no common divisor, the model axis is
+    1 and the run is data parallel.
+
+    Args:
+        devices: How many devices, a positive integer.
+        sizes: The sizes the model axis must divide.
+
+    Returns:
+        `(batch_axis_size, model_axis_size)`.
+    """
+    common = math.gcd(devices, *sizes)
+    return devices // common, common
+
+
+def _model_parallel(sizes):
+    backend = keras.backend.backend()
+    if backend != "jax":
+        raise ValueError(
+            "--distribute model needs the JAX backend (KERAS_BACKEND=jax): "
+            "Keras's keras.distribution.ModelParallel places weights on "
+            "JAX only (see docs/distributed.md). "
+            f"Received: backend={backend!r}"
+        )
+    devices = keras.distribution.list_devices()
+    shape = model_mesh_shape(len(devices), sizes)
+    mesh = keras.distribution.DeviceMesh(shape, ["batch", "model"], devices)
+    return keras.distribution.ModelParallel(
+        layout_map=distribution.layout_map(mesh), batch_dim_name="batch"
+    )
+
+
+def get_strategy(name: str = "none", model_sizes=()):
     """The distribution for `--distribute NAME` on the current backend.
 
     Call it first, before any other TensorFlow or JAX computation:
     multi-worker set-ups must exist before the runtime starts.
 
     Args:
-        name: `"none"`, `"mirrored"` or `"multi-worker"` (see the module
-            docstring for what each means on each backend).
+        name: `"none"`, `"mirrored"`, `"multi-worker"` or `"model"` (see
+            the module docstring for what each means on each backend).
+        model_sizes: For `"model"`, the sizes the model axis must divide
+            (`model_mesh_shape`). Defaults to `()`.
 
     Returns:
         On TensorFlow, a `tf.distribute.Strategy`. On JAX, `None` (for
-        `"none"`) or a `keras.distribution.DataParallel`. On other
+        `"none"`), a `keras.distribution.DataParallel` or (for
+        `"model"`) a `keras.distribution.ModelParallel`. On other
         backends, `None`. Use it with `scope`, `is_chief` and `work_dir`.
     """
     _check_name(name)
+    if name == "model":
+        return _model_parallel(model_sizes)
     if name == "multi-worker":
         _tf_config()  # A malformed one is our error, not a JSON traceback.
     backend = keras.backend.backend()
@@ -396,7 +446,11 @@ def num_replicas(strategy) -> int:
     if strategy is None:
         return 1
     if _is_keras_distribution(strategy):
-        return int(strategy.device_mesh.devices.size)
+        # The batch axis: under ModelParallel the model axis holds one
+        # replica split over its devices.
+        mesh = strategy.device_mesh
+        axis = list(mesh.axis_names).index(strategy.batch_dim_name)
+        return int(mesh.shape[axis])
     return int(strategy.num_replicas_in_sync)
 
 

@@ -175,23 +175,30 @@ def _read_epoch_seconds(path) -> dict:
         return {}
 
 
-def strategy_from_flags(distribute_name="none", cpu_devices=None):
+def strategy_from_flags(distribute_name="none", cpu_devices=None, sizes=()):
     """Splits the CPU if asked, then returns the strategy (and prints it).
 
     Call it first: logical devices and multi-worker set-ups must exist
     before any other TensorFlow or JAX op.
 
     Args:
-        distribute_name: `"none"`, `"mirrored"` or `"multi-worker"`.
+        distribute_name: `"none"`, `"mirrored"`, `"multi-worker"` or
+            `"model"`.
         cpu_devices: Logical CPU devices to make first, or `None`.
+        sizes: For `"model"`, the heads and widths the model axis must
+            divide (`distribute.model_mesh_shape`).
 
     Returns:
         What `distribute.get_strategy` returns.
     """
     if cpu_devices is not None:
         distribute.split_cpu(cpu_devices)
-    strategy = distribute.get_strategy(distribute_name)
+    strategy = distribute.get_strategy(distribute_name, sizes)
     print(f"replicas: {distribute.num_replicas(strategy)}")
+    if isinstance(strategy, keras.distribution.ModelParallel):
+        mesh = strategy.device_mesh
+        axes = zip(mesh.axis_names, mesh.shape, strict=True)
+        print("mesh: " + " x ".join(f"{n} {s}" for n, s in axes))
     return strategy
 
 

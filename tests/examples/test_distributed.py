@@ -119,6 +119,24 @@ def test_jax_data_parallel_over_two_local_devices(tmp_path):
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
 
 
+@jax_lane
+def test_jax_model_parallel_over_four_local_devices(tmp_path):
+    # --distribution (the spelling) is --distribute's alias. The
+    # embedding dim (64) and attention units (32) split over a model axis
+    # of 4: keras.distribution.ModelParallel with distribution.layout_map.
+    output = str(tmp_path / "run")
+    args = ["--num-examples", "400", "--quiet", "--epochs", "1"]
+    args += ["--batch-size", "32", "--cpu-devices", "4"]
+    args += ["--distribution", "model", "--output", output]
+    env = processes.environment(KERAS_BACKEND="jax")
+    printed = processes.run("sentiment", args, tmp_path / "run.log", env)
+    assert "mesh: batch 1 x model 4" in printed
+    assert "replicas: 1" in printed
+    metrics = _check_run_dir("sentiment", output)
+    assert metrics["epochs_trained"] == 1
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+
+
 def test_batch_size_must_split_evenly_over_a_keras_distribution():
     import tensorflow as tf
 
@@ -133,6 +151,10 @@ def test_batch_size_must_split_evenly_over_a_keras_distribution():
             return keras.distribution.DeviceMesh(
                 (2,), ["batch"], np.array(["a", "b"])
             )
+
+        @property
+        def batch_dim_name(self):
+            return "batch"
 
     dataset = tf.data.Dataset.from_tensor_slices(np.zeros((5, 3))).batch(4)
     with pytest.raises(ValueError, match="Received: batch_size=3"):

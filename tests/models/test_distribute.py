@@ -46,3 +46,30 @@ def test_bad_names_and_a_malformed_tf_config_are_named(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "[1, 2]")
     with pytest.raises(ValueError, match=r"TF_CONFIG='\[1, 2\]'"):
         distribute.get_strategy("multi-worker")
+
+
+@pytest.mark.parametrize(
+    "devices, sizes, shape",
+    [
+        # Sentiment: embedding dim 64, attention units 32.
+        (4, (64, 32), (1, 4)),
+        # 4 heads, 2 key/value heads, width 16 on 8 devices.
+        (8, (4, 2, 16), (4, 2)),
+        (8, (6, 6, 48), (4, 2)),
+        # Nothing divides: data parallel.
+        (4, (3, 9), (4, 1)),
+        (1, (4,), (1, 1)),
+    ],
+)
+def test_model_mesh_keeps_heads_whole(devices, sizes, shape):
+    batch, model = distribute.model_mesh_shape(devices, sizes)
+    assert (batch, model) == shape
+    assert batch * model == devices
+    assert all(size % model == 0 for size in sizes)
+
+
+def test_model_parallel_is_jax_only():
+    # The TensorFlow lane runs this file; JAX trains it in
+    # tests/examples/test_distributed.py.
+    with pytest.raises(ValueError, match="needs the JAX backend"):
+        distribute.get_strategy("model", (4,))
