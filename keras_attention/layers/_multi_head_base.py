@@ -396,18 +396,20 @@ class MultiHeadBase(_projections.HeadProjections):
         checks.attention_mask_rank(
             type(self).__name__, attention_mask, query, value
         )
-        flags = self._attention_masks(
-            dict(
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                use_causal_mask=use_causal_mask,
-            )
+        masks = dict(
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
         )
-        return flags.dense(
-            ops.shape(query)[1], ops.shape(value)[1], heads_axis=True
-        )
+        return self._dense_mask(query, value, masks, heads_axis=True)
+
+    def _dense_mask(self, query, value, masks, heads_axis):
+        """The call's masks as one boolean tensor over `(Tq, Tv)`."""
+        flags = self._attention_masks(masks)
+        shape = (ops.shape(query)[1], ops.shape(value)[1])
+        return flags.dense(*shape, heads_axis=heads_axis)
 
     def _call_compute_attention(self, q, k, v, mask, training, weights):
         """Calls Keras's hook `_compute_attention` with its signature."""

@@ -2,7 +2,6 @@
 fewer key/value heads than query heads, Keras's constructor and names."""
 
 import keras
-from keras import ops
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
@@ -225,16 +224,14 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
         use_causal_mask=False,
     ):
         """Keras's hook: the boolean mask `(batch_size, Tq, Tv)` or `None`."""
-        flags = self._attention_masks(
-            dict(
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                use_causal_mask=use_causal_mask,
-            )
+        masks = dict(
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
         )
-        return flags.dense(ops.shape(query)[1], ops.shape(value)[1])
+        return self._dense_mask(query, value, masks, heads_axis=False)
 
     def _call_compute_attention(self, q, k, v, mask, training, weights):
         # Keras's hook reads whether to return the scores from the layer.

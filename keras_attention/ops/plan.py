@@ -68,22 +68,8 @@ class Plan:
 
 @dataclasses.dataclass(frozen=True)
 class _Request:
-    """What a call asks of the kernel, beyond the score and the shapes
-    (`plan_attention`'s keyword arguments).
-
-    Attributes:
-        weights: The weights are wanted (returned, or a penalty on them).
-        dropout: Dropout is active on the weights.
-        mods: A score mod, a mask mod or an attention bias.
-        tensor_mask: An explicit boolean `attention_mask` tensor.
-        cached: The keys are a cache's slots (positions offset).
-        grouped: Fewer key/value heads than query heads.
-        causal: The future is masked.
-        flash: Flash attention is on.
-        logits_hook: Why the logits must be formed densely (an activation
-            of the logits, a penalty, an overridden hook), or `None`.
-        score: The score's name, for the errors.
-    """
+    """What a call asks of the kernel beyond the score and the shapes:
+    `plan_attention`'s keyword arguments, documented there."""
 
     weights: bool = False
     dropout: bool = False
