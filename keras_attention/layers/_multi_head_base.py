@@ -283,7 +283,7 @@ class MultiHeadBase(_projections.HeadProjections):
             )
         return context, weights
 
-    def _plan(self, heads, call, chunk_size=None, logits_hook=None):
+    def _plan(self, heads, call):
         """`ops.plan_attention` for this layer and call."""
         masks, training, return_weights, mods, cache = call
         q, k = heads[0], heads[1]
@@ -300,16 +300,16 @@ class MultiHeadBase(_projections.HeadProjections):
         return ka_ops.plan_attention(
             self.score.form,
             (q.shape[0], q.shape[2], q.shape[1], k.shape[1]),
-            self.chunk_size if chunk_size is None else chunk_size,
+            self.chunk_size,
             **flags,
-            **self._plan_flags(logits_hook),
+            **self._plan_flags(self._logits_hook()),
         )
 
-    def _plan_flags(self, logits_hook=None):
+    def _plan_flags(self, logits_hook):
         """What the planner needs of the layer itself."""
         return dict(
             flash=bool(self._flash_attention),
-            logits_hook=logits_hook or self._logits_hook(),
+            logits_hook=logits_hook,
             score=self.score.name,
             bytes_per_logit=self.score.dense_bytes_per_logit,
         )
@@ -446,8 +446,17 @@ class MultiHeadBase(_projections.HeadProjections):
         hook = "_masked_softmax" if custom_softmax else None
         if self.attention_activation is not None:
             hook = "attention_activation"
-        call = ({}, training, return_attention_scores, (None,) * 3, None)
-        plan = self._plan((query, key), call, chunk_size=0, logits_hook=hook)
+        # The dense paths only (`chunk_size=0`): an overridden hook that
+        # calls this one keeps the fused kernel.
+        plan = ka_ops.plan_attention(
+            self.score.form,
+            (query.shape[0], query.shape[2], query.shape[1], key.shape[1]),
+            0,
+            weights=bool(return_attention_scores),
+            dropout=self._dropout_active(training),
+            grouped=key.shape[2] != query.shape[2],
+            **self._plan_flags(hook),
+        )
         if plan.path in ("flash", "fused"):
             q, k, scale = self.score.dot_product_form(query, key)
             grouped = key.shape[2] != query.shape[2]
@@ -474,7 +483,7 @@ class MultiHeadBase(_projections.HeadProjections):
             (None, self.num_heads, None, None),
             self.chunk_size,
             mods=mods,
-            **self._plan_flags(),
+            **self._plan_flags(self._logits_hook()),
         )
 
     def _engine_config(self):

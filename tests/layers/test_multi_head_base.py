@@ -39,6 +39,27 @@ def test_an_overridden_compute_attention_is_called(rand, monkeypatch):
     np.testing.assert_allclose(got, 0.5 * to_np(plain(x, x)), atol=1e-5)
 
 
+def test_an_overridden_compute_attention_keeps_the_fused_kernel(
+    rand, monkeypatch
+):
+    """A subclass's hook that calls the base's still gets the fused kernel
+    (the planner's dense paths, not the logits kept for a logits hook)."""
+    calls = []
+    fused = keras_attention.ops.dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(keras_attention.ops, "dot_product_attention", spy)
+    layer = _RecordingAttention(2, 4)
+    x = rand(2, 6, 8)
+    layer(x, x)
+    assert calls == [1]
+    layer(x, x, return_attention_scores=True)
+    assert calls == [1]
+
+
 def test_compute_attention_takes_keras_masks_and_the_causal_flag(rand):
     layer = keras_attention.MultiHeadAttention(3, 4)
     q, v = rand(2, 5, 8), rand(2, 5, 8)
