@@ -42,8 +42,6 @@ AUTO_CHUNK_SIZE = 512
 # byte rule.
 AUTO_CAUSAL_MIN_LENGTH = 2048
 
-PATHS = ("flash", "fused", "dense", "blocks")
-
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
