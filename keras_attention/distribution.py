@@ -1,4 +1,11 @@
-"""Tensor parallelism: how this package's weights shard over a device mesh.
+"""Attention across devices: tensor parallelism and context parallelism.
+
+`ContextParallel` (from `keras_attention.ops.ring`) splits the sequence
+over a mesh axis: inside it, `flex_attention` and the multi-head layers
+run ring attention (`keras_attention.ops.ring_attention`).
+
+The rest of this module is tensor parallelism: how this package's
+weights shard over a device mesh.
 
 `layout_map` returns a `keras.distribution.LayoutMap` for
 `keras.distribution.ModelParallel`, as keras-hub's
@@ -18,6 +25,8 @@ of a built model when one is given.
 import re
 
 import keras
+
+from keras_attention.ops.ring import ContextParallel as ContextParallel
 
 # The model axis in a rule's axes; replaced by the caller's axis name.
 _MODEL = object()

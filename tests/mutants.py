@@ -95,6 +95,28 @@ MUTANTS = (
         "ops.concatenate([d_out, 0 * delta], axis=-1)",
     ),
     Mutant(
+        "ring_gradients_home",
+        "the ring's backward pass stops one step short: the key/value "
+        "gradients never reach the device that owns them",
+        "keras_attention/ops/_ring.py",
+        "jax.lax.fori_loop(0, config.size, body, carry)",
+        "jax.lax.fori_loop(0, config.size - 1, body, carry)",
+    ),
+    Mutant(
+        "ring_documents_touching",
+        "the ring skips a pair of device blocks that share one document id",
+        "keras_attention/ops/_ring.py",
+        "return ops.any(low <= high)",
+        "return ops.any(low < high)",
+    ),
+    Mutant(
+        "ring_band_ignored",
+        "the ring never skips the device blocks a band empties",
+        "keras_attention/ops/_ring.py",
+        "        if config.band is not None:\n            nq, nk",
+        "        if False:\n            nq, nk",
+    ),
+    Mutant(
         "attention_config_score",
         "`Attention.get_config` forgets `score`",
         "keras_attention/layers/attention.py",

@@ -196,3 +196,26 @@ def flex(heads, scale, score_mod, mask_mod, options):
     )
     used = weights if dropout_fn is None else dropout_fn(weights)
     return weighted_sum(ops.cast(used, v.dtype), v), weights
+
+
+def ring(heads, scale, score_mod, masks, chunk_size):
+    """`keras_attention.ops.ring_attention` of `(q, k, v)` with the call's
+    `ops.masks.AttentionMasks`: its padding masks as the ring's, its band
+    and mask mods ANDed (the band's empty device blocks are skipped)."""
+    mask_mods = [m for m in (masks.band, *masks.mask_mods) if m is not None]
+    mask_mod = None
+    if mask_mods:
+        mask_mod = (
+            mask_mods[0]
+            if len(mask_mods) == 1
+            else ka_ops.and_masks(*mask_mods)
+        )
+    return ka_ops.ring_attention(
+        *heads,
+        mask_mod=mask_mod,
+        score_mod=score_mod,
+        query_mask=masks.query_mask,
+        key_mask=masks.key_mask,
+        scale=scale,
+        chunk_size=chunk_size,
+    )

@@ -23,6 +23,7 @@ from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers import _projections
+from keras_attention.ops import ring as ring_lib
 
 _HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
 
@@ -252,6 +253,8 @@ class MultiHeadBase(_projections.HeadProjections):
         """
         masks, training, return_weights, mods, cache = call
         plan = self._plan(heads, call)
+        if plan.path == "ring":
+            return self._ring(heads, plan, call), None
         if plan.flex:
             return self._flex(heads, plan, call)
         if plan.path == "blocks":
@@ -296,6 +299,7 @@ class MultiHeadBase(_projections.HeadProjections):
             cached=cache is not None,
             grouped=k.shape[2] != q.shape[2],
             causal=bool(masks.get("use_causal_mask")),
+            ring=ring_lib.current() is not None,
         )
         return ka_ops.plan_attention(
             self.score.form,
@@ -358,6 +362,21 @@ class MultiHeadBase(_projections.HeadProjections):
             score_mod,
             mask_mod,
             (chunk, dropout_fn, return_weights),
+        )
+
+    def _ring(self, heads, plan, call):
+        """The context of `ops.ring_attention`: the heads' sequence split
+        over the devices of the active `ContextParallel`."""
+        masks, _, _, mods, _ = call
+        q, k, scale = self.score.dot_product_form(heads[0], heads[1])
+        own = self._mods_holder.value
+        flags = self._attention_masks(masks, (own[1], mods[1]))
+        return _heads.ring(
+            (q, k, heads[2]),
+            1.0 if scale is None else scale,
+            _mods.score_mod_of(own[0], mods[0], mods[2]),
+            flags,
+            plan.block_size[0],
         )
 
     def _band(self, masks):

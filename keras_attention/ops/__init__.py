@@ -21,6 +21,9 @@ graph on any backend (TensorFlow, JAX, PyTorch).
 - `plan`: `plan_attention`, the one path planner (flash, fused, dense or
   blocks, and their block sizes; every "X needs Y" refusal), with the one
   threshold and byte estimate.
+- `ring`: `ring_attention`, context parallelism: the sequence sharded
+  over the devices of a `ContextParallel` (JAX), the key/value blocks
+  passed round a ring with the online softmax across devices.
 - `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
   `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
   mechanisms and decoders.
@@ -63,5 +66,6 @@ from keras_attention.ops.masks import combine_masks as combine_masks
 from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask
 from keras_attention.ops.plan import Plan as Plan
 from keras_attention.ops.plan import plan_attention as plan_attention
+from keras_attention.ops.ring import ring_attention as ring_attention
 from keras_attention.ops.rotary import apply_rotary as apply_rotary
 from keras_attention.ops.rotary import rotary_angles as rotary_angles

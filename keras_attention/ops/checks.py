@@ -227,3 +227,36 @@ def probability_logits(logits, axis: int) -> None:
             f"the axis it normalises. Received: logits.shape={shape}, "
             f"axis={axis}"
         )
+
+
+def grouped_heads(function: str, query, key, value) -> None:
+    """The `(B, T, H, D)` inputs of `flex_attention` and `ring_attention`:
+    floating, rank 4, the query heads a multiple of the key heads."""
+    floating(function, query=query, key=key, value=value)
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if len(x.shape) != 4:
+            raise ValueError(
+                f"Expected `{name}` of rank 4, `(batch_size, time, heads, "
+                f"depth)`. Received: {name}.shape={tuple(x.shape)}"
+            )
+    heads, kv_heads = query.shape[2], key.shape[2]
+    same = key.shape[1] == value.shape[1] and kv_heads == value.shape[2]
+    ok = (
+        same
+        and query.shape[-1] == key.shape[-1]
+        and heads is not None
+        and kv_heads is not None
+        and heads % kv_heads == 0
+    )
+    if not ok:
+        raise ValueError(
+            "Expected `key` and `value` with the same time and heads, "
+            "`key` with the depth of `query`, and the query heads a "
+            "multiple of the key heads. Received: "
+            f"query.shape={tuple(query.shape)}, key.shape="
+            f"{tuple(key.shape)}, value.shape={tuple(value.shape)}"
+        )
+    same_rank_and_batch(
+        function, query=query.shape, key=key.shape, value=value.shape
+    )
+    positions(function, key=key.shape)

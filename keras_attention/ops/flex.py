@@ -273,37 +273,6 @@ def _block_row(mask_mod, batch, heads, lengths, sizes, row):
     return ops.where(every, FULL, ops.where(some, PARTIAL, EMPTY))
 
 
-def _check_inputs(query, key, value):
-    checks.floating("flex_attention", query=query, key=key, value=value)
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        if len(x.shape) != 4:
-            raise ValueError(
-                f"Expected `{name}` of rank 4, `(batch_size, time, heads, "
-                f"depth)`. Received: {name}.shape={tuple(x.shape)}"
-            )
-    heads, kv_heads = query.shape[2], key.shape[2]
-    same = key.shape[1] == value.shape[1] and kv_heads == value.shape[2]
-    ok = (
-        same
-        and query.shape[-1] == key.shape[-1]
-        and heads is not None
-        and kv_heads is not None
-        and heads % kv_heads == 0
-    )
-    if not ok:
-        raise ValueError(
-            "Expected `key` and `value` with the same time and heads, "
-            "`key` with the depth of `query`, and the query heads a "
-            "multiple of the key heads. Received: "
-            f"query.shape={tuple(query.shape)}, key.shape="
-            f"{tuple(key.shape)}, value.shape={tuple(value.shape)}"
-        )
-    checks.same_rank_and_batch(
-        "flex_attention", query=query.shape, key=key.shape, value=value.shape
-    )
-    checks.positions("flex_attention", key=key.shape)
-
-
 def _check_mod(mod, name):
     if mod is not None and not callable(mod):
         raise TypeError(
@@ -412,6 +381,37 @@ def _chunked(tensors, mods, scale, sizes, kinds):
     return ops.reshape(out, (-1, q_len, heads, ops.shape(out)[-1]))
 
 
+def _active_ring():
+    """The active `ContextParallel`, or `None` (imported here: the ring's
+    module reads this one's mods)."""
+    from keras_attention.ops import ring
+
+    return ring.current()
+
+
+def _ring(tensors, mods, scale, chunk_size, return_scores):
+    """`flex_attention` inside a `ContextParallel`: the ring's blocks on
+    every device (the planner refuses the weights)."""
+    query, key, _ = tensors
+    plan.plan_attention(
+        "dot",
+        (query.shape[0], query.shape[2], query.shape[1], key.shape[1]),
+        chunk_size,
+        mods=True,
+        weights=return_scores,
+        ring=True,
+    )
+    from keras_attention.ops import ring
+
+    return ring.ring_attention(
+        *tensors,
+        mask_mod=mods[1],
+        score_mod=mods[0],
+        scale=scale,
+        chunk_size=chunk_size or plan.AUTO_CHUNK_SIZE,
+    )
+
+
 def flex_attention(
     query,
     key,
@@ -440,6 +440,10 @@ def flex_attention(
     declares (`score_mod.tensors`, with `score_mod.with_tensors(new)` to
     read others; the mods of `keras_attention.ops.mods` do). The dense
     path differentiates any score mod.
+
+    Called inside a `keras_attention.distribution.ContextParallel` (JAX),
+    it runs `ring_attention`: the sequence split over the devices of the
+    mesh axis, the blocks of `chunk_size` (512 by default) on each.
 
     Args:
         query: `(batch_size, Tq, heads, depth)`.
@@ -474,13 +478,21 @@ def flex_attention(
     (2, 6, 4, 8)
     """
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
-    _check_inputs(query, key, value)
+    checks.grouped_heads("flex_attention", query, key, value)
     _check_mod(score_mod, "score_mod")
     _check_mod(mask_mod, "mask_mod")
     q_len, k_len = query.shape[1], key.shape[1]
     if block_mask is not None:
         _check_block_mask(block_mask, q_len, k_len)
         mask_mod = mask_mod if mask_mod is not None else block_mask.mask_mod
+    if _active_ring() is not None:
+        return _ring(
+            (query, key, value),
+            (score_mod, mask_mod),
+            scale,
+            chunk_size,
+            return_attention_scores,
+        )
     shapes = (query.shape[0], q_len, query.shape[2], k_len)
     sizes = _block_sizes(
         chunk_size, block_mask, shapes, return_attention_scores

@@ -44,6 +44,7 @@ class Mod:
 
     tensors = ()
     limits = None
+    holds_tensors = False
 
     def get_config(self):
         return {}
@@ -160,6 +161,8 @@ def _gather_rows(table, batch, position):
 
 class _TensorMod(Mod):
     """A mod of per-call tensors: usable in calls, not saved in configs."""
+
+    holds_tensors = True
 
     def get_config(self):
         raise TypeError(

@@ -11,6 +11,8 @@ and nowhere else. The paths:
   returned, dropped out, activated or penalised).
 - `"blocks"`: an online softmax over blocks (`chunked_attention`, or
   `flex_attention`'s blocks when `flex`), memory linear in the length.
+- `"ring"`: the blocks of `ring_attention`, the sequence sharded over
+  the devices of a `ContextParallel` (asked for with `ring=True`).
 
 `flex` says that the logits go through `flex_attention` (score or mask
 mods, or masks that only a mask mod reads in blocks: a tensor mask, a
@@ -48,8 +50,9 @@ class Plan:
     """What `plan_attention` chose.
 
     Attributes:
-        path: `"flash"`, `"fused"`, `"dense"` or `"blocks"`.
-        block_size: `(queries, keys)` per block on `"blocks"`, else `None`.
+        path: `"flash"`, `"fused"`, `"dense"`, `"blocks"` or `"ring"`.
+        block_size: `(queries, keys)` per block on `"blocks"` and
+            `"ring"` (per device), else `None`.
         flex: Whether the logits go through `flex_attention`.
 
     Example:
@@ -77,6 +80,7 @@ class _Request:
     grouped: bool = False
     causal: bool = False
     flash: bool = False
+    ring: bool = False
     logits_hook: str | None = None
     score: str | None = None
 
@@ -140,8 +144,35 @@ def _refuse(form, chunk_size, request):
             "attention is enabled. Please disable flash attention to "
             "access attention scores."
         )
-    if chunk_size:
+    if request.ring:
+        _refuse_ring(form, request, score)
+    elif chunk_size:
         _refuse_blocks(form, chunk_size, request, score)
+
+
+def _refuse_ring(form, request, score):
+    """What the ring (context parallelism) cannot give."""
+    wanted = [
+        name
+        for name, asked in (
+            ("a dot-product score", form != "dot"),
+            ("no attention weights", request.weights),
+            ("no dropout on the weights", request.dropout),
+            ("no cache", request.cached),
+            ("no `attention_mask` tensor", request.tensor_mask),
+            ("no logits hook", request.logits_hook),
+        )
+        if asked
+    ]
+    if wanted:
+        raise ValueError(
+            "Context parallelism (`ContextParallel`, the ring) attends in "
+            "blocks sharded over devices; it needs "
+            f"{', '.join(wanted)}. Received: score={score!r}, "
+            f"return_attention_scores={request.weights}, dropout active="
+            f"{request.dropout}, cached={request.cached}, attention_mask="
+            f"{request.tensor_mask}, logits_hook={request.logits_hook!r}"
+        )
 
 
 def _refuse_blocks(form, chunk_size, request, score):
@@ -245,6 +276,7 @@ def plan_attention(
     grouped=False,
     causal=False,
     flash=False,
+    ring=False,
     logits_hook=None,
     score=None,
     bytes_per_logit=4,
@@ -266,6 +298,9 @@ def plan_attention(
         grouped: Fewer key/value heads than query heads.
         causal: The future is masked.
         flash: Flash attention is on.
+        ring: The sequence is sharded over devices (a `ContextParallel`
+            is active): the ring, with `chunk_size` (or
+            `AUTO_CHUNK_SIZE`) queries and keys per block on each device.
         logits_hook: Why the logits must be formed densely (an activation
             of the logits, a penalty, an overridden hook), or `None`.
         score: The score's name, for the errors.
@@ -297,6 +332,7 @@ def plan_attention(
         grouped=bool(grouped),
         causal=bool(causal),
         flash=bool(flash),
+        ring=bool(ring),
         logits_hook=logits_hook,
         score=score,
     )
@@ -307,6 +343,9 @@ def plan_attention(
 
 def _choose(form, shapes, chunk_size, request, bytes_per_logit):
     """The path, once every refusal has passed."""
+    if request.ring:
+        size = chunk_size or AUTO_CHUNK_SIZE
+        return Plan("ring", (size, size))
     if request.flash:
         return Plan("flash")
     if request.logits_hook:

@@ -23,7 +23,12 @@ pytestmark = pytest.mark.backend_independent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
-SCRIPTS = ("sentiment_classifier.py", "translation.py", "export_model.py")
+SCRIPTS = (
+    "sentiment_classifier.py",
+    "translation.py",
+    "export_model.py",
+    "long_context.py",
+)
 
 # Prints what the script imported by the time `--help` exited.
 HELP_IMPORTS = """
