@@ -12,7 +12,9 @@ key and value) in one process, on the Keras backend that runs it:
   mods.soft_cap(30))`) in blocks, with the process's peak resident memory
   (`resource.getrusage`) before and after; on TensorFlow in eager mode,
   `tf.function` and XLA (`--modes`), on JAX under `jax.jit`, on PyTorch
-  eagerly.
+  eagerly. Where JAX or PyTorch computes on a GPU, the peaks are the GPU's
+  (JAX's `peak_bytes_in_use`, PyTorch's `max_memory_allocated`), and the
+  header says so.
 
 Example:
 
@@ -95,6 +97,23 @@ def peak_gib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def device_peak_gib():
+    """Peak GPU memory allocated so far in GiB; None without a GPU."""
+    if BACKEND == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.max_memory_allocated() / 2**30
+    elif BACKEND == "jax":
+        import jax
+
+        if jax.default_backend() == "gpu":
+            stats = jax.local_devices()[0].memory_stats() or {}
+            if "peak_bytes_in_use" in stats:
+                return stats["peak_bytes_in_use"] / 2**30
+    return None
+
+
 def make_step(fn, mode="eager"):
     """A forward + backward pass of `fn(q, k, v)`; returns a scalar."""
     if BACKEND == "jax":
@@ -172,8 +191,8 @@ def document(args, length):
     t_masked = _time(make_step(masked, mode), (q, k, v), args.repeats)
     print(
         f"| document (8 docs) | {BACKEND} {mode} | {length} | "
-        f"{args.depth} | {args.heads} | {block} | {t_plain * 1e3:.0f} | "
-        f"{t_masked * 1e3:.0f} | {t_masked / t_plain:.2f} |",
+        f"{args.depth} | {args.heads} | {block} | {t_plain * 1e3:.1f} | "
+        f"{t_masked * 1e3:.1f} | {t_masked / t_plain:.2f} |",
         flush=True,
     )
 
@@ -194,13 +213,16 @@ def memory(args, length):
         if BACKEND == "tensorflow"
         else ["jit" if BACKEND == "jax" else "eager"]
     )
+    gpu = device_peak_gib() is not None
+    peak = device_peak_gib if gpu else peak_gib
     for mode in modes:
-        before = peak_gib()
+        before = peak()
         seconds = _time(make_step(fn, mode), (q, k, v), args.repeats)
+        step = f"{seconds * 1e3:.1f} ms" if gpu else f"{seconds:.1f} s"
         print(
             f"| alibi + soft_cap | {BACKEND} {mode} | {length} | "
-            f"{args.depth} | {args.heads} | {block} | {seconds:.1f} s | "
-            f"{before:.2f} | {peak_gib():.2f} |",
+            f"{args.depth} | {args.heads} | {block} | {step} | "
+            f"{before:.2f} | {peak():.2f} |",
             flush=True,
         )
 
@@ -222,9 +244,10 @@ def main(argv=None):
     if "memory" in args.measure:
         length = args.length or (256 if args.quick else 16384)
         print()
+        where = "GPU" if device_peak_gib() is not None else "RSS"
         print(
-            "| measure | backend, mode | N | D | H | block | step | peak "
-            "GiB before | peak GiB after |"
+            f"| measure | backend, mode | N | D | H | block | step | peak "
+            f"{where} GiB before | peak {where} GiB after |"
         )
         print("|---|---|---|---|---|---|---|---|---|")
         memory(args, length)

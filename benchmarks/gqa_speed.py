@@ -22,6 +22,7 @@ Example:
 
     python benchmarks/gqa_speed.py           # B=8, N=512, 8 q / 2 kv heads
     python benchmarks/gqa_speed.py --quick   # tiny smoke run
+    python benchmarks/gqa_speed.py --shape 8,2048,1024,64,16,4  # a GPU's
 """
 
 import argparse
@@ -46,7 +47,28 @@ def parse_args(argv=None):
     parser.add_argument(
         "--tokens", type=int, default=256, help="decoded tokens (default 256)"
     )
+    parser.add_argument(
+        "--shape",
+        type=_shape,
+        default=None,
+        metavar="B,N,D,HEAD_DIM,Q_HEADS,KV_HEADS",
+        help="the training step's shape (default 8,512,256,32,8,2; with "
+        "--quick 2,32,32,8,4,2); decoding uses its D and heads",
+    )
     return parser.parse_args(argv)
+
+
+def _shape(text):
+    try:
+        shape = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 6 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(
+            "six positive integers B,N,D,HEAD_DIM,Q_HEADS,KV_HEADS, e.g. "
+            f"8,512,256,32,8,2. Received: {text!r}"
+        )
+    return shape
 
 
 def _models(batch, length, dim, head_dim, q_heads, kv_heads):
@@ -158,6 +180,7 @@ def main(argv=None):
     shape = (2, 32, 32, 8, 4, 2) if args.quick else (8, 512, 256, 32, 8, 2)
     if args.quick:
         args.repeats, args.tokens = 2, 8
+    shape = args.shape or shape
     result = step(args, shape)
     backend = keras.backend.backend()
     print(

@@ -13,7 +13,10 @@ execution mode: TensorFlow eager (a `GradientTape` step without
 `tf.function`), `tf.function`, XLA (`jit_compile=True`), JAX eager and
 `jax.jit`, PyTorch eager. Each (mode, layer, N) runs in its own
 subprocess, so its peak resident memory (whole-process RSS, `ru_maxrss`)
-is its own; the import-and-build RSS is reported too.
+is its own; the import-and-build RSS is reported too. Where the backend
+computes on a GPU (JAX, PyTorch), the last column is the step's peak GPU
+memory (JAX's `peak_bytes_in_use`, PyTorch's `max_memory_allocated` from
+after the build), which is then the figure that matters; `-` elsewhere.
 
 `speed`: the chunked path against the dense path of the same layer in one
 process (TensorFlow, `tf.function`), alternating the two steps, with the
@@ -56,6 +59,28 @@ MODES = {
 
 def _peak_gib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _device_peak_gib(backend, reset=False):
+    """Peak GPU memory allocated so far in GiB; None without a GPU."""
+    if backend == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        if reset:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.max_memory_allocated() / 2**30
+    if backend == "jax":
+        import jax
+
+        if jax.default_backend() != "gpu":
+            return None
+        stats = jax.local_devices()[0].memory_stats() or {}
+        peak = stats.get("peak_bytes_in_use")
+        return None if peak is None else peak / 2**30
+    return None
 
 
 def _layer(impl, heads, dim, causal, score="scaled_dot", kv_heads=None):
@@ -140,6 +165,8 @@ def _torch_step(call, layer, mode):
         x = x.detach().requires_grad_(True)
         layer.zero_grad()
         torch.sum(call(x) ** 2).backward()
+        if x.is_cuda:  # CUDA runs asynchronously: wait for the gradients.
+            torch.cuda.synchronize()
         return [x.grad] + [v.value.grad for v in layer.trainable_variables]
 
     return step
@@ -172,6 +199,7 @@ def worker(args):
     x = keras.ops.convert_to_tensor(data.astype("float32"))
     call(x[:, :8])
     base = _peak_gib()
+    device_base = _device_peak_gib(MODES[args.mode], reset=True)
     make = {"tensorflow": _tf_step, "jax": _jax_step, "torch": _torch_step}
     step = make[MODES[args.mode]](call, layer, args.mode)
     start = time.perf_counter()
@@ -191,6 +219,8 @@ def worker(args):
         "finite": _finite(grads),
         "peak_gib": _peak_gib(),
         "base_gib": base,
+        "device_base_gib": device_base,
+        "device_peak_gib": _device_peak_gib(MODES[args.mode]),
     }
     print(json.dumps(result))
 
@@ -354,9 +384,9 @@ def memory(args):
     print(f"{_described(args)}, forward+backward, one process per cell")
     print(
         "| mode | N | layer | first step (s) | step (s) | peak RSS (GiB) "
-        "| RSS before step (GiB) |"
+        "| RSS before step (GiB) | GPU peak (GiB) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     results = []
     for mode in args.modes:
         for n in args.sizes:
@@ -370,10 +400,13 @@ def memory(args):
                 if "error" in r:
                     print(f"| {mode} | {n} | {impl} | failed: {r['error']} |")
                     continue
-                step = "-" if r["seconds"] is None else f"{r['seconds']:.2f}"
+                step = "-" if r["seconds"] is None else f"{r['seconds']:.3f}"
+                gpu = r.get("device_peak_gib")
+                gpu = "-" if gpu is None else f"{gpu:.2f}"
                 print(
                     f"| {mode} | {n} | {impl} | {r['first_step_s']:.2f} | "
-                    f"{step} | {r['peak_gib']:.2f} | {r['base_gib']:.2f} |",
+                    f"{step} | {r['peak_gib']:.2f} | {r['base_gib']:.2f} | "
+                    f"{gpu} |",
                     flush=True,
                 )
     if args.plot:

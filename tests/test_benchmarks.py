@@ -126,3 +126,32 @@ def test_latent_cache_bad_lengths_are_a_one_line_error():
         code = _latent_cache().main(["--max-length", "3", "--steps", "4"])
     assert code == 2
     assert out.getvalue().startswith("error: --max-length must exceed")
+
+
+def _gqa_speed():
+    path = os.path.join(ROOT, "benchmarks", "gqa_speed.py")
+    spec = importlib.util.spec_from_file_location("gqa_speed_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gqa_speed_shape_is_parsed():
+    module = _gqa_speed()
+    assert module.parse_args([]).shape is None
+    args = module.parse_args(["--shape", "8,2048,1024,64,16,4"])
+    assert args.shape == (8, 2048, 1024, 64, 16, 4)
+
+
+@pytest.mark.parametrize(
+    "shape", ["8,512,256", "8,512,256,32,8,x", "0,1,1,1,1,1"]
+)
+def test_gqa_speed_bad_shape_is_a_one_line_error(shape):
+    module = _gqa_speed()
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        with pytest.raises(SystemExit) as exit_info:
+            module.parse_args(["--shape", shape])
+    assert exit_info.value.code == 2
+    lines = stderr.getvalue().splitlines()
+    assert "--shape: six positive integers" in lines[-1], lines
