@@ -228,30 +228,43 @@ def _check_score_mod(score_mod):
 
 
 def _check_lengths(context, query, key):
+    """The number of devices on the sequence axis, and whether the batch
+    is split over `batch_axis` (not while Keras infers shapes with a
+    symbolic batch: the ring then sees the whole batch)."""
     axis = context.sequence_axis
     devices = context.axis_size(axis)
-    q_len, k_len = query.shape[1], key.shape[1]
-    for name, length in (("query", q_len), ("key", k_len)):
-        if not isinstance(length, int) or length % devices:
+    for name, x in (("query", query), ("key", key)):
+        length = x.shape[1]
+        if not isinstance(length, int):
+            raise ValueError(
+                "The ring splits a sequence of static length over the "
+                f"mesh axis {axis!r}; give the model's inputs a length. "
+                f"Received: {name}.shape={tuple(x.shape)}"
+            )
+        if length % devices:
             raise ValueError(
                 f"The mesh axis {axis!r} of {devices} devices must divide "
                 f"the sequence it shards. Received: {name}.shape="
-                f"{tuple(query.shape if name == 'query' else key.shape)} "
-                f"(length {length}) on a mesh axis of size {devices}"
+                f"{tuple(x.shape)} (length {length}) on a mesh axis of "
+                f"size {devices}"
             )
+    split_batch = False
     for argument, axis_name, size in (
         ("batch_axis", context.batch_axis, query.shape[0]),
         ("heads_axis", context.heads_axis, key.shape[2]),
     ):
         count = context.axis_size(axis_name)
-        if count > 1 and (not isinstance(size, int) or size % count):
+        if argument == "batch_axis" and not isinstance(size, int):
+            continue
+        split_batch = split_batch or argument == "batch_axis"
+        if size % count:
             what = "batch size" if argument == "batch_axis" else "key heads"
             raise ValueError(
                 f"The mesh axis {axis_name!r} ({argument}) of {count} "
                 f"devices must divide the {what}. Received: {what}={size} "
                 f"on a mesh axis of size {count}"
             )
-    return devices
+    return devices, split_batch
 
 
 def _kernel_layout(query, key, value):
@@ -332,7 +345,7 @@ def ring_attention(
         )
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
     checks.grouped_heads("ring_attention", query, key, value)
-    devices = _check_lengths(context, query, key)
+    devices, split_batch = _check_lengths(context, query, key)
     size = checks.chunk_sizes(chunk_size, chunk_size)
     band, others, document = _split_masks(mask_mod, causal)
     out_dtype = keras.backend.standardize_dtype(value.dtype)
@@ -360,25 +373,23 @@ def ring_attention(
     if document is not None:
         extras["segment_ids"] = ops.cast(document.segment_ids, "int32")
         kv_extras["segment_ids"] = ops.cast(document.kv_segment_ids, "int32")
-    out = _sharded(context, config, (q, k, v), extras, kv_extras)
+    batch_axis = context.batch_axis if split_batch else None
+    out = _sharded(context, config, batch_axis, (q, k, v), (extras, kv_extras))
     batch, heads = ops.shape(query)[0], query.shape[2]
     out = ops.transpose(out, (0, 3, 1, 2, 4))
     out = ops.reshape(out, (batch, query.shape[1], heads, value.shape[-1]))
     return ops.cast(out, out_dtype)
 
 
-def _sharded(context, config, tensors, extras, kv_extras):
-    """`_ring.attend` on every device of the mesh, `jax.shard_map`."""
+def _sharded(context, config, batch_axis, tensors, extras):
+    """`_ring.attend` on every device of the mesh, `jax.shard_map`:
+    `extras` are the query's and the key's `(B, T)` tensors."""
     import jax
     from jax.sharding import PartitionSpec
 
-    seq, batch, heads = (
-        context.sequence_axis,
-        context.batch_axis,
-        context.heads_axis,
-    )
-    blocks = PartitionSpec(batch, heads, None, seq, None)
-    rows = PartitionSpec(batch, seq)
+    seq, heads = context.sequence_axis, context.heads_axis
+    blocks = PartitionSpec(batch_axis, heads, None, seq, None)
+    rows = PartitionSpec(batch_axis, seq)
 
     def local(q, k, v, extras, kv_extras):
         return _ring.attend(config, q, k, v, extras, kv_extras)
@@ -390,10 +401,9 @@ def _sharded(context, config, tensors, extras, kv_extras):
             blocks,
             blocks,
             blocks,
-            {name: rows for name in extras},
-            {name: rows for name in kv_extras},
+            *({name: rows for name in part} for part in extras),
         ),
         out_specs=blocks,
         check_vma=False,
     )
-    return run(*tensors, extras, kv_extras)
+    return run(*tensors, *extras)
