@@ -69,8 +69,8 @@ MUTANTS = (
         "plan_threshold",
         "the planner's threshold is twice the bytes it says",
         "keras_attention/ops/plan.py",
-        "if size < AUTO_CHUNK_MIN_BYTES and not causal_pays:",
-        "if size < 2 * AUTO_CHUNK_MIN_BYTES and not causal_pays:",
+        "if size < chunk_threshold() and not causal_pays:",
+        "if size < 2 * chunk_threshold() and not causal_pays:",
     ),
     Mutant(
         "plan_tensor_mask",
@@ -93,6 +93,14 @@ MUTANTS = (
         "keras_attention/ops/_kernel.py",
         "ops.concatenate([d_out, -delta], axis=-1)",
         "ops.concatenate([d_out, 0 * delta], axis=-1)",
+    ),
+    Mutant(
+        "plan_accelerator_share",
+        "on an accelerator the blocks wait for all of its memory, not a "
+        "quarter (the dense logits would not fit beside the model)",
+        "keras_attention/ops/plan.py",
+        "int(memory * ACCELERATOR_MEMORY_SHARE)",
+        "int(memory)",
     ),
     Mutant(
         "ring_gradients_home",

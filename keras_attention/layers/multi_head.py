@@ -123,7 +123,8 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
             memory grows linearly with the length). `None` (default) uses it
             by itself when the dense weights (batch × heads × Tq × Tk
             floats, with batch 1 when it is not static) would take 2 GiB
-            or more (times `units` for an additive score), or for a causal
+            or more (times `units` for an additive score; on a GPU or TPU
+            a quarter of its memory), or for a causal
             dot-product call traced by TensorFlow (`tf.function`, XLA) with
             2048 or more queries and keys, where skipping the future's
             blocks makes it faster than dense; and when the lengths are

@@ -457,7 +457,8 @@ def flex_attention(
             empty blocks the chunked path skips.
         scale: Factor on the logits. Defaults to `1 / sqrt(depth)`.
         chunk_size: `None` (blocks of 512 where the dense weights would
-            exceed 2 GiB, or the block mask's blocks), `0` (dense) or the
+            exceed 2 GiB, a quarter of a GPU's or TPU's memory, or the
+            block mask's blocks), `0` (dense) or the
             queries and keys per block. Defaults to `None`.
         return_attention_scores: Whether to also return the weights
             `(batch_size, heads, Tq, Tk)` (dense path). Defaults to `False`.

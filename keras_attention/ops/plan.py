@@ -20,10 +20,11 @@ cache's offsets, grouped query heads).
 """
 
 import dataclasses
+import functools
 
 import keras
 
-# With `chunk_size=None`, the blocks are taken when the dense logits
+# With `chunk_size=None`, on a CPU, the blocks are taken when the dense logits
 # (batch × heads × Tq × Tk values, batch 1 when it is not static, times
 # the score's values per logit: `units` for an additive score) would
 # exceed this many bytes: 2 GiB, N = 8192 for one example with 8 heads.
@@ -31,6 +32,14 @@ import keras
 # one at N = 2048-8192 (TensorFlow, BENCHMARKS.md), so below this the
 # dense path is faster and its memory still modest.
 AUTO_CHUNK_MIN_BYTES = 2**31
+# On a GPU or TPU the dense step is faster than the blocks wherever it
+# fits: on an H200 the blocks took 1.2-2.4x the time of Keras's dense
+# layer on JAX and 1.7-45x on PyTorch at 2-16 GiB of logits
+# (BENCHMARKS.md). There the blocks are taken only where the dense logits
+# would pass this share of the device's memory (a quarter: 35 GiB on an
+# H200), or of `ACCELERATOR_MEMORY_BYTES` where the backend does not say.
+ACCELERATOR_MEMORY_SHARE = 0.25
+ACCELERATOR_MEMORY_BYTES = 16 * 2**30
 # Queries and keys per block of the automatic choice: 512 × 512 measured
 # fastest on an idle CPU at N = 4096 (1.22x dense, against 1.32x for
 # 512 × 256 and 1.59x for 1024 × 1024; BENCHMARKS.md).
@@ -107,14 +116,53 @@ def dense_bytes(shapes, bytes_per_logit=4):
 
 def auto_block_size(shapes, bytes_per_logit=4, causal_pays=False):
     """The automatic choice: `(AUTO_CHUNK_SIZE,) * 2` where the dense
-    logits would pass `AUTO_CHUNK_MIN_BYTES` (or `causal_pays`), else
-    `None` (dense)."""
+    logits would pass `chunk_threshold()` (or `causal_pays`), else `None`
+    (dense)."""
     size = dense_bytes(shapes, bytes_per_logit)
     if size is None:
         return None
-    if size < AUTO_CHUNK_MIN_BYTES and not causal_pays:
+    if size < chunk_threshold() and not causal_pays:
         return None
     return AUTO_CHUNK_SIZE, AUTO_CHUNK_SIZE
+
+
+def chunk_threshold():
+    """The bytes of dense logits from which the blocks are taken:
+    `AUTO_CHUNK_MIN_BYTES` on a CPU; on a GPU or TPU, the larger of it and
+    `ACCELERATOR_MEMORY_SHARE` of the device's memory."""
+    memory = accelerator_memory()
+    if memory is None:
+        return AUTO_CHUNK_MIN_BYTES
+    return max(AUTO_CHUNK_MIN_BYTES, int(memory * ACCELERATOR_MEMORY_SHARE))
+
+
+@functools.cache
+def accelerator_memory():
+    """Bytes of memory of the device the backend computes on, or `None`
+    on a CPU (read once per process)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        if device.platform == "cpu":
+            return None
+        stats = device.memory_stats() or {}
+        return stats.get("bytes_limit", ACCELERATOR_MEMORY_BYTES)
+    if backend == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        index = torch.cuda.current_device()
+        return torch.cuda.get_device_properties(index).total_memory
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.config.list_logical_devices("GPU"):
+            return None
+        return ACCELERATOR_MEMORY_BYTES
+    return None
 
 
 def _compiled_tensorflow():

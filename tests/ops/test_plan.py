@@ -162,3 +162,30 @@ def test_a_dot_product_reads_a_tensor_mask_in_blocks():
 def test_bad_arguments_are_named(args, flags, error, match):
     with pytest.raises(error, match=match):
         plan_attention(*args, **flags)
+
+
+def test_this_machine_has_no_accelerator_so_the_cpu_threshold_holds():
+    # The lanes run on CPUs: the byte rule above is the one they test.
+    assert plan_lib.accelerator_memory() is None
+    assert plan_lib.chunk_threshold() == plan_lib.AUTO_CHUNK_MIN_BYTES
+
+
+@pytest.mark.parametrize(
+    "memory, length, path",
+    [
+        # An H200 (139 GiB): 8 GiB of logits at N = 16384 stay dense (the
+        # blocks measured 1.2-45x slower there); 128 GiB at 65536 do not.
+        (139 * 2**30, 16384, "fused"),
+        (139 * 2**30, 65536, "blocks"),
+        # A 16 GiB card: a quarter is 4 GiB, so 8 GiB take the blocks.
+        (16 * 2**30, 16384, "blocks"),
+        # A small card never lowers the CPU's threshold.
+        (2 * 2**30, 4096, "fused"),
+    ],
+)
+def test_on_an_accelerator_the_blocks_wait_for_a_share_of_its_memory(
+    monkeypatch, memory, length, path
+):
+    monkeypatch.setattr(plan_lib, "accelerator_memory", lambda: memory)
+    shapes = (1, 8, length, length)
+    assert plan_attention("dot", shapes, None).path == path
