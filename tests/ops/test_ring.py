@@ -260,7 +260,54 @@ def ring_checks():
 
     compare("flex_attention in the scope", flex, flex, (q, kv[0], kv[1]), both)
     _layer_checks(report, both, compare, rng)
+    _with_tensor_parallelism(report)
     print(json.dumps(report))
+
+
+def _with_tensor_parallelism(report):
+    """One training step under `ModelParallel` (the heads over `model`)
+    and `ContextParallel` (the sequence over `sequence`, the key/value
+    heads over `model` too) equals one device's."""
+
+    def build():
+        ids = keras.Input((32,), dtype="int32")
+        x = keras.layers.Embedding(10, 16, name="embedding")(ids)
+        x = ka.MultiHeadAttention(4, 8, name="mha")(x, x, use_causal_mask=True)
+        model = keras.Model(ids, keras.layers.Dense(3)(x))
+        model.compile(keras.optimizers.SGD(0.1), "mse")
+        return model
+
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 10, (4, 32)).astype("int32")
+    y = rng.normal(size=(4, 32, 3)).astype("float32")
+    single = build()
+    weights = single.get_weights()
+    mesh = keras.distribution.DeviceMesh(
+        (1, 2, 4),
+        ["batch", "model", "sequence"],
+        keras.distribution.list_devices(),
+    )
+    layouts = ka.distribution.layout_map(mesh)
+    tensor = keras.distribution.ModelParallel(
+        layout_map=layouts, batch_dim_name="batch"
+    )
+    context = ka.distribution.ContextParallel(mesh, heads_axis="model")
+    with tensor.scope():
+        sharded = build()
+        sharded.set_weights(weights)
+        with context:
+            loss = sharded.train_on_batch(x, y)
+    single_loss = single.train_on_batch(x, y)
+    difference = max(
+        float(np.max(np.abs(a - b)))
+        for a, b in zip(
+            single.get_weights(), sharded.get_weights(), strict=True
+        )
+    )
+    report["ModelParallel and ContextParallel"] = [
+        abs(float(loss) - float(single_loss)),
+        difference,
+    ]
 
 
 def _layer_checks(report, context, compare, rng):
@@ -309,7 +356,7 @@ def test_the_ring_on_eight_devices_equals_one_device():
     done = processes.run_python(["-c", code], env=env)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     checked = [k for k in report if not k.endswith("permutes")]
-    assert len(checked) == 7, report
+    assert len(checked) == 8, report
     for name in checked:
         loss, grads = report[name]
         assert loss < 1e-3 and grads < 1e-4, (name, report[name])
