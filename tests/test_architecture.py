@@ -210,24 +210,32 @@ def test_tests_mirror_the_modules(module):
     )
 
 
-def test_importing_the_package_loads_no_example_code():
-    code = (
-        "import json, sys, keras_attention; "
-        "print(json.dumps(sorted(m for m in sys.modules "
-        "if m.split('.')[:2] in (['keras_attention', 'data'], "
-        "['keras_attention', 'models'], ['keras_attention', 'visualize']))))"
-    )
-    done = run_python(["-c", code])
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+# One child for the two tests below: it records which example modules the
+# bare import loaded, then reaches each subpackage through the package.
+FIRST_USE = (
+    "import json, sys, keras_attention; "
+    "loaded = sorted(m for m in sys.modules "
+    "if m.split('.')[:2] in (['keras_attention', 'data'], "
+    "['keras_attention', 'models'], ['keras_attention', 'visualize'])); "
+    "used = [callable(keras_attention.models.build_sentiment_classifier), "
+    "callable(keras_attention.data.read_parallel), "
+    "callable(keras_attention.visualize.plot_attention)]; "
+    "print(json.dumps([loaded, used, hasattr(keras_attention, 'nope')]))"
+)
 
 
-def test_example_subpackages_load_on_first_use():
-    code = (
-        "import keras_attention; "
-        "assert callable(keras_attention.models.build_sentiment_classifier); "
-        "assert callable(keras_attention.data.read_parallel); "
-        "assert callable(keras_attention.visualize.plot_attention); "
-        "print(hasattr(keras_attention, 'nope'))"
-    )
-    done = run_python(["-c", code])
-    assert done.stdout.strip().splitlines()[-1] == "False"
+@pytest.fixture(scope="module")
+def first_use():
+    done = run_python(["-c", FIRST_USE])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_package_loads_no_example_code(first_use):
+    loaded, _, _ = first_use
+    assert loaded == []
+
+
+def test_example_subpackages_load_on_first_use(first_use):
+    _, used, has_nope = first_use
+    assert used == [True, True, True]
+    assert has_nope is False

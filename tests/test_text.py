@@ -1,4 +1,9 @@
-"""keras_attention.text: the text handling the core owns."""
+"""keras_attention.text: the text handling the core owns.
+
+That the core imports neither `keras_attention.data` nor `.models` (nor
+`.visualize`) is checked in a fresh process by `tests/test_architecture.py`
+(`test_importing_the_package_loads_no_example_code`).
+"""
 
 import re
 
@@ -7,17 +12,6 @@ import numpy as np
 import pytest
 
 from keras_attention import text
-from tests import subprocesses
-
-
-def test_core_imports_neither_data_nor_models():
-    code = (
-        "import sys, keras_attention\n"
-        "print([m for m in sys.modules if m.startswith("
-        "('keras_attention.data', 'keras_attention.models'))])\n"
-    )
-    done = subprocesses.run_python(["-c", code])
-    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.tensorflow_only

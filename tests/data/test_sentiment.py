@@ -135,15 +135,24 @@ def _counts(sentences, vocabulary):
     return x
 
 
-def _fit_logistic_regression(x, y, l2=1e-2, steps=25):
-    """L2-regularised logistic regression by Newton's method."""
+def _fit_logistic_regression(x, y, l2=1e-2, steps=25, tolerance=1e-10):
+    """L2-regularised logistic regression by Newton's method.
+
+    Stops once a step moves no weight by more than `tolerance`: Newton's
+    method converges quadratically, on the test's data in 4 steps of the
+    25 (each a 4000-row Hessian, about 0.2 s), and the further steps
+    change nothing.
+    """
     w = np.zeros(x.shape[1])
     eye = np.eye(x.shape[1]) * l2 * len(y)
     for _ in range(steps):
         p = 1.0 / (1.0 + np.exp(-(x @ w)))
         gradient = x.T @ (p - y) + eye @ w
         hessian = (x * (p * (1 - p))[:, None]).T @ x + eye
-        w -= np.linalg.solve(hessian, gradient)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.max(np.abs(step)) < tolerance:
+            break
     return w
 
 

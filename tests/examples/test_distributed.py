@@ -107,10 +107,15 @@ def test_jax_data_parallel_over_two_local_devices(tmp_path):
     output = str(tmp_path / "run")
     log = tmp_path / "run.log"
     env = processes.environment(KERAS_BACKEND="jax")
-    # 1200 examples split 80/10/10: the last batches hold 16 and 24 rows,
-    # evened out across the two devices by distribute.even_batches.
-    args = [*processes.SMALL["sentiment"], "--epochs", "1", "--batch-size"]
-    args += ["32", "--cpu-devices", "2", "--distribute", "mirrored"]
+    # 600 examples split 80/10/10: validation and test end in batches of
+    # 28 rows, evened out across the two devices by
+    # distribute.even_batches. One padded length (the synthetic sentences
+    # have at most 20 tokens): JAX compiles each step once instead of once
+    # per batch length (test_jax_multi_process_data_parallel_with_two_
+    # processes pads each batch to its own longest sentence).
+    args = ["--num-examples", "600", "--max-length", "20", "--quiet"]
+    args += ["--epochs", "1", "--batch-size", "32"]
+    args += ["--cpu-devices", "2", "--distribute", "mirrored"]
     args += ["--output", output]
     printed = processes.run("sentiment", args, log, env)
     assert "replicas: 2" in printed
@@ -125,8 +130,9 @@ def test_jax_model_parallel_over_four_local_devices(tmp_path):
     # embedding dim (64) and attention units (32) split over a model axis
     # of 4: keras.distribution.ModelParallel with distribution.layout_map.
     output = str(tmp_path / "run")
-    args = ["--num-examples", "400", "--quiet", "--epochs", "1"]
-    args += ["--batch-size", "32", "--cpu-devices", "4"]
+    # One padded length, as in the data-parallel test above.
+    args = ["--num-examples", "400", "--max-length", "20", "--quiet"]
+    args += ["--epochs", "1", "--batch-size", "32", "--cpu-devices", "4"]
     args += ["--distribution", "model", "--output", output]
     env = processes.environment(KERAS_BACKEND="jax")
     printed = processes.run("sentiment", args, tmp_path / "run.log", env)
@@ -186,7 +192,9 @@ def test_even_batches_pads_rows_with_zero_weights():
 @jax_lane
 def test_jax_multi_process_data_parallel_with_two_processes(tmp_path):
     # keras.distribution.initialize() over gloo, CPU only: two processes
-    # with one device each, the cluster given in TF_CONFIG as on TF.
+    # with one device each, the cluster given in TF_CONFIG as on TF. No
+    # --max-length: each batch is padded to its longest sentence, so the
+    # evened batches of varying length run under a keras.distribution.
     ports = processes.free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     output = str(tmp_path / "run")
