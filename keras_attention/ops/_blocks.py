@@ -171,15 +171,20 @@ def merge_block(carry, s, values):
     weights are normalised on their own and merged by the two
     log-sum-exps.
     """
-    lse, out = carry
     weights, block_lse = block_softmax(s)
-    top = ops.maximum(lse, block_lse)
+    return merge(carry, (block_lse, ops.matmul(weights, values)))
+
+
+def merge(first, second):
+    """Two normalised partial results `(lse, out)` over disjoint keys as
+    one, weighted by their log-sum-exps (the online softmax's merge; the
+    ring's across devices)."""
+    (lse, out), (lse_2, out_2) = first, second
+    top = ops.maximum(lse, lse_2)
     old = ops.exp(lse - top)
-    new = ops.exp(block_lse - top)
+    new = ops.exp(lse_2 - top)
     total = old + new
-    part = ops.matmul(weights, values)
-    out = (out * old + part * new) / total
-    return top + ops.log(total), out
+    return top + ops.log(total), (out * old + out_2 * new) / total
 
 
 class Visits:

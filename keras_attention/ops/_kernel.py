@@ -106,6 +106,25 @@ def index_tensors(batch, kv_heads, groups, q_pos, kv_pos):
     return b, h, q, kv
 
 
+def to_layout(query, key, value):
+    """`(B, T, H, D)` tensors (`flex_attention`'s layout) → the kernel's
+    query `(B, Hkv, G, Tq, D)` and key and value `(B, Hkv, 1, Tk, D)`:
+    the query heads grouped by their key/value head."""
+    _, q_len, heads, depth = ops.shape(query)
+    kv_heads = ops.shape(key)[2]
+    q = ops.reshape(query, (-1, q_len, kv_heads, heads // kv_heads, depth))
+    q = ops.transpose(q, (0, 2, 3, 1, 4))
+    k, v = (ops.transpose(t, (0, 2, 1, 3))[:, :, None] for t in (key, value))
+    return q, k, v
+
+
+def from_layout(out):
+    """The kernel's output `(B, Hkv, G, Tq, Dv)` as `(B, Tq, H, Dv)`."""
+    _, kv_heads, groups, q_len, depth = ops.shape(out)
+    out = ops.transpose(out, (0, 3, 1, 2, 4))
+    return ops.reshape(out, (-1, q_len, kv_heads * groups, depth))
+
+
 def _sum_groups(x, groups):
     """Sums the grouped query heads of a key-side gradient."""
     if groups == 1:

@@ -24,6 +24,7 @@ from keras import ops
 
 from keras_attention.ops import _blocks
 from keras_attention.ops import _kernel
+from keras_attention.ops.flex import and_masks
 from keras_attention.ops.mods import Document
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
@@ -106,21 +107,6 @@ def _shifted_score(mod, q0, k0):
     return at_offsets
 
 
-def _and_mods(mask_mods):
-    mask_mods = [m for m in mask_mods if m is not None]
-    if not mask_mods:
-        return None
-
-    def keep(batch, head, q_idx, kv_idx):
-        result = None
-        for mod in mask_mods:
-            kept = ops.cast(mod(batch, head, q_idx, kv_idx), "bool")
-            result = kept if result is None else ops.logical_and(result, kept)
-        return result
-
-    return keep
-
-
 class _Step:
     """One pair of blocks: this device's queries against the key/value
     block it holds, from device `src`."""
@@ -168,7 +154,7 @@ class _Step:
             sizes=config.sizes,
             score_mod=score_mod,
             bind=lambda _: score_mod,
-            mask_mod=_and_mods(mods),
+            mask_mod=and_masks(*mods) if mods else None,
             query_mask=self.extras.get("query_mask"),
             key_mask=self.kv_extras.get("key_mask"),
             limits=limits,
@@ -186,12 +172,9 @@ def _empty_forward(q, v, config):
 
 
 def _merge(carry, part):
-    """Two partial results by their log-sum-exps."""
-    (out, lse), (out_s, lse_s) = carry, part
-    top = ops.maximum(lse, lse_s)
-    old, new = ops.exp(lse - top), ops.exp(lse_s - top)
-    total = old + new
-    return (out * old + out_s * new) / total, top + ops.log(total)
+    """`_blocks.merge` of two `(out, lse)`, the kernel's order."""
+    lse, out = _blocks.merge(carry[::-1], part[::-1])
+    return out, lse
 
 
 def _switch(kind, branches):

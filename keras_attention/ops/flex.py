@@ -361,12 +361,7 @@ def _bind_of(score_mod):
 def _chunked(tensors, mods, scale, sizes, kinds):
     """The block kernel on `(B, T, H, D)` tensors, in its `(B, Hkv, G, T,
     D)` layout: the query heads grouped by their key/value head."""
-    query, key, value = tensors[:3]
-    _, q_len, heads, depth = ops.shape(query)
-    kv_heads = ops.shape(key)[2]
-    q = ops.reshape(query, (-1, q_len, kv_heads, heads // kv_heads, depth))
-    q = ops.transpose(q, (0, 2, 3, 1, 4))
-    k, v = (ops.transpose(t, (0, 2, 1, 3))[:, :, None] for t in (key, value))
+    q, k, v = _kernel.to_layout(*tensors[:3])
     score_mod, bind, mask_mod = mods
     spec = _kernel.Spec(
         scale=scale,
@@ -376,9 +371,7 @@ def _chunked(tensors, mods, scale, sizes, kinds):
         mask_mod=mask_mod,
         kinds=kinds,
     )
-    out = _kernel.attend([q, k, v, *tensors[3:]], spec)
-    out = ops.transpose(out, (0, 3, 1, 2, 4))
-    return ops.reshape(out, (-1, q_len, heads, ops.shape(out)[-1]))
+    return _kernel.from_layout(_kernel.attend([q, k, v, *tensors[3:]], spec))
 
 
 def _active_ring():

@@ -20,6 +20,7 @@ is asked for.
 import keras
 from keras import ops
 
+from keras_attention.ops import _kernel
 from keras_attention.ops import _ring
 from keras_attention.ops import checks
 from keras_attention.ops import mods as mods_lib
@@ -267,17 +268,6 @@ def _check_lengths(context, query, key):
     return devices, split_batch
 
 
-def _kernel_layout(query, key, value):
-    """`(B, T, H, D)` → the kernel's `(B, Hkv, G, T, D)` and `(B, Hkv, 1,
-    T, D)`."""
-    batch, q_len, heads, depth = ops.shape(query)
-    kv_heads = key.shape[2]
-    q = ops.reshape(query, (batch, q_len, kv_heads, heads // kv_heads, depth))
-    q = ops.transpose(q, (0, 2, 3, 1, 4))
-    k, v = (ops.transpose(t, (0, 2, 1, 3))[:, :, None] for t in (key, value))
-    return q, k, v
-
-
 def ring_attention(
     query,
     key,
@@ -350,7 +340,8 @@ def ring_attention(
     band, others, document = _split_masks(mask_mod, causal)
     out_dtype = keras.backend.standardize_dtype(value.dtype)
     dtype = logits_dtype(out_dtype)
-    q, k, v = _kernel_layout(*(ops.cast(t, dtype) for t in (query, key, value)))
+    tensors = (ops.cast(t, dtype) for t in (query, key, value))
+    q, k, v = _kernel.to_layout(*tensors)
     if scale is None:
         scale = 1.0 / float(query.shape[-1]) ** 0.5
     lengths = (query.shape[1] // devices, key.shape[1] // devices)
@@ -375,10 +366,7 @@ def ring_attention(
         kv_extras["segment_ids"] = ops.cast(document.kv_segment_ids, "int32")
     batch_axis = context.batch_axis if split_batch else None
     out = _sharded(context, config, batch_axis, (q, k, v), (extras, kv_extras))
-    batch, heads = ops.shape(query)[0], query.shape[2]
-    out = ops.transpose(out, (0, 3, 1, 2, 4))
-    out = ops.reshape(out, (batch, query.shape[1], heads, value.shape[-1]))
-    return ops.cast(out, out_dtype)
+    return ops.cast(_kernel.from_layout(out), out_dtype)
 
 
 def _sharded(context, config, batch_axis, tensors, extras):
