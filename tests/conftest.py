@@ -107,6 +107,23 @@ def rand(rng):
     return rand
 
 
+@pytest.fixture
+def plans(monkeypatch):
+    """The `Plan`s made while the test runs: `keras_attention.ops.
+    plan_attention` recorded (the engine plans through that name)."""
+    import keras_attention
+
+    made = []
+    original = keras_attention.ops.plan_attention
+
+    def recording(*args, **kwargs):
+        made.append(original(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(keras_attention.ops, "plan_attention", recording)
+    return made
+
+
 def _in_lane(item) -> bool:
     if BACKEND == "tensorflow":
         return True

@@ -69,22 +69,56 @@ MUTANTS = (
         "plan_threshold",
         "the planner's threshold is twice the bytes it says",
         "keras_attention/ops/plan.py",
-        "if size < chunk_threshold() and not causal_pays:",
-        "if size < 2 * chunk_threshold() and not causal_pays:",
+        "    if size > chunk_threshold():",
+        "    if size > 2 * chunk_threshold():",
     ),
     Mutant(
-        "plan_tensor_mask",
-        "the planner sends a tensor mask to blocks that cannot read it",
+        "plan_sparse_share",
+        "the planner takes the blocks for long calls whatever share of "
+        "the blocks a band or a block mask keeps",
         "keras_attention/ops/plan.py",
-        "                or request.tensor_mask\n",
-        "",
+        "kept <= SPARSE_MAX_SHARE and accelerator_memory()",
+        "accelerator_memory()",
     ),
     Mutant(
-        "heads_fold_mask",
-        "the fused kernel folds a per-head mask onto the wrong query heads",
-        "keras_attention/layers/_heads.py",
-        "mask = ops.transpose(mask, (0, 1, 3, 2, 4))",
-        "mask = ops.reshape(mask, (batch, -1, q_len, groups, k_len))",
+        "plan_twice",
+        "a layer call is planned twice (the planner asked again below "
+        "the engine)",
+        "keras_attention/layers/_multi_head_base.py",
+        "        plan = self._plan(record, call.training, cache is not None)\n",
+        "        plan = self._plan(record, call.training, cache is not None)\n"
+        "        plan = self._plan(record, call.training, cache is not None)\n",
+    ),
+    Mutant(
+        "grouped_mask_heads",
+        "the grouped layout puts a per-head mask on the wrong query heads",
+        "keras_attention/ops/_layout.py",
+        "x, (batch, kv_heads, heads_axis // kv_heads, q_len, k_len)",
+        "x, (batch, heads_axis // kv_heads, kv_heads, q_len, k_len)",
+    ),
+    Mutant(
+        "lse_gradient_blocks",
+        "the block kernel's backward pass drops the gradient of the "
+        "log-sum-exp",
+        "keras_attention/ops/_kernel.py",
+        "keepdims=True) - d_lse",
+        "keepdims=True)",
+    ),
+    Mutant(
+        "lse_gradient_fused",
+        "the fused kernel's backward pass drops the gradient of the "
+        "log-sum-exp",
+        "keras_attention/ops/attend.py",
+        "row = row - ops.cast(d_lse, dtype)",
+        "row = row",
+    ),
+    Mutant(
+        "sinks_correction",
+        "the sinks correct the output by the sink's weight, not the real "
+        "keys' (σ(lse + sink) for σ(lse - sink))",
+        "keras_attention/ops/engine.py",
+        "kept = ops.sigmoid(result.lse - sinks)",
+        "kept = ops.sigmoid(result.lse + sinks)",
     ),
     Mutant(
         "chunked_row_term",

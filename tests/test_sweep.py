@@ -201,10 +201,10 @@ ROWS = {
     ),
     "ops.chunked_attention": fn(
         ka.ops.chunked_attention,
-        {"query_chunk_size": 2, "key_chunk_size": 2},
-        query=(2, 2, 4, 3),
-        key=(2, 2, 4, 3),
-        value=(2, 2, 4, 3),
+        {"chunk_size": 2},
+        query=(2, 4, 2, 3),
+        key=(2, 4, 1, 3),
+        value=(2, 4, 1, 3),
     ),
     "ops.plan_attention": fn(
         ka.ops.plan_attention,
@@ -475,10 +475,10 @@ ROWS.update(
         "ops.BlockMask": exempt(RESULT),
         "ops.Plan": exempt(RESULT),
         "ops.and_masks": exempt(
-            "combines mask mods (callables): tests/ops/test_flex.py"
+            "combines mask mods (callables): tests/ops/test_mask_mods.py"
         ),
         "ops.or_masks": exempt(
-            "combines mask mods (callables): tests/ops/test_flex.py"
+            "combines mask mods (callables): tests/ops/test_mask_mods.py"
         ),
         "ops.apply_mods": exempt(
             "applies mods (callables) to logits: tests/ops/test_flex.py"

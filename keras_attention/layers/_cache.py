@@ -1,8 +1,9 @@
 """The key/value cache objects and rotary embeddings of the multi-head layers.
 
 An `AttentionCache` is one call's cache: its layout (checked), its update
-(the call's new entries written at `cache_update_index`) and the offset
-that the mods and masks see (the queries begin at `cache_update_index`).
+(the call's new entries written at `cache_update_index`) and the position
+of the call's first query (`start`, the call record's `query_offset`,
+which the band and the mods read).
 `KeyValueCache` is keras-hub's layout, which `MultiHeadAttention`,
 `SelfAttention` and `GroupedQueryAttention` use; a variant with another
 layout (`MultiHeadLatentAttention`'s latent cache) subclasses it.
@@ -21,8 +22,6 @@ import abc
 
 import keras
 from keras import ops
-
-from keras_attention import ops as ka_ops
 
 
 def check_cache(layer_name, cache, cache_update_index):
@@ -97,58 +96,8 @@ def outputs(output, scores, cache, return_attention_scores):
     return result[0] if len(result) == 1 else result
 
 
-class _Shifted:
-    """A mod read at absolute query positions, `q_idx + start`: the
-    queries of a cached call begin at `cache_update_index`, and a mod
-    (causality, a window, ALiBi) means the query's place in the cache."""
-
-    def __init__(self, mod, start):
-        self.mod, self.start = mod, start
-
-    @property
-    def tensors(self):
-        return tuple(getattr(self.mod, "tensors", ()) or ())
-
-    def with_tensors(self, tensors):
-        return _Shifted(self.mod.with_tensors(tensors), self.start)
-
-    def __call__(self, *args):
-        *lead, q_idx, kv_idx = args
-        q_idx = ops.cast(q_idx, "int32") + ops.cast(self.start, "int32")
-        return self.mod(*lead, q_idx, kv_idx)
-
-
-def shifted(mod, start):
-    """`mod` at absolute query positions (itself when `start` is `0`)."""
-    if mod is None or (isinstance(start, int) and start == 0):
-        return mod
-    return _Shifted(mod, start)
-
-
-def cache_mask_mod(masks, start, own, call, sliding_window=None, band=None):
-    """The mask mod over the cache slots, for `flex_attention`.
-
-    The caller's `attention_mask (B, Tq, max_length)` is read at the
-    call's queries; causality, the windows and the mask mods `own` (the
-    constructor's) and `call` at absolute positions (from `start`).
-    """
-    explicit = ka_ops.masks.attention_masks(
-        attention_mask=masks.get("attention_mask")
-    ).mask_mod()
-    positional = ka_ops.masks.attention_masks(
-        use_causal_mask=bool(masks.get("use_causal_mask")),
-        sliding_window=sliding_window,
-        band=band,
-        mask_mods=(own, call),
-    ).mask_mod()
-    parts = [m for m in (explicit, shifted(positional, start)) if m is not None]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else ka_ops.and_masks(*parts)
-
-
 class AttentionCache(abc.ABC):
-    """One call's cache: layout, update, and the offsets the mods see.
+    """One call's cache: layout, update, and where its queries begin.
 
     Subclasses implement `check_shape(shape)` and `update(*projections)`, which
     writes the call's new entries at `index` (when given) and returns what
@@ -184,33 +133,6 @@ class AttentionCache(abc.ABC):
     @abc.abstractmethod
     def update(self, *projections):
         """What the heads attend over, the call's entries written."""
-
-    def shift(self, mod):
-        """`mod` read at the call's absolute query positions."""
-        return shifted(mod, self.start)
-
-    def mask_mod(self, masks, own, call, sliding_window=None, band=None):
-        """The call's masks over the cache slots as one mask mod."""
-        return cache_mask_mod(
-            masks, self.start, own, call, sliding_window, band
-        )
-
-    def dense_mask(self, q_len, k_len, masks, sliding_window=None, band=None):
-        """The mask over the cache slots `(B, 1, Tq, max_length)`: the
-        caller's `attention_mask`, causality and windows from `start`."""
-        attention_mask = masks.get("attention_mask")
-        if attention_mask is not None:
-            attention_mask = ops.cast(attention_mask, "bool")
-        return ka_ops.combine_masks(
-            q_len,
-            k_len,
-            attention_mask=attention_mask,
-            use_causal_mask=bool(masks.get("use_causal_mask")),
-            sliding_window=sliding_window,
-            band=band,
-            query_offset=self.start,
-            heads_axis=True,
-        )
 
 
 class KeyValueCache(AttentionCache):

@@ -108,3 +108,15 @@ def check_attention_mask(
             inputs or {"query": query_shape, "value": value_shape},
             broadcast=True,
         )
+
+
+def attention_mask_rank(layer_name, attention_mask, query, value):
+    """An `attention_mask` must be `(Tq, Tv)`, `(B, Tq, Tv)` or per head."""
+    if attention_mask is None or len(attention_mask.shape) in (2, 3, 4):
+        return
+    raise ValueError(
+        f"{layer_name} expects `attention_mask` of shape `(Tq, Tv)`, "
+        "`(batch_size, Tq, Tv)` or `(batch_size, num_heads, Tq, Tv)`. "
+        f"Received: attention_mask.shape={tuple(attention_mask.shape)}, "
+        f"query.shape={tuple(query.shape)}, value.shape={tuple(value.shape)}"
+    )

@@ -2,11 +2,10 @@
 
 The layers take `score_mod=` / `mask_mod=` in the constructor (saved in
 their config) and in the call (one call's mods, `document(segment_ids)`
-say), and an `attention_bias` call argument. With any of them the heads
-attend through `keras_attention.ops.flex_attention`, and the layer's own
-masks (padding masks, `attention_mask`, causal masking, windows) become
-mask mods through `keras_attention.ops.masks.attention_masks`, the one
-mask vocabulary of the dense, fused and chunked paths.
+say), and an `attention_bias` call argument: the multi-head engine puts
+them in the call's `ops.engine.AttentionCall`, whose dense and block
+kernels apply them; a single-head layer applies them to its logits
+(`apply_to_logits`).
 """
 
 import inspect
@@ -19,18 +18,9 @@ from keras_attention.ops import mods as mods_lib
 
 
 def check(name, mod):
-    """`mod` if it is `None` or callable, else a `TypeError`."""
-    if mod is not None and not callable(mod):
-        raise TypeError(
-            f"Expected `{name}` to be None or callable ("
-            + (
-                "`score_mod(score, batch, head, q_idx, kv_idx)`"
-                if name == "score_mod"
-                else "`mask_mod(batch, head, q_idx, kv_idx)`"
-            )
-            + f"). Received: {name}={mod!r}"
-        )
-    return mod
+    """`mod` if it is `None` or a callable of the mod's arguments, else a
+    `TypeError` naming `name` and the signature expected."""
+    return ka_ops.checks.mod(name, mod)
 
 
 def checked(score_mod, mask_mod):
@@ -73,14 +63,9 @@ def deserialize(config):
     return keras.saving.deserialize_keras_object(config)
 
 
-def score_mod_of(own, call, attention_bias):
-    """The constructor's score mod, then the call's, then the bias."""
-    parts = [m for m in (own, call) if m is not None]
-    if attention_bias is not None:
-        bias = ops.convert_to_tensor(attention_bias)
-        while len(bias.shape) < 4:
-            bias = ops.expand_dims(bias, 0 if len(bias.shape) < 3 else 1)
-        parts.append(mods_lib.bias(bias))
+def chained(*score_mods):
+    """One score mod applying `score_mods` in order (`None`s skipped)."""
+    parts = [m for m in score_mods if m is not None]
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else mods_lib.chain(*parts)
@@ -93,7 +78,7 @@ def apply_to_logits(logits, mask, own, call):
     `(score_mod, mask_mod, attention_bias)`; the bias broadcasts to the
     logits.
     """
-    score_mod = score_mod_of(own[0], call[0], None)
+    score_mod = chained(own[0], call[0])
     mask_mod = ka_ops.masks.AttentionMasks(mask_mods=(own[1], call[1]))
     logits, extra = ka_ops.apply_mods(logits, score_mod, mask_mod.mask_mod())
     if call[2] is not None:

@@ -1,13 +1,16 @@
-"""The one multi-head engine: `MultiHeadAttention`, `SelfAttention` and
-`GroupedQueryAttention` are this layer with their constructors and names.
+"""The one multi-head engine: `MultiHeadAttention`, `SelfAttention`,
+`GroupedQueryAttention` and `MultiHeadLatentAttention` are this layer
+with their constructors and names.
 
 `num_heads` query heads share `num_key_value_heads` key/value heads (as
-many by default: multi-head attention). The engine owns the projections,
-the rotary positions, the cache (`_cache.KeyValueCache`), the masks
-(always one `ops.masks.AttentionMasks`) and one call: project, rotate and
-update the cache, ask `ops.plan_attention` for the path, run its kernel
-(`_heads`), project out (private module).
+many by default: multi-head attention). The engine holds every
+constructor argument's default and check, the projections, the rotary
+positions, the cache, and one call: project, rotate and update the cache,
+make the call's one `ops.engine.AttentionCall`, plan it once, run its
+kernel, project out (private module).
 """
+
+import dataclasses
 
 import keras
 from keras import ops
@@ -16,24 +19,24 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _cache
-from keras_attention.layers import _heads
 from keras_attention.layers import _local_window
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
-from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers import _projections
+from keras_attention.ops import engine
 from keras_attention.ops import ring as ring_lib
 
 _HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
 
 
 class _Untracked:
-    """Hides a layer from Keras's attribute tracking until `build`.
+    """Hides a value from Keras's attribute tracking.
 
     The score layer (and a layer mod) is tracked only after the
     projections, so that `set_weights` with the weights of a
-    `keras.layers.MultiHeadAttention` lines up.
+    `keras.layers.MultiHeadAttention` lines up; the call being run is
+    held for Keras's hooks.
     """
 
     __slots__ = ("value",)
@@ -42,34 +45,51 @@ class _Untracked:
         self.value = value
 
 
+class _Sinks(keras.layers.Layer):
+    """Holds the weight `sinks`, so that it follows every other weight of
+    the layer (Keras's variables, then the score's)."""
+
+    def __init__(self, num_heads, **kwargs):
+        super().__init__(name="sinks", **kwargs)
+        self.num_heads = num_heads
+
+    def build(self, input_shape=None):
+        # keras-hub's gpt-oss initializes its sinks so.
+        self.sinks = self.add_weight(
+            name="sinks", shape=(self.num_heads,), initializer="random_normal"
+        )
+        self.built = True
+
+
 class MultiHeadBase(_projections.HeadProjections):
     """The multi-head engine: `num_heads` query heads over
     `num_key_value_heads` key/value heads (as many by default).
 
     One call (`_attention_call`): `_open_cache` (the call's
     `_cache.AttentionCache`), `_project` (the heads, rotated, through the
-    cache), `ops.plan_attention` for the path, its kernel (`_heads`), then
-    `_project_out`. A variant overrides those three hooks
-    (`MultiHeadLatentAttention`) or is a constructor
-    (`GroupedQueryAttention`).
+    cache), one `ops.engine.AttentionCall`, planned once
+    (`ops.plan_attention`), its kernel, then `_project_out`. A variant
+    overrides those three hooks (`MultiHeadLatentAttention`) or is a
+    constructor (`GroupedQueryAttention`).
 
     The variables are those of `keras.layers.MultiHeadAttention`: `EinsumDense`
     sublayers `query`, `key`, (`gate`), `value` and `attention_output` with
     kernels `(dim, num_heads, head_dim)` and `(num_heads, value_dim, out)`,
     called as sublayers (so quantization, LoRA, dtype policies, constraints
-    and activity regularizers apply to them as to Keras's layer).
+    and activity regularizers apply to them as to Keras's layer); then the
+    score's, and `sinks` with `use_sinks=True`.
 
     `overridden_hooks`, a class attribute, names Keras's override points
     (`_HOOKS`) a subclass redefines (set when the class is created, unless
     it passes `hooks_are_defaults=True`): such a layer always attends
     through `_compute_attention`, and its `_masked_softmax` is used.
+    `native_flash` says whether `flash_attention=True` runs Keras's flash
+    kernel (MultiHeadAttention) or this package's fused one with the
+    flag's refusals (GroupedQueryAttention).
     """
 
     overridden_hooks = frozenset()
-    # Whether flash attention runs `keras.ops.dot_product_attention`'s
-    # flash kernel (MultiHeadAttention) or the fused kernel of this package
-    # (GroupedQueryAttention, whose flag only refuses dropout and scores).
-    keras_flash_kernel = True
+    native_flash = True
 
     def __init_subclass__(cls, hooks_are_defaults=False, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -80,37 +100,37 @@ class MultiHeadBase(_projections.HeadProjections):
     def __init__(
         self,
         num_heads,
-        key_dim,
-        value_dim,
-        dropout,
-        use_bias,
-        kernel_initializer,
-        bias_initializer,
-        kernel_regularizer,
-        bias_regularizer,
-        activity_regularizer,
-        kernel_constraint,
-        bias_constraint,
-        seed,
-        score,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        flash_attention=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
+        seed=None,
+        score="scaled_dot",
         chunk_size=None,
         attention_activation=None,
         penalty_coefficient=0.0,
         score_mod=None,
         mask_mod=None,
-        num_key_value_heads=None,
         rotary_embedding=None,
+        use_sinks=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = _validation.positive_int("num_heads", num_heads)
-        # Key/value heads: as many as query heads unless grouped.
-        self._kv_heads = num_key_value_heads or self.num_heads
-        self.rotary_embedding = _cache.get_rotary(rotary_embedding)
-        self.key_dim = key_dim
-        self.value_dim = _validation.positive_int(
-            "value_dim", value_dim, allow_none=True
-        )
+        positive = _validation.positive_int
+        self.num_heads = positive("num_heads", num_heads)
+        # Key/value heads: as many as query heads (GQA sets its own).
+        self._kv_heads = self.num_heads
+        self.key_dim = positive("key_dim", key_dim, allow_none=True)
+        self.value_dim = positive("value_dim", value_dim, allow_none=True)
         self.dropout = _validation.rate("dropout", dropout)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = _validation.initializer(
@@ -126,37 +146,40 @@ class MultiHeadBase(_projections.HeadProjections):
         )
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.use_gate = bool(use_gate)
         self.seed = seed
         self._score_holder = _Untracked(
             scores_lib.get(score, dtype=self.dtype_policy)
         )
-        self.chunk_size = checks.chunk_size(
-            chunk_size, self.score, self.dropout
-        )
+        self.chunk_size = chunk_size
         self.attention_activation = _logit_activation.get(attention_activation)
         self.penalty_coefficient = _validation.non_negative(
             "penalty_coefficient", penalty_coefficient, finite=True
         )
         # Tracked only in `build` (a layer mod's weights after Keras's).
-        self._mods_holder = _Untracked(
-            tuple(
-                _mods.check(name, _mods.deserialize(mod))
-                for name, mod in (
-                    ("score_mod", score_mod),
-                    ("mask_mod", mask_mod),
-                )
-            )
+        self._mods_holder = _Untracked(_mods.checked(score_mod, mask_mod))
+        self.rotary_embedding = _cache.get_rotary(rotary_embedding)
+        self.use_sinks = _validation.optional_bool("use_sinks", use_sinks)
+        self.use_sinks = bool(self.use_sinks)
+        self.flash_attention = _validation.optional_bool(
+            "flash_attention", flash_attention
+        )
+        # Keras's rule: the argument, or else the global setting (`None`,
+        # "when available", unless `keras.config.disable_flash_attention`).
+        self._flash_attention = bool(
+            flash_attention or keras.config.is_flash_attention_enabled()
         )
         self.supports_masking = True
         self._return_attention_scores = False
-        self._sliding_window = None
-        # keras-self-attention's local window (`SelfAttention` only).
-        self._attention_width = None
-        self._flash_attention = False
+        # The window: the band `(left, right)` of an uncausal call, then of
+        # a causal one (`_set_window`).
+        self._bands = (None, None)
         self._axes = None
+        self._running = _Untracked(None)
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
+        self._check_plan()
 
     @property
     def score(self):
@@ -165,6 +188,23 @@ class MultiHeadBase(_projections.HeadProjections):
 
     score_mod = property(lambda self: self._mods_holder.value[0])
     mask_mod = property(lambda self: self._mods_holder.value[1])
+
+    def _set_window(self, sliding_window=None, attention_width=None):
+        """The one band behind `sliding_window` (MultiHeadAttention, GQA:
+        `|i - j| < w`) and `attention_width` (SelfAttention:
+        keras-self-attention's window, centred, or the history when
+        causal)."""
+        if sliding_window is not None:
+            band = (sliding_window - 1, sliding_window - 1)
+            self._bands = (band, band)
+        elif attention_width is not None:
+            self._bands = tuple(
+                _local_window.band(attention_width, causal)
+                for causal in (False, True)
+            )
+
+    def _band(self, causal):
+        return self._bands[bool(causal)]
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):
         """Explicit masks of the wrong shape: a `ValueError` naming them."""
@@ -175,44 +215,42 @@ class MultiHeadBase(_projections.HeadProjections):
             self.num_heads,
         )
 
-    def _attention_call(
-        self, inputs, masks, training, return_weights, mods, layout=None
-    ):
-        """The one call: project, rotate and update the cache, plan,
-        attend, project out.
-
-        `inputs` is `(query, value, key, cache, cache_update_index)`;
-        `masks` the keyword arguments of `_compute_attention_mask`
-        (`query_mask`, `value_mask`, `key_mask`, `attention_mask`,
-        `use_causal_mask`); `mods` the call's `(score_mod, mask_mod,
-        attention_bias)`. Returns keras-hub's `output[, scores][, cache]`.
-        """
-        query, value, key, cache, index = inputs
-        name = type(self).__name__
-        cache = self._open_cache(cache, index, self.compute_dtype)
+    def _attention_call(self, call):
+        """The one call of a `LayerCall`: project, rotate and update the
+        cache, attend on the planned kernel, project out. Returns
+        keras-hub's `output[, scores][, cache]`."""
+        cache = self._open_cache(
+            call.cache, call.cache_update_index, self.compute_dtype
+        )
         axes = self._axes
         flat = axes is None or axes.is_plain
         if not flat and (cache or self.rotary_embedding is not None):
             raise ValueError(
-                f"{name}: `cache` and `rotary_embedding` need inputs "
-                "`(batch_size, time, dim)` attended over time. Received: "
-                f"attention_axes={getattr(self, 'attention_axes', None)!r}"
+                f"{type(self).__name__}: `cache` and `rotary_embedding` need "
+                "inputs `(batch_size, time, dim)` attended over time. "
+                f"Received: attention_axes="
+                f"{getattr(self, 'attention_axes', None)!r}"
             )
+        query, value, key = call.query, call.value, call.key
         if cache is None:
-            self._check_masks(query.shape, value.shape, key.shape, masks)
-        q, k, v = self._project(query, value, key, cache, layout)
-        call = (masks, training, return_weights, mods, cache)
+            self._check_masks(
+                query.shape, value.shape, key.shape, call.mask_flags()
+            )
+        heads = self._project(query, value, key, cache, call.layout)
         if flat:
-            context, weights = self._attend(query, value, (q, k, v), call)
+            context, weights = self._attend(call, heads, cache)
         else:
-            heads = (axes.heads(q), axes.heads(k), axes.heads(v))
-            call = (axes.masks(masks, query.shape, key.shape),) + call[1:]
-            context, weights = self._attend(heads[0], heads[2], heads, call)
+            masks = axes.masks(call.mask_flags(), query.shape, key.shape)
+            heads = tuple(axes.heads(x) for x in heads)
+            flat_call = dataclasses.replace(
+                call, query=heads[0], value=heads[2], key=heads[1], **masks
+            )
+            context, weights = self._attend(flat_call, heads, cache)
             context = axes.context(context, query.shape)
             weights = axes.weights(weights, query.shape, key.shape)
-        output = self._project_out(context, query, layout)
+        output = self._project_out(context, query, call.layout)
         tensor = None if cache is None else cache.tensor
-        return _cache.outputs(output, weights, tensor, return_weights)
+        return _cache.outputs(output, weights, tensor, call.return_weights)
 
     def _open_cache(self, cache, index, dtype=None):
         """The call's `_cache.AttentionCache` (keras-hub's layout), or
@@ -240,43 +278,101 @@ class MultiHeadBase(_projections.HeadProjections):
     def _project_out(self, context, query, layout=None):
         """The output from the heads' context `(B, Tq, H, Dv)`: the gate,
         then the output projection."""
-        if getattr(self, "use_gate", False):
+        if self.use_gate:
             context = context * ops.cast(self._gate_dense(query), context.dtype)
         return self._output_dense(ops.cast(context, self.compute_dtype))
 
-    def _attend(self, query, value, heads, call):
-        """`(context, weights)` of the heads `(q, k, v)` on the planned path.
+    def _record(self, call, heads, cache):
+        """The call's one `ops.engine.AttentionCall`."""
+        causal = bool(call.use_causal_mask)
+        own_score, own_mask = self._mods_holder.value
+        padding = {}
+        if cache is None:
+            padding = dict(
+                query_mask=call.query_mask,
+                value_mask=call.value_mask,
+                key_mask=call.key_mask,
+            )
+        masks = ka_ops.masks.attention_masks(
+            **padding,
+            attention_mask=call.attention_mask,
+            use_causal_mask=causal,
+            band=self._band(causal),
+            mask_mods=(own_mask, call.mask_mod),
+        )
+        score_mod = _mods.chained(own_score, call.score_mod)
+        dropout = None
+        if self._dropout_active(call.training):
 
-        `query` and `value` are what `_compute_attention_mask` gets (the
-        layer's inputs, as in Keras); `call` is `(masks, training,
-        return_weights, mods, cache)`.
-        """
-        masks, training, return_weights, mods, cache = call
-        plan = self._plan(heads, call)
-        if plan.path == "ring":
-            return self._ring(heads, plan, call), None
-        if plan.flex:
-            return self._flex(heads, plan, call)
-        if plan.path == "blocks":
-            q, k, v = heads
-            flags = self._attention_masks(masks)
-            context = _heads.blocks(self.score, q, k, v, flags, plan.block_size)
+            def dropout(weights):
+                return self._dropout_layer(weights, training=call.training)
+
+        softmax = None
+        if "_masked_softmax" in self.overridden_hooks:
+            softmax = self._masked_softmax
+        return engine.AttentionCall(
+            *heads,
+            self.score,
+            masks=masks,
+            score_mod=score_mod,
+            bias=call.attention_bias,
+            query_offset=0 if cache is None else cache.start,
+            dropout=dropout,
+            weights=bool(call.return_weights) or self.penalty_coefficient > 0,
+            sinks=self.sinks if self.use_sinks else None,
+            activation=self.attention_activation,
+            softmax=softmax,
+        )
+
+    def _plan(self, record, training=None, cached=False):
+        """The one `ops.plan_attention` of a call."""
+        return engine.plan_call(
+            record,
+            self.chunk_size,
+            backward=training is not False,
+            cached=cached,
+            ring=ring_lib.current() is not None,
+            **self._plan_flags(),
+        )
+
+    def _plan_flags(self):
+        """What the planner needs of the layer itself."""
+        hooks = sorted(self.overridden_hooks - {"_masked_softmax"})
+        return dict(
+            flash=self._flash_attention,
+            native_flash=self.native_flash,
+            logits_hook=self._logits_hook(),
+            hook=hooks[0] if hooks else None,
+        )
+
+    def _attend(self, call, heads, cache):
+        """`(context, weights)` of the heads on the planned kernel: the
+        blocks and the ring directly, the dense kernels through Keras's
+        hooks `_compute_attention_mask` and `_compute_attention`."""
+        record = self._record(call, heads, cache)
+        plan = self._plan(record, call.training, cache is not None)
+        if plan.path in ("blocks", "ring"):
+            context = engine.run(record, plan).output
             return context, None
         if cache is None:
-            mask = self._compute_attention_mask(query, value, **masks)
+            mask = self._compute_attention_mask(
+                call.query, call.value, **call.mask_flags()
+            )
         else:
-            mask = cache.dense_mask(
+            mask = record.masks.dense(
                 ops.shape(heads[0])[1],
                 ops.shape(heads[1])[1],
-                masks,
-                self._sliding_window,
-                self._band(masks),
+                heads_axis=True,
+                query_offset=record.query_offset,
             )
-        penalty = self.penalty_coefficient > 0
-        context, weights = self._call_compute_attention(
-            *heads, mask, training, return_weights or penalty
-        )
-        if penalty:
+        self._running.value = (record, plan)
+        try:
+            context, weights = self._call_compute_attention(
+                *heads, mask, call.training, record.weights
+            )
+        finally:
+            self._running.value = None
+        if self.penalty_coefficient > 0:
             # Lin et al.'s penalty for each head, averaged over the batch
             # and summed over the heads.
             self.add_loss(
@@ -284,45 +380,13 @@ class MultiHeadBase(_projections.HeadProjections):
                 * self.num_heads
                 * ka_ops.frobenius_penalty(weights)
             )
-        return context, weights
-
-    def _plan(self, heads, call):
-        """`ops.plan_attention` for this layer and call."""
-        masks, training, return_weights, mods, cache = call
-        q, k = heads[0], heads[1]
-        own = self._mods_holder.value
-        flags = dict(
-            weights=bool(return_weights) or self.penalty_coefficient > 0,
-            dropout=self._dropout_active(training),
-            mods=any(m is not None for m in (*own, *mods)),
-            tensor_mask=masks.get("attention_mask") is not None,
-            cached=cache is not None,
-            grouped=k.shape[2] != q.shape[2],
-            causal=bool(masks.get("use_causal_mask")),
-            ring=ring_lib.current() is not None,
-        )
-        return ka_ops.plan_attention(
-            self.score.form,
-            (q.shape[0], q.shape[2], q.shape[1], k.shape[1]),
-            self.chunk_size,
-            **flags,
-            **self._plan_flags(self._logits_hook()),
-        )
-
-    def _plan_flags(self, logits_hook):
-        """What the planner needs of the layer itself."""
-        return dict(
-            flash=bool(self._flash_attention),
-            logits_hook=logits_hook,
-            score=self.score.name,
-            bytes_per_logit=self.score.dense_bytes_per_logit,
-        )
+        return context, weights if call.return_weights else None
 
     def _logits_hook(self):
         """Why this layer forms its logits densely, or `None`: an
-        overridden Keras hook, `attention_activation`, a penalty."""
-        if self.overridden_hooks:
-            return f"overridden {sorted(self.overridden_hooks)[0]}"
+        overridden `_masked_softmax`, `attention_activation`, a penalty."""
+        if "_masked_softmax" in self.overridden_hooks:
+            return "overridden _masked_softmax"
         if self.attention_activation is not None:
             return "attention_activation"
         if self.penalty_coefficient > 0:
@@ -331,75 +395,6 @@ class MultiHeadBase(_projections.HeadProjections):
 
     def _dropout_active(self, training):
         return self.dropout > 0 and training not in (None, False)
-
-    def _flex(self, heads, plan, call):
-        """`(context, weights)` by `flex_attention`: the mods, and the
-        masks as one mask mod (over the cache's slots, at absolute query
-        positions, with a cache)."""
-        masks, training, return_weights, mods, cache = call
-        q, k, scale = self.score.dot_product_form(heads[0], heads[1])
-        own = self._mods_holder.value
-        window, band = self._sliding_window, self._band(masks)
-        if cache is None:
-            score_mod = _mods.score_mod_of(own[0], mods[0], mods[2])
-            flags = self._attention_masks(masks, (own[1], mods[1]))
-            mask_mod = flags.mask_mod()
-        else:
-            score_mod = _mods.score_mod_of(
-                cache.shift(own[0]), cache.shift(mods[0]), mods[2]
-            )
-            mask_mod = cache.mask_mod(masks, own[1], mods[1], window, band)
-        dropout_fn = None
-        if self._dropout_active(training):
-
-            def dropout_fn(weights):
-                return self._dropout_layer(weights, training=training)
-
-        chunk = plan.block_size[0] if plan.path == "blocks" else 0
-        return _heads.flex(
-            (q, k, heads[2]),
-            1.0 if scale is None else scale,
-            score_mod,
-            mask_mod,
-            (chunk, dropout_fn, return_weights),
-        )
-
-    def _ring(self, heads, plan, call):
-        """The context of `ops.ring_attention`: the heads' sequence split
-        over the devices of the active `ContextParallel`."""
-        masks, _, _, mods, _ = call
-        q, k, scale = self.score.dot_product_form(heads[0], heads[1])
-        own = self._mods_holder.value
-        flags = self._attention_masks(masks, (own[1], mods[1]))
-        return _heads.ring(
-            (q, k, heads[2]),
-            1.0 if scale is None else scale,
-            _mods.score_mod_of(own[0], mods[0], mods[2]),
-            flags,
-            plan.block_size[0],
-        )
-
-    def _band(self, masks):
-        """`SelfAttention`'s `attention_width` as a `(left, right)` band."""
-        if self._attention_width is None:
-            return None
-        causal = bool(masks.get("use_causal_mask"))
-        return _local_window.band(self._attention_width, causal)
-
-    def _attention_masks(self, masks, mask_mods=()):
-        """The layer's mask flags as one `ka_ops.masks.AttentionMasks`.
-
-        `masks` holds the keyword arguments of `_compute_attention_mask`;
-        `sliding_window=n` (MultiHeadAttention, GQA) is `|i - j| < n`,
-        `attention_width` (SelfAttention) keras-self-attention's window
-        (`_local_window.band`). Every path takes its masks from here.
-        """
-        return ka_ops.masks.attention_masks(
-            **masks,
-            sliding_window=self._sliding_window,
-            band=self._band(masks),
-            mask_mods=mask_mods,
-        )
 
     def _compute_attention_mask(
         self,
@@ -412,21 +407,27 @@ class MultiHeadBase(_projections.HeadProjections):
         use_causal_mask=False,
     ):
         """The combined mask, broadcastable to `(B, heads, Tq, Tv)`."""
-        checks.attention_mask_rank(
+        _mask_shapes.attention_mask_rank(
             type(self).__name__, attention_mask, query, value
         )
-        masks = dict(
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
+        return self._dense_mask(
+            query,
+            value,
+            dict(
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+            ),
+            heads_axis=True,
         )
-        return self._dense_mask(query, value, masks, heads_axis=True)
 
     def _dense_mask(self, query, value, masks, heads_axis):
         """The call's masks as one boolean tensor over `(Tq, Tv)`."""
-        flags = self._attention_masks(masks)
+        flags = ka_ops.masks.attention_masks(
+            **masks, band=self._band(masks.get("use_causal_mask"))
+        )
         shape = (ops.shape(query)[1], ops.shape(value)[1])
         return flags.dense(*shape, heads_axis=heads_axis)
 
@@ -450,9 +451,10 @@ class MultiHeadBase(_projections.HeadProjections):
         `(B, Tq, Tk)`, `(Tq, Tk)` or per head `(B, heads, Tq, Tk)`, and
         `use_causal_mask` adds the causal mask to it. Returns the context
         `(B, Tq, heads, Dv)` and the weights `(B, heads, Tq, Tk)` (`None`
-        unless `return_attention_scores`). The dense path of
-        `ops.plan_attention`: flash, the fused kernel
-        `keras_attention.ops.dot_product_attention`, or the logits.
+        unless `return_attention_scores`). Inside a layer call it runs the
+        call's planned kernel (flash, fused or dense); called on its own
+        (a subclass's `call`, as keras-hub's cached layer does) it plans
+        these heads once.
         """
         mask = ka_ops.combine_masks(
             ops.shape(query)[1],
@@ -461,49 +463,75 @@ class MultiHeadBase(_projections.HeadProjections):
             use_causal_mask=use_causal_mask,
             heads_axis=True,
         )
-        custom_softmax = "_masked_softmax" in self.overridden_hooks
-        hook = "_masked_softmax" if custom_softmax else None
-        if self.attention_activation is not None:
-            hook = "attention_activation"
-        # The dense paths only (`chunk_size=0`): an overridden hook that
-        # calls this one keeps the fused kernel.
-        plan = ka_ops.plan_attention(
-            self.score.form,
-            (query.shape[0], query.shape[2], query.shape[1], key.shape[1]),
-            0,
-            weights=bool(return_attention_scores),
-            dropout=self._dropout_active(training),
-            grouped=key.shape[2] != query.shape[2],
-            **self._plan_flags(hook),
+        running = self._running.value
+        weights = bool(return_attention_scores)
+        if running is None:
+            record, plan = self._hook_record(query, key, value, mask, training)
+        else:
+            record, plan = running
+        record = dataclasses.replace(
+            record,
+            query=query,
+            key=key,
+            value=value,
+            masks=ka_ops.masks.AttentionMasks(
+                attention_mask=mask, mask_mods=record.masks.mask_mods
+            ),
+            weights=weights,
         )
-        if plan.path in ("flash", "fused"):
-            q, k, scale = self.score.dot_product_form(query, key)
-            grouped = key.shape[2] != query.shape[2]
-            if plan.path == "flash" and self.keras_flash_kernel and not grouped:
-                return _heads.flash(q, k, value, mask, scale), None
-            return _heads.fused(q, k, value, mask, scale), None
-        softmax = self._masked_softmax if custom_softmax else None
-        dropout_fn = None
-        if self.dropout > 0:
+        if weights and plan.path in ("fused", "flash"):
+            # A subclass's hook asks for the weights its call did not.
+            plan = self._plan(record, training)
+        result = engine.run(record, plan)
+        return result.output, result.weights
 
-            def dropout_fn(weights):
-                return self._dropout_layer(weights, training=training)
-
-        logits = _heads.logits(self.score, query, key)
-        logits = _logit_activation.apply(logits, self.attention_activation)
-        return _heads.dense(logits, value, mask, softmax, dropout_fn)
+    def _hook_record(self, query, key, value, mask, training):
+        """The record and plan of `_compute_attention` called on its own."""
+        call = engine.AttentionCall(
+            query,
+            key,
+            value,
+            self.score,
+            sinks=self.sinks if self.use_sinks else None,
+            activation=self.attention_activation,
+        )
+        if self._dropout_active(training):
+            call = dataclasses.replace(
+                call,
+                dropout=lambda w: self._dropout_layer(w, training=training),
+            )
+        if "_masked_softmax" in self.overridden_hooks:
+            call = dataclasses.replace(call, softmax=self._masked_softmax)
+        plan = engine.plan_call(call, 0, **self._plan_flags())
+        return call, plan
 
     def _check_plan(self):
         """The constructor's arguments against the planner's refusals
         (a positive `chunk_size` with a logits hook, say), at once."""
-        mods = any(m is not None for m in self._mods_holder.value)
         ka_ops.plan_attention(
             self.score.form,
             (None, self.num_heads, None, None),
             self.chunk_size,
-            mods=mods,
-            **self._plan_flags(self._logits_hook()),
+            mods=any(m is not None for m in self._mods_holder.value),
+            dropout=self.dropout > 0,
+            lse=self.use_sinks,
+            score=type(self.score).__name__,
+            **self._plan_flags(),
         )
+
+    def _track_late(self, heads_shape):
+        """Then the score's and the mods' weights, and the sinks."""
+        super()._track_late(heads_shape)
+        if self.use_sinks:
+            self._sinks = _Sinks(self.num_heads, dtype=self.dtype_policy)
+            self._sinks.build()
+
+    @property
+    def sinks(self):
+        """The sink logit of each query head, `(num_heads,)` (with
+        `use_sinks=True`, once built), else `None`."""
+        holder = getattr(self, "_sinks", None)
+        return None if holder is None else holder.sinks
 
     def _engine_config(self):
         """The config every layer of the engine shares."""
@@ -511,15 +539,22 @@ class MultiHeadBase(_projections.HeadProjections):
         return {
             "dropout": self.dropout,
             "use_bias": self.use_bias,
+            "flash_attention": self.flash_attention,
             **_projections.projection_config(self),
+            "use_gate": self.use_gate,
             "seed": self.seed,
             "score": scores_lib.serialize(self.score),
             "chunk_size": self.chunk_size,
+            "attention_activation": _logit_activation.serialize(
+                self.attention_activation
+            ),
+            "penalty_coefficient": self.penalty_coefficient,
             "score_mod": _mods.serialize("score_mod", self.score_mod),
             "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
             "rotary_embedding": None
             if rotary is None
             else keras.saving.serialize_keras_object(rotary),
+            "use_sinks": self.use_sinks,
         }
 
     def get_config(self):
@@ -528,10 +563,6 @@ class MultiHeadBase(_projections.HeadProjections):
             "key_dim": self.key_dim,
             "value_dim": self.value_dim,
             **self._engine_config(),
-            "attention_activation": _logit_activation.serialize(
-                self.attention_activation
-            ),
-            "penalty_coefficient": self.penalty_coefficient,
         }
         config = {**super().get_config(), **config}
         config["dtype"] = self._dtype_policy_config()

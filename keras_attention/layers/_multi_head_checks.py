@@ -1,7 +1,5 @@
 """Argument and shape checks of the multi-head layers (private module)."""
 
-from keras_attention import _validation
-
 
 def output_shape_tuple(output_shape):
     """`output_shape` as a tuple of positive integers, or `None`."""
@@ -39,46 +37,6 @@ def attention_axes_tuple(attention_axes):
             f"attention_axes={attention_axes!r}"
         )
     return tuple(axes)
-
-
-def flash_attention(flash, score, dropout):
-    """Keras's checks of `flash_attention`, and ours of the score."""
-    if flash and dropout > 0:
-        raise ValueError(
-            "Dropout is not supported when flash attention is enabled. "
-            "Please set dropout to 0.0 to use flash attention."
-        )
-    if flash and not score.is_dot_product:
-        raise ValueError(
-            "Flash attention needs a score that is a dot product ('dot', "
-            "'scaled_dot', 'cosine' or 'bilinear'). Received: "
-            f"flash_attention={flash!r}, score={type(score).__name__}"
-        )
-
-
-def chunk_size(value, score, dropout):
-    """`chunk_size` checked against the score and the dropout rate."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _validation.invalid(
-            "chunk_size", value, "None, 0 or a positive integer"
-        )
-    if value > 0 and not score.can_chunk:
-        raise ValueError(
-            "Chunked attention needs a score that is a dot product ('dot', "
-            "'scaled_dot', 'cosine' or 'bilinear') or additive ('additive', "
-            "'concat'); other scores need every (query, key) pair at once. "
-            f"Received: chunk_size={value}, "
-            f"score={type(score).__name__}"
-        )
-    if value > 0 and dropout > 0:
-        raise ValueError(
-            "Chunked attention never forms the attention weights, so it "
-            "cannot apply dropout to them; use chunk_size=None or 0 with "
-            f"dropout. Received: chunk_size={value}, dropout={dropout}"
-        )
-    return value
 
 
 def query_value_key_shapes(query_shape, value_shape, key_shape):
@@ -144,16 +102,4 @@ def _same_dims(a, b):
     """Equal shapes, where an unknown (`None`) dimension matches any."""
     return len(a) == len(b) and all(
         x is None or y is None or x == y for x, y in zip(a, b, strict=True)
-    )
-
-
-def attention_mask_rank(layer_name, attention_mask, query, value):
-    """An `attention_mask` must be `(Tq, Tv)`, `(B, Tq, Tv)` or per head."""
-    if attention_mask is None or len(attention_mask.shape) in (2, 3, 4):
-        return
-    raise ValueError(
-        f"{layer_name} expects `attention_mask` of shape `(Tq, Tv)`, "
-        "`(batch_size, Tq, Tv)` or `(batch_size, num_heads, Tq, Tv)`. "
-        f"Received: attention_mask.shape={tuple(attention_mask.shape)}, "
-        f"query.shape={tuple(query.shape)}, value.shape={tuple(value.shape)}"
     )

@@ -4,8 +4,10 @@ fewer key/value heads than query heads, Keras's constructor and names."""
 import keras
 
 from keras_attention import _validation
+from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
-from keras_attention.layers import _multi_head_checks as checks
+from keras_attention.layers import _mods
+from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
@@ -48,15 +50,29 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
         sliding_window: Optional positive integer `w`: query `i` sees keys
             `|i - j| < w` (with `use_causal_mask`, the `w` most recent).
             Defaults to `None`.
+
+    Keyword Args:
         flash_attention: Keras's flag. `True` refuses dropout and
             returning scores, as Keras does; the kernel is ours either way.
             Defaults to `None`.
         use_gate: Whether a sigmoid gate of the query multiplies each
             head's output (Keras's `gate` projection). Defaults to `False`.
         seed: Seed of the dropout. Defaults to `None`.
-        chunk_size: `None` (blocks when the dense weights would be large
-            and no scores are asked for), `0` (dense) or the block size.
-            Defaults to `None`.
+        kernel_initializer, bias_initializer, kernel_regularizer,
+            bias_regularizer, activity_regularizer, kernel_constraint,
+            bias_constraint: Keras's arguments of the projections.
+        score: The score of `MultiHeadAttention`: a name (`"scaled_dot"`,
+            `"dot"`, `"cosine"`, `"bilinear"`, `"additive"`, `"concat"`),
+            a score config dict or a `keras_attention.scores.Score`,
+            shared by the heads (its weights come after Keras's variables).
+            A dot-product score runs in every kernel (fused, dense,
+            blocks); an additive one (additive, concat) in the dense
+            kernel and the blocks, and a score with neither form
+            (location) densely. Defaults to `"scaled_dot"`.
+        chunk_size: `None` (automatic: `keras_attention.ops.plan_attention`
+            takes the blocks where the dense step would be large, or where
+            a band or mask leaves few blocks), `0` (dense) or the block
+            size. Defaults to `None`.
         rotary_embedding: Optional `keras_attention.RotaryEmbedding`,
             applied to the projected queries and keys at their positions
             (which follow `cache_update_index`). Defaults to `None`.
@@ -65,21 +81,12 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
             the layer. Defaults to `None`.
         mask_mod: Optional mask mod (e.g. `sliding_window(w)`,
             `prefix_lm(n)`) on every call. Defaults to `None`.
-        score: The score of `MultiHeadAttention`: a name (`"scaled_dot"`,
-            `"dot"`, `"cosine"`, `"bilinear"`, `"additive"`, `"concat"`),
-            a score config dict or a `keras_attention.scores.Score`,
-            shared by the heads (its weights come after Keras's variables).
-            A dot-product score transforms the queries and keys and runs
-            in the fused, flex or chunked kernels; any other (additive,
-            concat, location) attends densely with the query heads of a
-            group folded into the query axis (K/V still not repeated),
-            or, for additive and concat with a positive `chunk_size` (or
-            `None` and large weights) on an uncached call, in the blocks
-            of `keras_attention.ops.chunked_attention`, one call per
-            position in the group, which take padding masks, causal
-            masking and `sliding_window` but not `attention_mask`; it
-            refuses mods and flash attention.
-            Defaults to `"scaled_dot"`.
+        attention_activation: As `MultiHeadAttention`'s. Defaults to
+            `None`.
+        penalty_coefficient: As `MultiHeadAttention`'s. Defaults to `0.0`.
+        use_sinks: As `MultiHeadAttention`'s: a learned sink logit per
+            query head (gpt-oss), a weight `sinks` of shape
+            `(num_query_heads,)`. Defaults to `False`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -125,7 +132,7 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
 
     # Flash attention refuses dropout and scores, as Keras's flag does; the
     # kernel is this package's fused one either way.
-    keras_flash_kernel = False
+    native_flash = False
 
     def __init__(
         self,
@@ -135,21 +142,6 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
         dropout=0.0,
         use_bias=True,
         sliding_window=None,
-        flash_attention=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        activity_regularizer=None,
-        kernel_constraint=None,
-        bias_constraint=None,
-        use_gate=False,
-        seed=None,
-        chunk_size=None,
-        rotary_embedding=None,
-        score_mod=None,
-        mask_mod=None,
-        score="scaled_dot",
         **kwargs,
     ):
         positive = _validation.positive_int
@@ -162,42 +154,22 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
                 f"num_query_heads={num_query_heads}, "
                 f"num_key_value_heads={num_key_value_heads}"
             )
+        head_dim = positive("head_dim", head_dim)
         super().__init__(
-            num_heads=heads,
-            key_dim=positive("head_dim", head_dim),
-            value_dim=head_dim,
-            dropout=dropout,
-            use_bias=use_bias,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-            seed=seed,
-            score=score,
-            chunk_size=chunk_size,
-            score_mod=score_mod,
-            mask_mod=mask_mod,
-            num_key_value_heads=kv_heads,
-            rotary_embedding=rotary_embedding,
+            heads,
+            head_dim,
+            head_dim,
+            dropout,
+            use_bias,
             **kwargs,
         )
+        self._kv_heads = kv_heads
         self.head_dim, self.num_query_heads = head_dim, heads
         self.num_key_value_heads, self.num_repeats = kv_heads, heads // kv_heads
-        self.use_gate = bool(use_gate)
         self.sliding_window = _positive_or_none(
             "sliding_window", sliding_window
         )
-        self._sliding_window = self.sliding_window
-        self.flash_attention = flash_attention
-        # Keras's rule: the argument, or else the global setting.
-        self._flash_attention = bool(
-            flash_attention or keras.config.is_flash_attention_enabled()
-        )
-        checks.flash_attention(self._flash_attention, self.score, self.dropout)
-        self._check_plan()
+        self._set_window(sliding_window=self.sliding_window)
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -280,20 +252,27 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
     ):
         name = type(self).__name__
         _validation.floating_inputs(name, query=query, value=value, key=key)
-        key = value if key is None else key
-        masks = {
-            "query_mask": query_mask,
-            "value_mask": value_mask,
-            "key_mask": key_mask,
-            "attention_mask": attention_mask,
-            "use_causal_mask": use_causal_mask,
-        }
+        named = {"query": query.shape, "value": value.shape}
+        if key is not None:
+            named["key"] = key.shape
+        ka_ops.checks.positions(name, **named)
         return self._attention_call(
-            (query, value, key, cache, cache_update_index),
-            masks,
-            training,
-            return_attention_scores,
-            (score_mod, mask_mod, None),
+            LayerCall(
+                query,
+                value,
+                key,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+                cache=cache,
+                cache_update_index=cache_update_index,
+                training=training,
+                return_weights=return_attention_scores,
+                score_mod=_mods.check("score_mod", score_mod),
+                mask_mod=_mods.check("mask_mod", mask_mod),
+            )
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
@@ -338,9 +317,7 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
             "head_dim": self.head_dim,
             "num_query_heads": self.num_query_heads,
             "num_key_value_heads": self.num_key_value_heads,
-            "use_gate": self.use_gate,
             "sliding_window": self.sliding_window,
-            "flash_attention": self.flash_attention,
             **self._engine_config(),
         }
         config["dtype"] = self._dtype_policy_config()

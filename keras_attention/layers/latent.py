@@ -7,11 +7,29 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import _validation
+from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
+from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 from keras_attention.layers.rotary import RotaryEmbedding
+
+# The engine's arguments that MLA has no use for: its projections have no
+# biases and no gate, its rotary part and score are its own.
+_NOT_TAKEN = (
+    "use_bias",
+    "bias_initializer",
+    "bias_regularizer",
+    "bias_constraint",
+    "use_gate",
+    "flash_attention",
+    "rotary_embedding",
+    "score",
+    "key_dim",
+    "value_dim",
+)
 
 
 def _even(name, value):
@@ -106,7 +124,14 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         kernel_initializer: Initializer of every projection. Defaults to
             `"glorot_uniform"`.
         seed: Seed of the dropout. Defaults to `None`.
-        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+        use_sinks: As `MultiHeadAttention`'s: a learned sink logit per
+            head (gpt-oss), a weight `sinks` of shape `(num_heads,)`.
+            Defaults to `False`.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`;
+            and the engine's `kernel_regularizer`, `kernel_constraint`,
+            `activity_regularizer` (of every projection),
+            `attention_activation` and `penalty_coefficient`, as
+            `MultiHeadAttention`'s.
 
     Call arguments:
         query: `(batch_size, Tq, dim)`.
@@ -177,24 +202,26 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         mask_mod=None,
         kernel_initializer="glorot_uniform",
         seed=None,
+        use_sinks=False,
         **kwargs,
     ):
         positive = _validation.positive_int
         nope = positive("qk_nope_head_dim", qk_nope_head_dim)
         rope = _even("qk_rope_head_dim", qk_rope_head_dim)
+        for name in _NOT_TAKEN:
+            if name in kwargs:
+                raise TypeError(
+                    f"MultiHeadLatentAttention does not take `{name}` (its "
+                    "projections, rotary part and output are its own). "
+                    f"Received: {name}={kwargs[name]!r}"
+                )
         super().__init__(
-            num_heads=num_heads,
+            num_heads,
             key_dim=nope + rope,
             value_dim=positive("v_head_dim", v_head_dim),
             dropout=dropout,
             use_bias=False,
             kernel_initializer=kernel_initializer,
-            bias_initializer="zeros",
-            kernel_regularizer=None,
-            bias_regularizer=None,
-            activity_regularizer=None,
-            kernel_constraint=None,
-            bias_constraint=None,
             seed=seed,
             # The queries come pre-scaled by 1 / sqrt(nope + rope): the
             # absorbed queries have another depth.
@@ -202,6 +229,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             chunk_size=chunk_size,
             score_mod=score_mod,
             mask_mod=mask_mod,
+            use_sinks=use_sinks,
             **kwargs,
         )
         self.kv_lora_rank = positive("kv_lora_rank", kv_lora_rank)
@@ -226,14 +254,20 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         return self.kv_lora_rank + self.qk_rope_head_dim
 
     def _latent_dense(self, name, equation, output_shape):
+        kwargs = self._get_common_kwargs_for_sublayer()
+        for bias in ("bias_initializer", "bias_regularizer", "bias_constraint"):
+            kwargs.pop(bias)
         return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            kernel_initializer=_projections.clone_initializer(
-                self.kernel_initializer
-            ),
-            dtype=self.dtype_policy,
+            equation, output_shape=output_shape, name=name, **kwargs
+        )
+
+    def _up_kernel(self, name, shape):
+        return self.add_weight(
             name=name,
+            shape=shape,
+            initializer=_projections.clone_initializer(self.kernel_initializer),
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
         )
 
     def _norm(self, name):
@@ -271,15 +305,11 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         self._kv_norm.build(tuple(value_shape[:-1]) + (self.kv_lora_rank,))
         # W_UK and W_UV are weights of the layer, not sublayers: absorption
         # multiplies by them from the other side.
-        self.key_up_kernel = self.add_weight(
-            name="key_up_kernel",
-            shape=(self.kv_lora_rank, heads, self.qk_nope_head_dim),
-            initializer=_projections.clone_initializer(self.kernel_initializer),
+        self.key_up_kernel = self._up_kernel(
+            "key_up_kernel", (self.kv_lora_rank, heads, self.qk_nope_head_dim)
         )
-        self.value_up_kernel = self.add_weight(
-            name="value_up_kernel",
-            shape=(self.kv_lora_rank, heads, self.v_head_dim),
-            initializer=_projections.clone_initializer(self.kernel_initializer),
+        self.value_up_kernel = self._up_kernel(
+            "value_up_kernel", (self.kv_lora_rank, heads, self.v_head_dim)
         )
         self._output_dense = self._latent_dense(
             "attention_output",
@@ -393,26 +423,25 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         value = query if value is None else value
         _validation.floating_inputs(name, query=query, value=value)
         self._check_shapes(query.shape, value.shape)
+        ka_ops.checks.positions(name, query=query.shape, value=value.shape)
         absorb = cache is not None if absorb is None else bool(absorb)
-        masks = {
-            "query_mask": query_mask,
-            "value_mask": value_mask,
-            "key_mask": None,
-            "attention_mask": attention_mask,
-            "use_causal_mask": bool(use_causal_mask),
-        }
-        mods = (
-            _mods.check("score_mod", score_mod),
-            _mods.check("mask_mod", mask_mod),
-            attention_bias,
-        )
         return self._attention_call(
-            (query, value, value, cache, cache_update_index),
-            masks,
-            training,
-            return_attention_scores,
-            mods,
-            layout="absorbed" if absorb else "expanded",
+            LayerCall(
+                query,
+                value,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=bool(use_causal_mask),
+                cache=cache,
+                cache_update_index=cache_update_index,
+                training=training,
+                return_weights=return_attention_scores,
+                score_mod=_mods.check("score_mod", score_mod),
+                mask_mod=_mods.check("mask_mod", mask_mod),
+                attention_bias=attention_bias,
+                layout="absorbed" if absorb else "expanded",
+            )
         )
 
     def compute_output_shape(self, query_shape, value_shape=None):
@@ -460,10 +489,17 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             "chunk_size": self.chunk_size,
             "score_mod": _mods.serialize("score_mod", self.score_mod),
             "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
+            **{
+                key: value
+                for key, value in _projections.projection_config(self).items()
+                if not key.startswith("bias")
+            },
+            "attention_activation": _logit_activation.serialize(
+                self.attention_activation
             ),
+            "penalty_coefficient": self.penalty_coefficient,
             "seed": self.seed,
+            "use_sinks": self.use_sinks,
             "dtype": self._dtype_policy_config(),
         }
 

@@ -9,7 +9,9 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
+from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
+from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
 _PACKAGE = "keras_attention"
@@ -92,6 +94,8 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
             the projected `(..., heads, depth)` tensor, as in Keras.
         sliding_window: Optional positive integer: query `i` only attends to
             keys `j` with `|i - j| < sliding_window`. Defaults to `None`.
+
+    Keyword Args:
         flash_attention: As in Keras: `True` computes the attention with
             `keras.ops.dot_product_attention(..., flash_attention=True)`,
             which raises where the backend and device have no fused kernel
@@ -158,6 +162,11 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         rotary_embedding: Optional `keras_attention.RotaryEmbedding`,
             applied to the projected queries and keys at their positions
             (which follow `cache_update_index`). Defaults to `None`.
+        use_sinks: Whether each head has a learned sink, one logit in
+            each row's softmax denominator that takes no value (gpt-oss's
+            attention sinks): a weight `sinks` of shape `(num_heads,)`.
+            The returned weights are then those of the real keys, and sum
+            to less than 1. Defaults to `False`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -214,46 +223,14 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         output_shape=None,
         attention_axes=None,
         sliding_window=None,
-        flash_attention=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        activity_regularizer=None,
-        kernel_constraint=None,
-        bias_constraint=None,
-        use_gate=False,
-        seed=None,
-        score="scaled_dot",
-        chunk_size=None,
-        attention_activation=None,
-        penalty_coefficient=0.0,
-        score_mod=None,
-        mask_mod=None,
-        rotary_embedding=None,
         **kwargs,
     ):
         super().__init__(
-            num_heads=num_heads,
-            key_dim=_validation.positive_int("key_dim", key_dim),
-            rotary_embedding=rotary_embedding,
-            value_dim=value_dim,
-            dropout=dropout,
-            use_bias=use_bias,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-            seed=seed,
-            score=score,
-            chunk_size=chunk_size,
-            attention_activation=attention_activation,
-            penalty_coefficient=penalty_coefficient,
-            score_mod=score_mod,
-            mask_mod=mask_mod,
+            num_heads,
+            _validation.positive_int("key_dim", key_dim),
+            value_dim,
+            dropout,
+            use_bias,
             **kwargs,
         )
         self._output_shape = checks.output_shape_tuple(output_shape)
@@ -261,27 +238,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         self.sliding_window = _validation.positive_int(
             "sliding_window", sliding_window, allow_none=True
         )
-        self._sliding_window = self.sliding_window
-        self.flash_attention = _validation.optional_bool(
-            "flash_attention", flash_attention
-        )
-        # Keras's rule: the argument, or else the global setting (`None`,
-        # "when available", unless `keras.config.disable_flash_attention`).
-        self._flash_attention = (
-            flash_attention or keras.config.is_flash_attention_enabled()
-        )
-        checks.flash_attention(self._flash_attention, self.score, self.dropout)
-        if self._logits_hook() and self._flash_attention:
-            raise ValueError(
-                "Flash attention never forms the logits or the weights, "
-                "which `attention_activation` and `penalty_coefficient` "
-                "need: pass flash_attention=False. Received: "
-                f"attention_activation={attention_activation!r}, "
-                f"penalty_coefficient={penalty_coefficient!r}"
-            )
-        self.use_gate = bool(use_gate)
-        # A positive `chunk_size` with a feature it lacks raises here.
-        self._check_plan()
+        self._set_window(sliding_window=self.sliding_window)
 
     # Like Keras, `output_shape` is not exposed: it would clash with the
     # `output_shape` of functional models in `summary()`.
@@ -293,6 +250,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
     _dropout = _keras_alias("dropout")
     _use_bias = _keras_alias("use_bias")
     _use_gate = _keras_alias("use_gate")
+    _sliding_window = _keras_alias("sliding_window")
     _kernel_initializer = _keras_alias("kernel_initializer")
     _bias_initializer = _keras_alias("bias_initializer")
     _kernel_regularizer = _keras_alias("kernel_regularizer")
@@ -409,20 +367,28 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         checks.query_value_key_shapes(
             query.shape, value.shape, None if key is None else key.shape
         )
-        masks = {
-            "query_mask": query_mask,
-            "value_mask": value_mask,
-            "key_mask": key_mask,
-            "attention_mask": attention_mask,
-            "use_causal_mask": use_causal_mask,
-        }
-        key = value if key is None else key
+        named = {"query": query.shape, "value": value.shape}
+        if key is not None:
+            named["key"] = key.shape
+        ka_ops.checks.positions(type(self).__name__, **named)
         return self._attention_call(
-            (query, value, key, cache, cache_update_index),
-            masks,
-            training,
-            return_attention_scores,
-            (score_mod, mask_mod, attention_bias),
+            LayerCall(
+                query,
+                value,
+                key,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+                cache=cache,
+                cache_update_index=cache_update_index,
+                training=training,
+                return_weights=return_attention_scores,
+                score_mod=_mods.check("score_mod", score_mod),
+                mask_mod=_mods.check("mask_mod", mask_mod),
+                attention_bias=attention_bias,
+            )
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
@@ -482,8 +448,6 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
             "output_shape": self._output_shape,
             "attention_axes": self.attention_axes,
             "sliding_window": self.sliding_window,
-            "flash_attention": self.flash_attention,
-            "use_gate": self.use_gate,
         }
         return config
 

@@ -3,7 +3,10 @@
 import keras
 
 from keras_attention import _validation
+from keras_attention import ops as ka_ops
 from keras_attention.layers import _mask_shapes
+from keras_attention.layers import _mods
+from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
 
@@ -32,6 +35,14 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             `key_dim`.
         dropout: Dropout rate on the attention weights. Defaults to `0.0`.
         use_bias: Whether the projections have biases. Defaults to `True`.
+        attention_width: Optional positive integer `w`: local attention,
+            keras-self-attention's window: position `i` sees
+            `i - w // 2 <= j < i - w // 2 + w`, or with
+            `use_causal_mask=True` the history `i - w < j <= i`. An odd
+            centred `w` is `MultiHeadAttention(sliding_window=(w + 1) // 2)`
+            and a causal `w` is `sliding_window=w`. Defaults to `None`.
+
+    Keyword Args:
         kernel_initializer: Initializer of the kernels. Defaults to
             `"glorot_uniform"`.
         bias_initializer: Initializer of the biases. Defaults to `"zeros"`.
@@ -49,12 +60,6 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             picks the blocks by itself, `0` is dense, a positive value is
             the block size); the blocks also skip what `attention_width`
             leaves out. Defaults to `None`.
-        attention_width: Optional positive integer `w`: local attention,
-            keras-self-attention's window: position `i` sees
-            `i - w // 2 <= j < i - w // 2 + w`, or with
-            `use_causal_mask=True` the history `i - w < j <= i`. An odd
-            centred `w` is `MultiHeadAttention(sliding_window=(w + 1) // 2)`
-            and a causal `w` is `sliding_window=w`. Defaults to `None`.
         attention_activation: As `MultiHeadAttention`'s: an activation of
             the logits. Defaults to `None`.
         penalty_coefficient: As `MultiHeadAttention`'s: Lin et al.'s
@@ -65,6 +70,10 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             config. Defaults to `None`.
         rotary_embedding: As `MultiHeadAttention`'s: rotary positions of
             the projected queries and keys. Defaults to `None`.
+        use_sinks: As `MultiHeadAttention`'s: a learned sink logit per
+            head (gpt-oss). Defaults to `False`.
+        flash_attention: As `MultiHeadAttention`'s. Defaults to `None`.
+        use_gate: As `MultiHeadAttention`'s. Defaults to `False`.
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -115,54 +124,16 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         value_dim=None,
         dropout=0.0,
         use_bias=True,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        activity_regularizer=None,
-        kernel_constraint=None,
-        bias_constraint=None,
-        seed=None,
-        score="scaled_dot",
-        chunk_size=None,
         attention_width=None,
-        attention_activation=None,
-        penalty_coefficient=0.0,
-        score_mod=None,
-        mask_mod=None,
-        rotary_embedding=None,
         **kwargs,
     ):
         super().__init__(
-            num_heads=num_heads,
-            rotary_embedding=rotary_embedding,
-            key_dim=_validation.positive_int(
-                "key_dim", key_dim, allow_none=True
-            ),
-            value_dim=value_dim,
-            dropout=dropout,
-            use_bias=use_bias,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-            seed=seed,
-            score=score,
-            chunk_size=chunk_size,
-            attention_activation=attention_activation,
-            penalty_coefficient=penalty_coefficient,
-            score_mod=score_mod,
-            mask_mod=mask_mod,
-            **kwargs,
+            num_heads, key_dim, value_dim, dropout, use_bias, **kwargs
         )
         self.attention_width = _validation.positive_int(
             "attention_width", attention_width, allow_none=True
         )
-        self._attention_width = self.attention_width
-        self._check_plan()  # a positive `chunk_size` raises now
+        self._set_window(attention_width=self.attention_width)
 
     def _check_shape(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -186,7 +157,13 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
             key_dim = dim // self.num_heads
         value_dim = self.value_dim or key_dim
         self._build_layers(
-            input_shape, input_shape, input_shape, key_dim, value_dim, (dim,)
+            input_shape,
+            input_shape,
+            input_shape,
+            key_dim,
+            value_dim,
+            (dim,),
+            gate=self.use_gate,
         )
 
     def call(
@@ -205,21 +182,25 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         cache_update_index=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ka_ops.checks.positions(type(self).__name__, inputs=inputs.shape)
         if mask is None:
             mask = inputs_mask
-        masks = {
-            "query_mask": mask,
-            "value_mask": mask,
-            "key_mask": None,
-            "attention_mask": attention_mask,
-            "use_causal_mask": use_causal_mask,
-        }
         return self._attention_call(
-            (inputs, inputs, inputs, cache, cache_update_index),
-            masks,
-            training,
-            return_attention_scores,
-            (score_mod, mask_mod, attention_bias),
+            LayerCall(
+                inputs,
+                inputs,
+                query_mask=mask,
+                value_mask=mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+                cache=cache,
+                cache_update_index=cache_update_index,
+                training=training,
+                return_weights=return_attention_scores,
+                score_mod=_mods.check("score_mod", score_mod),
+                mask_mod=_mods.check("mask_mod", mask_mod),
+                attention_bias=attention_bias,
+            )
         )
 
     def _check_masks(self, query_shape, value_shape, key_shape, masks):

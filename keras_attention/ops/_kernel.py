@@ -10,9 +10,11 @@ pairs are visited: those inside a band's limits, or the non-empty blocks
 of a `BlockMask` (whose full blocks are not masked).
 
 The query is `(B, Hkv, G, Tq, D)` and the key and value `(B, Hkv, 1, Tk,
-D)`: the `G` query heads of a key/value head broadcast against it in
-every product, and the key and value gradients are summed over them, so
-no head is repeated in memory.
+D)` (`ops/_layout.py`): the `G` query heads of a key/value head broadcast
+against it in every product, and the key and value gradients are summed
+over them, so no head is repeated in memory. The kernel returns the
+log-sum-exp of each query beside its output, and takes the gradients of
+both.
 """
 
 from typing import NamedTuple
@@ -21,6 +23,8 @@ import keras
 from keras import ops
 
 from keras_attention.ops import _blocks
+from keras_attention.ops._layout import index_tensors
+from keras_attention.ops.mask_mods import keep
 
 _GROUP_AXIS = -3
 
@@ -90,39 +94,6 @@ def vjp(fn, primals, cotangent_fn):
         ops.zeros_like(p) if g is None else g
         for g, p in zip(grads, primals, strict=True)
     ]
-
-
-def index_tensors(batch, kv_heads, groups, q_pos, kv_pos):
-    """`(batch, head, q_idx, kv_idx)` broadcasting to `(B, Hkv, G, Tq, Tk)`.
-
-    Head `h` of the query is `kv_head · groups + g`: grouped query heads
-    share their key/value head, as in `keras.ops.dot_product_attention`.
-    """
-    b = ops.reshape(ops.arange(batch, dtype="int32"), (-1, 1, 1, 1, 1))
-    h = ops.arange(kv_heads * groups, dtype="int32")
-    h = ops.reshape(h, (1, kv_heads, groups, 1, 1))
-    q = ops.reshape(ops.cast(q_pos, "int32"), (1, 1, 1, -1, 1))
-    kv = ops.reshape(ops.cast(kv_pos, "int32"), (1, 1, 1, 1, -1))
-    return b, h, q, kv
-
-
-def to_layout(query, key, value):
-    """`(B, T, H, D)` tensors (`flex_attention`'s layout) → the kernel's
-    query `(B, Hkv, G, Tq, D)` and key and value `(B, Hkv, 1, Tk, D)`:
-    the query heads grouped by their key/value head."""
-    _, q_len, heads, depth = ops.shape(query)
-    kv_heads = ops.shape(key)[2]
-    q = ops.reshape(query, (-1, q_len, kv_heads, heads // kv_heads, depth))
-    q = ops.transpose(q, (0, 2, 3, 1, 4))
-    k, v = (ops.transpose(t, (0, 2, 1, 3))[:, :, None] for t in (key, value))
-    return q, k, v
-
-
-def from_layout(out):
-    """The kernel's output `(B, Hkv, G, Tq, Dv)` as `(B, Tq, H, Dv)`."""
-    _, kv_heads, groups, q_len, depth = ops.shape(out)
-    out = ops.transpose(out, (0, 3, 1, 2, 4))
-    return ops.reshape(out, (-1, q_len, kv_heads * groups, depth))
 
 
 def _sum_groups(x, groups):
@@ -233,17 +204,16 @@ class Blocks:
 
     def mask(self, i, j):
         """The boolean mask of pair `(i, j)` (broadcasting to its logits)."""
-        keep = None
+        mask = None
         if self.k_valid is not None:
             keys = ops.take(self.k_valid, j, axis=0)
-            keep = ops.reshape(keys, (-1, 1, 1, 1, self.kc))
+            mask = ops.reshape(keys, (-1, 1, 1, 1, self.kc))
         if self.q_valid is not None:
             queries = ops.take(self.q_valid, i, axis=0)
-            keep = _and(keep, ops.reshape(queries, (-1, 1, 1, self.qc, 1)))
+            mask = _and(mask, ops.reshape(queries, (-1, 1, 1, self.qc, 1)))
         if self.mask_mod is not None:
-            kept = ops.cast(self.mask_mod(*self.indices(i, j)), "bool")
-            keep = _and(keep, kept)
-        return keep
+            mask = _and(mask, keep(self.mask_mod, *self.indices(i, j)))
+        return mask
 
     def masked_logits(self, s, i, j, full):
         """`s` with its masked pairs at `NEG`; a full block is left as is."""
@@ -333,9 +303,13 @@ class _Operands:
     """
 
     def __init__(self, blocks, out_blocks, lse, upstream):
-        d_out = ops.cast(upstream, blocks.dtype)
-        d_out = _blocks.to_blocks(d_out, blocks.qc, blocks.nq)
-        delta = ops.sum(d_out * out_blocks, axis=-1, keepdims=True)
+        d_out, d_lse = (
+            _blocks.to_blocks(ops.cast(u, blocks.dtype), blocks.qc, blocks.nq)
+            for u in upstream
+        )
+        # The gradient of the log-sum-exp joins the softmax's row term:
+        # `d s = w (dp - delta + d_lse)`.
+        delta = ops.sum(d_out * out_blocks, axis=-1, keepdims=True) - d_lse
         self.do_aug = ops.concatenate([d_out, -delta], axis=-1)
         v_t = blocks.v_t
         ones = ops.ones_like(v_t[..., :1, :])
@@ -389,6 +363,9 @@ def _pair_grads(blocks, operands, key_side, i, j, full):
 
 def backward(blocks, out_blocks, lse, upstream):
     """Gradients of every tensor of the kernel in one pass over the blocks.
+
+    `upstream` is `(d_out, d_lse)`: the gradients of the output `(B, Hkv,
+    G, Tq, Dv)` and of the log-sum-exp `(B, Hkv, G, Tq, 1)`.
 
     Each key block walks the query blocks that see it, recomputing their
     weights (one extra product of the logits, as in FlashAttention 2): its
@@ -456,8 +433,10 @@ def _gradients(blocks, dq, dk, dv_t):
 
 
 def attend(tensors, spec):
-    """The kernel's output `(B, Hkv, G, Tq, Dv)` for `tensors` (see
-    `Blocks`), with the backward pass as the gradient of every tensor."""
+    """The kernel's output `(B, Hkv, G, Tq, Dv)` and log-sum-exp `(B, Hkv,
+    G, Tq, 1)` (`NEG` where a query keeps no key) for `tensors` (see
+    `Blocks`), with the backward pass as the gradient of every tensor,
+    through both."""
 
     @ops.custom_gradient
     def run(*tensors):
@@ -471,8 +450,13 @@ def attend(tensors, spec):
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
-            return backward(blocks, out_blocks, lse, upstream)
+            split = (upstream[..., :-1], upstream[..., -1:])
+            return backward(blocks, out_blocks, lse, split)
 
-        return _blocks.from_blocks(out_blocks, blocks.q_len), grad
+        # One output (Keras's custom gradient takes one on every backend):
+        # the log-sum-exp rides as the last column of the output.
+        packed = ops.concatenate([out_blocks, lse], axis=-1)
+        return _blocks.from_blocks(packed, blocks.q_len), grad
 
-    return run(*tensors)
+    packed = run(*tensors)
+    return packed[..., :-1], packed[..., -1:]

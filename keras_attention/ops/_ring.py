@@ -24,8 +24,9 @@ from keras import ops
 
 from keras_attention.ops import _blocks
 from keras_attention.ops import _kernel
-from keras_attention.ops.flex import and_masks
+from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mods import Document
+from keras_attention.ops.mods import shifted
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -89,24 +90,6 @@ def _segments_meet(q_ids, k_ids):
     return ops.any(low <= high)
 
 
-def _shifted(mod, q0, k0):
-    """`mod` read at global positions: the block's offsets added."""
-    if mod is None:
-        return None
-
-    def at_offsets(batch, head, q_idx, kv_idx):
-        return mod(batch, head, q_idx + q0, kv_idx + k0)
-
-    return at_offsets
-
-
-def _shifted_score(mod, q0, k0):
-    def at_offsets(score, batch, head, q_idx, kv_idx):
-        return mod(score, batch, head, q_idx + q0, kv_idx + k0)
-
-    return at_offsets
-
-
 class _Step:
     """One pair of blocks: this device's queries against the key/value
     block it holds, from device `src`."""
@@ -133,10 +116,10 @@ class _Step:
         """The kernel's `Blocks` of the pair, with the band's mask and
         limits where `band` (a partial pair), without them otherwise."""
         config = self.config
-        mods = [_shifted(m, self.q0, self.k0) for m in config.mask_mods]
+        mods = [shifted(m, self.q0, self.k0) for m in config.mask_mods]
         limits = (None, None)
         if band and config.band is not None:
-            mods.append(_shifted(config.band, self.q0, self.k0))
+            mods.append(shifted(config.band, self.q0, self.k0))
             offset = self.q0 - self.k0
             left, right = config.band.limits
             limits = (
@@ -148,7 +131,7 @@ class _Step:
             mods.append(Document(q_ids, self.kv_extras["segment_ids"]))
         score_mod = None
         if config.score_mod is not None:
-            score_mod = _shifted_score(config.score_mod, self.q0, self.k0)
+            score_mod = shifted(config.score_mod, self.q0, self.k0)
         spec = _kernel.Spec(
             scale=config.scale,
             sizes=config.sizes,
@@ -229,7 +212,8 @@ def forward(config, q, k, v, extras, kv_extras):
 
 
 def backward(config, residuals, upstream):
-    """The gradients of `q`, `k`, `v` on this device: the second ring."""
+    """The gradients of `q`, `k`, `v` on this device: the second ring.
+    `upstream` is `(d_out, d_lse)`, those of this device's queries."""
     import jax
 
     q, k, v, extras, kv_extras, out_blocks, lse = residuals
@@ -261,19 +245,23 @@ def backward(config, residuals, upstream):
 
 
 def attend(config, q, k, v, extras, kv_extras):
-    """The ring's output `(B, Hkv, G, n, Dv)` on this device, with the
-    backward ring as its gradient (`jax.custom_vjp`)."""
+    """The ring's output `(B, Hkv, G, n, Dv)` and log-sum-exp `(B, Hkv, G,
+    n, 1)` on this device, with the backward ring as their gradient
+    (`jax.custom_vjp`)."""
     import jax
+
+    def unblocked(out, lse):
+        n = config.lengths[0]
+        return _blocks.from_blocks(out, n), _blocks.from_blocks(lse, n)
 
     @jax.custom_vjp
     def ring(q, k, v, extras, kv_extras):
-        out, _ = forward(config, q, k, v, extras, kv_extras)
-        return _blocks.from_blocks(out, config.lengths[0])
+        return unblocked(*forward(config, q, k, v, extras, kv_extras))
 
     def ring_fwd(q, k, v, extras, kv_extras):
         out, lse = forward(config, q, k, v, extras, kv_extras)
         residuals = (q, k, v, extras, kv_extras, out, lse)
-        return _blocks.from_blocks(out, config.lengths[0]), residuals
+        return unblocked(out, lse), residuals
 
     def ring_bwd(residuals, upstream):
         dq, dk, dv = backward(config, residuals, upstream)

@@ -11,7 +11,9 @@ from collections.abc import Callable
 import keras
 from keras import ops
 
+from keras_attention.ops import _layout
 from keras_attention.ops import checks
+from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
 
 _HALF_DTYPES = ("float16", "bfloat16")
@@ -215,7 +217,9 @@ def scaled_dot_product(query, key):
     return dot_product(query, key, scale=1.0 / ops.sqrt(depth))
 
 
-def dot_product_attention(query, key, value, mask=None, scale=None):
+def dot_product_attention(
+    query, key, value, mask=None, scale=None, return_lse: bool = False
+):
     """`softmax(scale · q·k, masked) v` on `(batch, T, heads, depth)` tensors.
 
     The layout is that of `keras.ops.dot_product_attention` and of the
@@ -223,20 +227,28 @@ def dot_product_attention(query, key, value, mask=None, scale=None):
     returned, which lets the backward pass be the one of FlashAttention
     (Dao et al. 2022): the row term of the softmax gradient,
     `Σ_k w_qk dw_qk`, equals `dout_q · out_q`, a sum over `depth` instead of
-    over `Tk`, which saves two passes over the `(Tq, Tk)` weights.
+    over `Tk`, which saves two passes over the `(Tq, Tk)` weights. The key
+    and value may have fewer heads than the query (grouped-query
+    attention): query head `h` attends with key/value head `h // (heads //
+    kv_heads)`, broadcast, never repeated.
 
     Args:
         query: `(batch_size, Tq, heads, depth)`.
-        key: `(batch_size, Tk, heads, depth)`.
-        value: `(batch_size, Tk, heads, Dv)`.
+        key: `(batch_size, Tk, kv_heads, depth)`, `heads % kv_heads == 0`.
+        value: `(batch_size, Tk, kv_heads, Dv)`.
         mask: Optional boolean mask broadcastable to
             `(batch_size, heads, Tq, Tk)` (`combine_masks(...,
-            heads_axis=True)`).
+            heads_axis=True)`); of rank 3 it is `(batch_size, Tq, Tk)`.
         scale: Factor on the logits. Defaults to `None`, no scaling.
+        return_lse: Whether to also return the log-sum-exp of each row of
+            scaled, masked logits, `(batch_size, heads, Tq)` in `float32`
+            (`-inf` for a query with no kept key), with gradients through
+            it. Defaults to `False`.
 
     Returns:
-        The context `(batch_size, Tq, heads, Dv)` in the dtype of `value`.
-        Logits and softmax are in `float32` for half-precision inputs.
+        The context `(batch_size, Tq, heads, Dv)` in the dtype of `value`,
+        and the log-sum-exp with `return_lse=True`. Logits and softmax are
+        in `float32` for half-precision inputs.
 
     Example:
 
@@ -246,15 +258,25 @@ def dot_product_attention(query, key, value, mask=None, scale=None):
     >>> tuple(out.shape)
     (2, 5, 4, 8)
     """
-    checks.floating("dot_product_attention", query=query, key=key, value=value)
-    checks.fused_shapes(query, key, value)
-    dtype = logits_dtype(_to_standard_dtype(value.dtype))
+    checks.grouped_heads("dot_product_attention", query, key, value)
+    out_dtype = _to_standard_dtype(value.dtype)
+    dtype = logits_dtype(out_dtype)
     query, key = ops.cast(query, dtype), ops.cast(key, dtype)
-    if keras.backend.backend() == "torch":
+    if keras.backend.backend() == "torch" and not return_lse:
         return _backend_fused(query, key, value, mask, scale)
     if scale is not None:
         query = query * scale
-    return _fused_attention(query, key, value, mask)
+    if return_lse:
+        # The output is formed in the logits dtype, beside the lse.
+        value = ops.cast(value, dtype)
+    if mask is not None:
+        mask = _layout.grouped(ops.cast(mask, "bool"), key.shape[2])
+    q, k, v = _layout.to_layout(query, key, value)
+    out, lse = _fused_attention(q, k[:, :, 0], v[:, :, 0], mask, return_lse)
+    out = ops.cast(_layout.ungroup(out), out_dtype)
+    if not return_lse:
+        return out
+    return out, kept_lse(_layout.rows(lse))
 
 
 def _backend_fused(query, key, value, mask, scale):
@@ -263,7 +285,8 @@ def _backend_fused(query, key, value, mask, scale):
 
     A Python `scale` goes to the kernel, as Keras's layer passes it (a
     multiplication of the queries and its gradient fewer); a tensor one
-    scales the queries.
+    scales the queries. Grouped query heads are folded into the query
+    axis, `(B, G·Tq, Hkv, D)`, so the kernel reads each K/V head once.
 
     Measured on CPU (B=8, N=512, D=256, 8 heads, fwd+bwd, BENCHMARKS.md):
     about 1.8x faster than `_fused_attention`'s einsums there. A query
@@ -271,27 +294,41 @@ def _backend_fused(query, key, value, mask, scale):
     give NaN there; 2.13's CPU kernel gives zeros) and its output is set
     to zero, the package's rule, so its gradients are zero too.
     """
+    batch, q_len, heads, _ = ops.shape(query)
+    kv_heads, groups = key.shape[2], heads // key.shape[2]
+    q = _layout.group(query, kv_heads)
+    q = ops.reshape(q, (batch, kv_heads, groups * q_len, -1))
     kept = None
     if mask is not None:
-        mask = ops.cast(mask, "bool")
-        while len(mask.shape) < 4:
-            mask = ops.expand_dims(mask, 0)
+        mask = _layout.grouped(ops.cast(mask, "bool"), kv_heads)
+        lead = tuple(ops.shape(mask)[:2])
+        mask = ops.broadcast_to(mask, lead + (groups, q_len, mask.shape[-1]))
+        mask = ops.reshape(mask, lead + (groups * q_len, mask.shape[-1]))
         kept = ops.any(mask, axis=-1, keepdims=True)
         mask = ops.logical_or(mask, ops.logical_not(kept))
     if scale is None:
         scale = 1.0
     elif not isinstance(scale, (int, float)):
-        query, scale = query * scale, 1.0
+        q, scale = q * scale, 1.0
     out = ops.dot_product_attention(
-        query, key, ops.cast(value, query.dtype), mask=mask, scale=scale
+        ops.transpose(q, (0, 2, 1, 3)),
+        key,
+        ops.cast(value, query.dtype),
+        mask=mask,
+        scale=scale,
     )
+    out = ops.transpose(out, (0, 2, 1, 3))
     if kept is not None:
-        out = ops.where(ops.transpose(kept, (0, 2, 1, 3)), out, 0.0)
-    return ops.cast(out, value.dtype)
+        out = ops.where(kept, out, 0.0)
+    out = ops.reshape(out, (batch, kv_heads, groups, q_len, -1))
+    return ops.cast(_layout.ungroup(out), value.dtype)
 
 
-def _fused_attention(query, key, value, mask):
-    """`dot_product_attention` on inputs in the logits dtype, query scaled.
+def _fused_attention(query, key, value, mask, return_lse):
+    """`(output, lse)` of the grouped layout: the query `(B, Hkv, G, Tq,
+    D)` (scaled, in the logits dtype), the key and value `(B, Hkv, Tk,
+    D)`, a mask broadcastable to `(B, Hkv, G, Tq, Tk)`; the lse `(B, Hkv,
+    G, Tq, 1)` or `None`.
 
     The `(Tq, Tk)` tensors are the right-hand operand of the contractions
     over the query axis: under XLA the swapped order measured about 1.4x
@@ -300,15 +337,23 @@ def _fused_attention(query, key, value, mask):
 
     @ops.custom_gradient
     def fused(query, key, value):
-        logits = ops.einsum("bqnd,bknd->bnqk", query, key)
+        logits = ops.einsum("bhgqd,bhkd->bhgqk", query, key)
         weights = masked_softmax(logits, mask)
         cast_weights = ops.cast(weights, value.dtype)
-        output = ops.einsum("bnqk,bknd->bqnd", cast_weights, value)
+        output = ops.einsum("bhgqk,bhkd->bhgqd", cast_weights, value)
+        packed = output
+        if return_lse:
+            masked = logits if mask is None else mask_logits(logits, mask)
+            lse = ops.logsumexp(masked, axis=-1, keepdims=True)
+            packed = ops.concatenate([output, lse], axis=-1)
 
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
-            # The contractions over the query axis produce `(b, n, d, k)`
+            d_lse = None
+            if return_lse:
+                upstream, d_lse = upstream[..., :-1], upstream[..., -1:]
+            # The contractions over the query axis produce `(b, h, d, k)`
             # and transpose that small result: TensorFlow's einsum would
             # otherwise transpose a `(Tq, Tk)` operand (graph mode about 5%
             # faster over the whole kernel; XLA the same; BENCHMARKS.md).
@@ -319,34 +364,39 @@ def _fused_attention(query, key, value, mask):
             # formed in the logits dtype: where the weights are one-hot the
             # two nearly cancel, and rounding either one to float16 leaves a
             # spurious gradient that can overflow float16 (where autodiff
-            # gives 0).
+            # gives 0). The log-sum-exp's gradient joins the row term.
             dtype = weights.dtype
             upstream_wide = ops.cast(upstream, dtype)
             value_wide = ops.cast(value, dtype)
             row = ops.sum(
                 upstream_wide * ops.cast(output, dtype), axis=-1, keepdims=True
             )
+            if d_lse is not None:
+                row = row - ops.cast(d_lse, dtype)
             d_weights_less_row = ops.einsum(
-                "bqnd,bknd->bnqk",
+                "bhgqd,bhkd->bhgqk",
                 ops.concatenate([upstream_wide, -row], axis=-1),
                 ops.concatenate(
                     [value_wide, ops.ones_like(value_wide[..., :1])], axis=-1
                 ),
             )
             d_logits = weights * d_weights_less_row
-            d_query = ops.einsum("bnqk,bknd->bqnd", d_logits, key)
+            d_query = ops.einsum("bhgqk,bhkd->bhgqd", d_logits, key)
             d_key = _keys_last(query, d_logits)
             return d_query, d_key, d_value
 
-        return output, grad
+        return packed, grad
 
-    return fused(query, key, value)
+    packed = fused(query, key, value)
+    if not return_lse:
+        return packed, None
+    return packed[..., :-1], packed[..., -1:]
 
 
 def _keys_last(per_query, weights):
-    """`einsum("bqnd,bnqk->bknd")`, contracted as `(b, n, d, k)` first."""
-    product = ops.einsum("bqnd,bnqk->bndk", per_query, weights)
-    return ops.transpose(product, (0, 3, 1, 2))
+    """`einsum("bhgqd,bhgqk->bhkd")`, contracted as `(b, h, d, k)` first."""
+    product = ops.einsum("bhgqd,bhgqk->bhdk", per_query, weights)
+    return ops.swapaxes(product, -1, -2)
 
 
 def frobenius_penalty(weights):

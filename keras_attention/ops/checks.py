@@ -8,6 +8,8 @@ check then happens where the size is known. The functions of `attend.py`
 call these with one line each.
 """
 
+import inspect
+
 import keras
 import numpy as np
 
@@ -136,12 +138,10 @@ def dtype_name(name: str, dtype) -> None:
         raise _validation.invalid(name, dtype, "a dtype") from None
 
 
-def chunk_sizes(query_chunk_size, key_chunk_size) -> tuple:
-    """The two block sizes, each a positive integer (else a `ValueError`)."""
-    return (
-        _validation.positive_int("query_chunk_size", query_chunk_size),
-        _validation.positive_int("key_chunk_size", key_chunk_size),
-    )
+def chunk_sizes(chunk_size) -> int:
+    """The queries and keys per block, a positive integer (else a
+    `ValueError`)."""
+    return _validation.positive_int("chunk_size", chunk_size)
 
 
 def floating(function: str, **tensors) -> None:
@@ -167,38 +167,6 @@ def same_rank_and_batch(function: str, **shapes) -> None:
         )
 
 
-def fused_shapes(query, key, value) -> None:
-    """`dot_product_attention`'s `(batch, T, heads, depth)` inputs."""
-    q, k, v = _shape(query), _shape(key), _shape(value)
-    fits = (
-        len(q) == len(k) == len(v) == 4
-        and all(
-            _equal(a, b) and _equal(b, c)
-            for a, b, c in zip(q[:1], k[:1], v[:1], strict=True)
-        )
-        and _equal(k[1], v[1])
-        and _equal(q[2], k[2])
-        and _equal(k[2], v[2])
-        and _equal(q[3], k[3])
-    )
-    if not fits:
-        raise ValueError(
-            "dot_product_attention expects `query (batch, Tq, heads, d)`, "
-            "`key (batch, Tk, heads, d)` and `value (batch, Tk, heads, dv)`. "
-            f"Received: query.shape={q}, key.shape={k}, value.shape={v}"
-        )
-
-
-def rank(function: str, name: str, tensor, expected: int) -> None:
-    """A `ValueError` unless `tensor` has rank `expected`."""
-    shape = _shape(tensor)
-    if len(shape) != expected:
-        raise ValueError(
-            f"{function} expects `{name}` of rank {expected}. Received: "
-            f"{name}.shape={shape}"
-        )
-
-
 def positions(function: str, **shapes) -> None:
     """A `ValueError` for a sequence input with no positions (axis 1 is 0)."""
     for name, shape in shapes.items():
@@ -207,14 +175,6 @@ def positions(function: str, **shapes) -> None:
                 f"{function} needs at least one position in `{name}` (axis "
                 f"1). Received: {name}.shape={tuple(shape)}"
             )
-
-
-def chunked_inputs(query, key, value) -> None:
-    """`chunked_attention`'s inputs: floating, `(batch, heads, T, d)` each."""
-    floating("chunked_attention", query=query, key=key, value=value)
-    for name, tensor in (("query", query), ("key", key), ("value", value)):
-        rank("chunked_attention", name, tensor, 4)
-    attention_shapes(query, key, value, same_depth=True)
 
 
 def probability_logits(logits, axis: int) -> None:
@@ -260,3 +220,61 @@ def grouped_heads(function: str, query, key, value) -> None:
         function, query=query.shape, key=key.shape, value=value.shape
     )
     positions(function, key=key.shape)
+
+
+#: The signatures of the mods, as the errors name them.
+MOD_SIGNATURES = {
+    "score_mod": "score_mod(score, batch, head, q_idx, kv_idx)",
+    "mask_mod": "mask_mod(batch, head, q_idx, kv_idx)",
+}
+
+
+def mod(name: str, value):
+    """`value` if it is `None` or a callable that takes the arguments of
+    `name` (`"score_mod"`: 5, `"mask_mod"`: 4); else a `TypeError` naming
+    the argument and the signature expected."""
+    if value is None:
+        return None
+    signature = MOD_SIGNATURES[name]
+    if not callable(value):
+        raise TypeError(
+            f"Expected `{name}` to be None or callable, `{signature}`. "
+            f"Received: {name}={value!r}"
+        )
+    try:
+        parameters = inspect.signature(value)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return value
+    count = signature.count(",") + 1
+    try:
+        parameters.bind(*range(count))
+    except TypeError:
+        raise TypeError(
+            f"Expected `{name}` to take {count} positional arguments, "
+            f"`{signature}`. Received: {name}={value!r} with the signature "
+            f"{parameters}"
+        ) from None
+    return value
+
+
+def mask_dtype(name: str, mask) -> None:
+    """A mask of booleans, integers or floats (nonzero is `True`, as in
+    Keras); a string or object mask is a `TypeError` naming it."""
+    if mask is None:
+        return
+    dtype = getattr(mask, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(mask).dtype
+    try:
+        name_of = keras.backend.standardize_dtype(dtype)
+    except ValueError:
+        name_of = str(dtype)
+    if name_of == "bool" or name_of.startswith(("int", "uint", "float")):
+        return
+    if name_of == "bfloat16":
+        return
+    raise TypeError(
+        f"Expected `{name}` to be a boolean mask (True = attend; integers "
+        "and floats count as booleans, nonzero = True, as in Keras). "
+        f"Received: {name} of dtype {name_of}"
+    )

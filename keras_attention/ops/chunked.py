@@ -2,17 +2,13 @@
 
 `chunked_attention` computes what `attend` computes for a dot-product or an
 additive score without ever holding the `(Tq, Tk)` weights. It is a thin
-entry on the one block kernel (`ops/_kernel.py`): its masks are
-`attention_masks`', those of the dense path, as the kernel's padding masks
-and band mask mod, and the limits of the band say which blocks to skip.
+entry on the engine's blocks (`ops/engine.py`, the block kernel of
+`ops/_kernel.py`): its masks are `attention_masks`', those of the dense
+path, and the limits of the band say which blocks to skip.
 """
 
-import keras
-from keras import ops
-
-from keras_attention.ops import _kernel
 from keras_attention.ops import checks
-from keras_attention.ops.attend import logits_dtype
+from keras_attention.ops import engine
 from keras_attention.ops.masks import attention_masks
 
 
@@ -40,10 +36,10 @@ def chunked_attention(
     query_mask=None,
     key_mask=None,
     causal: bool = False,
-    query_chunk_size: int = 512,
-    key_chunk_size: int = 512,
+    chunk_size: int = 512,
     band=None,
     additive_v=None,
+    return_lse: bool = False,
 ):
     """Attention in blocks, with memory linear in the length.
 
@@ -57,20 +53,21 @@ def chunked_attention(
     peak memory grows linearly with the sequence length in training too, in
     every execution mode (eager or compiled). Key blocks that lie wholly
     outside a query block's band (or its future, with `causal=True`) are
-    skipped.
+    skipped. The layout is `flex_attention`'s (and
+    `keras.ops.dot_product_attention`'s), and the key and value may have
+    fewer heads than the query (grouped-query attention).
 
     Any score that is a dot product of transformed inputs
     (`Score.dot_product_form`: dot, scaled dot, cosine, bilinear) is
     computed from those inputs; additive and concat scores from their
     projected inputs and vector `v` (`Score.additive_form`), with
     `additive_v`: then the logits are `scale · Σ_u v_u tanh(q_iu + k_ju)`,
-    and each block holds `(query_chunk_size, key_chunk_size, units)`
-    values.
+    and each block holds `(chunk_size, chunk_size, units)` values.
 
     Args:
-        query: `(batch_size, heads, Tq, D)`.
-        key: `(batch_size, heads, Tk, D)`.
-        value: `(batch_size, heads, Tk, Dv)`.
+        query: `(batch_size, Tq, heads, D)`.
+        key: `(batch_size, Tk, kv_heads, D)`, `heads % kv_heads == 0`.
+        value: `(batch_size, Tk, kv_heads, Dv)`.
         scale: Factor on the logits. Defaults to `1 / sqrt(D)` for a dot
             product and `1` with `additive_v`.
         query_mask: Optional boolean `(batch_size, Tq)`; masked queries get
@@ -79,8 +76,7 @@ def chunked_attention(
             0. A query with no unmasked key gets a zero context.
         causal: Whether query `i` only sees keys `j <= i`. Defaults to
             `False`.
-        query_chunk_size: Queries per block. Defaults to `512`.
-        key_chunk_size: Keys per block. Defaults to `512`.
+        chunk_size: Queries and keys per block. Defaults to `512`.
         band: Optional pair `(left, right)` of non-negative integers (or
             `None` for no limit on that side): query `i` only sees keys
             `i - left <= j <= i + right`, the mask of
@@ -92,51 +88,45 @@ def chunked_attention(
             additive, `scale · Σ_u v_u tanh(q_iu + k_ju)`, of a query and
             key already projected to `D` units. Defaults to `None`, a dot
             product.
+        return_lse: Whether to also return the log-sum-exp of each row,
+            `(batch_size, heads, Tq)` (`-inf` for a query with no kept
+            key), with gradients through it. Defaults to `False`.
 
     Returns:
-        The context, `(batch_size, heads, Tq, Dv)`, in the dtype of `value`.
-        Half-precision inputs are computed in `float32`.
+        The context, `(batch_size, Tq, heads, Dv)`, in the dtype of `value`
+        (half-precision inputs are computed in `float32`); with
+        `return_lse=True` also the log-sum-exp.
 
     Example:
 
-    >>> q = np.random.rand(1, 2, 100, 8).astype("float32")  # (B, heads, T, D)
+    >>> q = np.random.rand(1, 100, 2, 8).astype("float32")  # (B, T, heads, D)
     >>> chunked = keras_attention.ops.chunked_attention(
-    ...     q, q, q, causal=True, query_chunk_size=32, key_chunk_size=32
+    ...     q, q, q, causal=True, chunk_size=32
     ... )
     >>> mask = keras_attention.ops.causal_mask(100, 100)
-    >>> dense, _ = keras_attention.ops.attention(q, q, q, mask=mask)
+    >>> dense = keras_attention.ops.dot_product_attention(
+    ...     q, q, q, mask, scale=8**-0.5
+    ... )
     >>> np.allclose(np.asarray(chunked), np.asarray(dense), atol=1e-5)
     True
     """
     band = _check_band(band)
-    checks.chunked_inputs(query, key, value)
-    out_dtype = keras.backend.standardize_dtype(value.dtype)
-    dtype = logits_dtype(out_dtype)
-    tensors = [query, key, value]
-    if additive_v is not None:
-        tensors.append(additive_v)
-    tensors = [ops.cast(t, dtype) for t in tensors]
+    checks.grouped_heads("chunked_attention", query, key, value)
+    size = checks.chunk_sizes(chunk_size)
     if scale is None:
-        depth = float(ops.shape(tensors[0])[-1])
+        depth = float(query.shape[-1])
         scale = 1.0 if additive_v is not None else 1.0 / depth**0.5
-    sizes = checks.chunk_sizes(query_chunk_size, key_chunk_size)
+    score = engine.ScaledDot(scale)
+    if additive_v is not None:
+        score = engine.Additive(additive_v, scale)
     masks = attention_masks(
         query_mask=query_mask,
         key_mask=key_mask,
         use_causal_mask=causal,
         band=band,
     )
-
-    spec = _kernel.Spec(
-        scale=scale,
-        sizes=sizes,
-        additive=additive_v is not None,
-        mask_mod=masks.band,
-        query_mask=masks.query_mask,
-        key_mask=masks.key_mask,
-        limits=masks.limits,
+    call = engine.AttentionCall(
+        query, key, value, score, masks=masks, lse=bool(return_lse)
     )
-    # `(B, H, T, D)` is the kernel's `(B, Hkv, G, T, D)` with one group.
-    tensors[:3] = [ops.expand_dims(t, 2) for t in tensors[:3]]
-    out = ops.squeeze(_kernel.attend(tensors, spec), 2)
-    return ops.cast(out, out_dtype)
+    result = engine.run(call, engine.plan_call(call, size))
+    return (result.output, result.lse) if return_lse else result.output

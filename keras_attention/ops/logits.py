@@ -40,6 +40,22 @@ def mask_logits(logits, mask):
     return ops.where(mask, logits, MASKED_LOGIT)
 
 
+def kept_lse(lse):
+    """A log-sum-exp of masked logits, `-inf` where no logit was kept.
+
+    A row whose keys are all masked sums `exp(MASKED_LOGIT)`; its
+    log-sum-exp is returned as `-inf`, as PyTorch's FlexAttention returns
+    it, so that `exp(lse)` is exactly `0`.
+
+    Example:
+
+    >>> lse = keras_attention.ops.logits.kept_lse(np.array([0.5, -1e30]))
+    >>> keras.ops.convert_to_numpy(lse).tolist()
+    [0.5, -inf]
+    """
+    return ops.where(lse > _KEPT_ABOVE, lse, -float("inf"))
+
+
 def one_hot_argmax(logits, axis: int = -1):
     """The one-hot of the arg max of `logits` over `axis` (ties: the first).
 

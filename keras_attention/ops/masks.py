@@ -16,7 +16,8 @@ from keras import ops
 
 from keras_attention.ops import checks
 from keras_attention.ops import mods
-from keras_attention.ops.flex import and_masks
+from keras_attention.ops.mask_mods import and_masks
+from keras_attention.ops.mask_mods import keep
 
 
 def and_all(*masks):
@@ -68,7 +69,7 @@ def position_mask(
     """
     rows = ops.expand_dims(ops.arange(query_length) + query_offset, -1)
     cols = ops.expand_dims(ops.arange(key_length) + key_offset, 0)
-    return ops.cast(mask_mod(0, 0, rows, cols), "bool")
+    return keep(mask_mod, 0, 0, rows, cols)
 
 
 def causal_mask(
@@ -318,6 +319,13 @@ def attention_masks(
     Returns:
         An `AttentionMasks`.
     """
+    for name, mask in (
+        ("query_mask", query_mask),
+        ("value_mask", value_mask),
+        ("key_mask", key_mask),
+        ("attention_mask", attention_mask),
+    ):
+        checks.mask_dtype(name, mask)
     rules = []
     if use_causal_mask:
         rules.append(mods.causal())

@@ -15,58 +15,31 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.ops.flex import MaskCombination
+from keras_attention.ops._mod_base import Mod
+from keras_attention.ops._mod_base import TensorMod
+from keras_attention.ops._mod_base import positive_integer
+from keras_attention.ops._mod_base import register
+from keras_attention.ops._tensor_mods import Bias as Bias
+from keras_attention.ops._tensor_mods import BooleanMask as BooleanMask
+from keras_attention.ops._tensor_mods import Document as Document
+from keras_attention.ops._tensor_mods import Padding as Padding
+from keras_attention.ops._tensor_mods import (
+    RelativePositionBias as RelativePositionBias,
+)
+from keras_attention.ops._tensor_mods import bias as bias
+from keras_attention.ops._tensor_mods import boolean_mask as boolean_mask
+from keras_attention.ops._tensor_mods import document as document
+from keras_attention.ops._tensor_mods import padding as padding
+from keras_attention.ops._tensor_mods import (
+    relative_position_bias as relative_position_bias,
+)
+from keras_attention.ops._tensor_mods import (
+    relative_position_buckets as relative_position_buckets,
+)
+from keras_attention.ops.mask_mods import MaskCombination
 
 
-def _register(cls):
-    return keras.saving.register_keras_serializable(package="keras_attention")(
-        cls
-    )
-
-
-def _positive_int(value, name):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(
-            f"Expected `{name}` to be a positive integer. Received: "
-            f"{name}={value!r}"
-        )
-    return value
-
-
-class Mod:
-    """Base of the mods: a config of plain values, no tensors.
-
-    `limits` is `(left, right)` for a mask mod that is a band of positions
-    (query `i` sees keys `i - left <= j <= i + right`, `None` for an open
-    side), which the chunked paths read to skip whole blocks; `None` for
-    any other mod.
-    """
-
-    tensors = ()
-    limits = None
-    holds_tensors = False
-
-    def get_config(self):
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and (
-            self.get_config() == other.get_config()
-        )
-
-    def __hash__(self):
-        return hash(type(self))
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({args})"
-
-
-@_register
+@register
 class Causal(Mod):
     """Mask mod: query `i` sees keys `j <= i` (`causal()`)."""
 
@@ -92,12 +65,12 @@ def causal():
     return Causal()
 
 
-@_register
+@register
 class SlidingWindow(Mod):
     """Mask mod: `|q_idx - kv_idx| < window` (`sliding_window(window)`)."""
 
     def __init__(self, window):
-        self.window = _positive_int(window, "window")
+        self.window = positive_integer(window, "window")
 
     @property
     def limits(self):
@@ -120,7 +93,7 @@ def sliding_window(window: int):
     return SlidingWindow(window)
 
 
-@_register
+@register
 class PrefixLM(Mod):
     """Mask mod: the prefix is seen by all, the rest causally."""
 
@@ -152,93 +125,17 @@ def prefix_lm(prefix_length: int):
     return PrefixLM(prefix_length)
 
 
-def _gather_rows(table, batch, position):
-    """`table[batch, position]` of a `(B, T)` tensor, by broadcasting."""
-    length = ops.shape(table)[1]
-    flat = ops.reshape(table, (-1,))
-    return ops.take(flat, ops.cast(batch, "int32") * length + position)
-
-
-class _TensorMod(Mod):
-    """A mod of per-call tensors: usable in calls, not saved in configs."""
-
-    holds_tensors = True
-
-    def get_config(self):
-        raise TypeError(
-            f"`{type(self).__name__}` holds tensors of one call and has no "
-            "config: pass it to the layer's call, not its constructor"
-        )
-
-    def __eq__(self, other):
-        return self is other
-
-    def __hash__(self):
-        return id(self)
-
-    def __repr__(self):
-        return f"{type(self).__name__}(...)"
-
-
-class Document(_TensorMod):
-    """Mask mod: a query sees the keys of its own segment."""
-
-    def __init__(self, segment_ids, kv_segment_ids=None):
-        self.segment_ids = ops.convert_to_tensor(segment_ids)
-        self.kv_segment_ids = (
-            self.segment_ids
-            if kv_segment_ids is None
-            else ops.convert_to_tensor(kv_segment_ids)
-        )
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        return ops.equal(
-            _gather_rows(self.segment_ids, batch, q_idx),
-            _gather_rows(self.kv_segment_ids, batch, kv_idx),
-        )
-
-
-def document(segment_ids, kv_segment_ids=None):
-    """Mask mod of packed sequences: `segment_ids[b, q] == ids[b, kv]`.
-
-    Args:
-        segment_ids: Integer `(batch_size, Tq)`, the document of each query.
-        kv_segment_ids: Optional `(batch_size, Tk)`, those of the keys.
-            Defaults to `segment_ids` (self-attention).
-    """
-    return Document(segment_ids, kv_segment_ids)
-
-
-class Padding(_TensorMod):
-    """Mask mod: `kv_idx < lengths[batch]`."""
-
-    def __init__(self, lengths):
-        self.lengths = ops.cast(ops.convert_to_tensor(lengths), "int32")
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        return ops.less(kv_idx, ops.take(self.lengths, batch))
-
-
-def padding(lengths):
-    """Mask mod of right-padded keys: `kv_idx < lengths[batch]`.
-
-    Args:
-        lengths: Integer `(batch_size,)`, the number of real keys.
-    """
-    return Padding(lengths)
-
-
 def alibi_slopes(num_heads: int):
     """ALiBi's slopes `m_h = 2^(-8 (h + 1) / H)` (Press et al. 2022)."""
     return [2.0 ** (-8.0 * (h + 1) / num_heads) for h in range(num_heads)]
 
 
-@_register
+@register
 class ALiBi(Mod):
     """Score mod: `score - m_h · |q_idx - kv_idx|` (`alibi(num_heads)`)."""
 
     def __init__(self, num_heads):
-        self.num_heads = _positive_int(num_heads, "num_heads")
+        self.num_heads = positive_integer(num_heads, "num_heads")
 
     def __call__(self, score, batch, head, q_idx, kv_idx):
         slopes = ops.convert_to_tensor(
@@ -260,7 +157,7 @@ def alibi(num_heads: int):
     return ALiBi(num_heads)
 
 
-@_register
+@register
 class SoftCap(Mod):
     """Score mod: `cap · tanh(score / cap)` (`soft_cap(cap)`)."""
 
@@ -285,158 +182,7 @@ def soft_cap(cap: float):
     return SoftCap(cap)
 
 
-def relative_position_buckets(
-    relative_position, num_buckets: int, max_distance: int, bidirectional: bool
-):
-    """T5's bucket of each `relative_position = kv_idx - q_idx`.
-
-    Half the buckets (per direction, with `bidirectional`) hold the exact
-    distances below `num_buckets // 2`, the rest distances up to
-    `max_distance` on a log scale; farther ones share the last bucket
-    (Raffel et al. 2020, section 2.1).
-    """
-    n = -ops.cast(relative_position, "int32")
-    bucket = ops.zeros_like(n)
-    if bidirectional:
-        num_buckets //= 2
-        bucket = bucket + ops.cast(ops.less(n, 0), "int32") * num_buckets
-        n = ops.abs(n)
-    else:
-        n = ops.maximum(n, 0)
-    exact = num_buckets // 2
-    scaled = ops.log(ops.maximum(ops.cast(n, "float32"), 1.0) / exact) / (
-        math.log(max_distance / exact)
-    )
-    large = exact + ops.cast(scaled * (num_buckets - exact), "int32")
-    large = ops.minimum(large, num_buckets - 1)
-    return bucket + ops.where(ops.less(n, exact), n, large)
-
-
-class RelativePositionBias(Mod):
-    """Score mod: `score + table[bucket(kv_idx - q_idx), head]` (T5)."""
-
-    def __init__(self, table, num_buckets, max_distance, bidirectional):
-        self.table = table
-        self.num_buckets = _positive_int(num_buckets, "num_buckets")
-        self.max_distance = _positive_int(max_distance, "max_distance")
-        self.bidirectional = bool(bidirectional)
-        shape = tuple(table.shape)
-        if len(shape) != 2 or shape[0] != num_buckets:
-            raise ValueError(
-                "Expected `table` of shape `(num_buckets, num_heads)`. "
-                f"Received: table.shape={shape}, num_buckets={num_buckets}"
-            )
-
-    @property
-    def tensors(self):
-        return (self.table,)
-
-    def with_tensors(self, tensors):
-        (table,) = tensors
-        return RelativePositionBias(
-            table, self.num_buckets, self.max_distance, self.bidirectional
-        )
-
-    def __call__(self, score, batch, head, q_idx, kv_idx):
-        bucket = relative_position_buckets(
-            kv_idx - q_idx,
-            self.num_buckets,
-            self.max_distance,
-            self.bidirectional,
-        )
-        heads = ops.shape(self.table)[1]
-        flat = ops.reshape(ops.cast(self.table, score.dtype), (-1,))
-        return score + ops.take(flat, bucket * heads + head)
-
-    get_config = _TensorMod.get_config
-    __eq__ = _TensorMod.__eq__
-    __hash__ = _TensorMod.__hash__
-    __repr__ = _TensorMod.__repr__
-
-
-def relative_position_bias(
-    table, num_buckets: int = 32, max_distance: int = 128, bidirectional=True
-):
-    """Score mod of T5's learned relative-position bias.
-
-    Args:
-        table: `(num_buckets, num_heads)` bias of each bucket and head (a
-            variable to train it: `keras_attention.RelativePositionBias`).
-        num_buckets: Number of buckets. Defaults to `32`.
-        max_distance: Distance from which all share the last bucket.
-            Defaults to `128`.
-        bidirectional: Whether keys before and after the query have their
-            own buckets. Defaults to `True`.
-    """
-    return RelativePositionBias(table, num_buckets, max_distance, bidirectional)
-
-
-def _gather(tensor, batch, head, q_idx, kv_idx):
-    """`tensor[batch, head, q_idx, kv_idx]` of a tensor broadcastable to
-    `(B, H, Tq, Tk)`, by a row-major flat index (an axis of size 1
-    broadcasts: index 0). Only the batch axis may be dynamic."""
-    static, dynamic = tuple(tensor.shape), ops.shape(tensor)
-    index, stride = 0, 1
-    for axis in range(3, -1, -1):
-        position = (batch, head, q_idx, kv_idx)[axis]
-        if static[axis] != 1:
-            index = index + ops.cast(position, "int32") * stride
-        stride = stride * dynamic[axis]
-    return ops.take(ops.reshape(tensor, (-1,)), index)
-
-
-def _check_rank4(tensor, name):
-    shape = tuple(tensor.shape)
-    if len(shape) != 4 or None in shape[1:]:
-        raise ValueError(
-            f"Expected `{name}` broadcastable to `(batch_size, heads, Tq, "
-            "Tk)`, of rank 4 with static shape but for the batch. "
-            f"Received: {name}.shape={shape}"
-        )
-
-
-class Bias(_TensorMod):
-    """Score mod: `score + tensor[batch, head, q_idx, kv_idx]`."""
-
-    def __init__(self, tensor):
-        self.tensor = tensor
-        _check_rank4(tensor, "tensor")
-
-    @property
-    def tensors(self):
-        return (self.tensor,)
-
-    def with_tensors(self, tensors):
-        return Bias(tensors[0])
-
-    def __call__(self, score, batch, head, q_idx, kv_idx):
-        tensor = ops.cast(self.tensor, score.dtype)
-        return score + _gather(tensor, batch, head, q_idx, kv_idx)
-
-
-class BooleanMask(_TensorMod):
-    """Mask mod: `mask[batch, head, q_idx, kv_idx]` (`boolean_mask`)."""
-
-    def __init__(self, mask):
-        self.mask = ops.cast(mask, "bool")
-        _check_rank4(self.mask, "mask")
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        return _gather(self.mask, batch, head, q_idx, kv_idx)
-
-
-def boolean_mask(mask):
-    """Mask mod of an explicit boolean mask (`True` = keep).
-
-    Args:
-        mask: Boolean tensor broadcastable to `(batch_size, heads, Tq, Tk)`,
-            of rank 4 (size 1 on an axis to share it): a padding mask
-            `(B, Tk)` is `mask[:, None, None, :]`.
-    """
-    return BooleanMask(mask)
-
-
-@_register
+@register
 class Band(Mod):
     """Mask mod: `-left <= kv_idx - q_idx <= right` (`band(left, right)`)."""
 
@@ -481,16 +227,6 @@ def band(left=None, right=None):
     return Band(left, right)
 
 
-def bias(tensor):
-    """Score mod adding a bias `tensor[batch, head, q_idx, kv_idx]`.
-
-    Args:
-        tensor: Float tensor of static shape broadcastable to
-            `(batch_size, heads, Tq, Tk)` (size 1 on an axis to share it).
-    """
-    return Bias(tensor)
-
-
 class ScoreChain(Mod):
     """Score mods applied one after another (`chain(*score_mods)`)."""
 
@@ -527,13 +263,85 @@ class ScoreChain(Mod):
         return cls([deserialize(mod) for mod in config["score_mods"]])
 
 
-ScoreChain = _register(ScoreChain)
+ScoreChain = register(ScoreChain)
 
 
 def chain(*score_mods):
     """One score mod applying `score_mods` in order (e.g. `alibi`, then
     `soft_cap`)."""
     return ScoreChain(score_mods)
+
+
+class Shifted(Mod):
+    """A mod read at shifted positions (`shifted(mod, ...)`)."""
+
+    def __init__(self, mod, query_offset=0, key_offset=0):
+        self.mod = mod
+        self.query_offset, self.key_offset = query_offset, key_offset
+
+    @property
+    def limits(self):
+        limits = getattr(self.mod, "limits", None)
+        if limits is None or not all(
+            isinstance(o, int) for o in (self.query_offset, self.key_offset)
+        ):
+            return None
+        shift = self.query_offset - self.key_offset
+        left, right = limits
+        return (
+            None if left is None else left - shift,
+            None if right is None else right + shift,
+        )
+
+    @property
+    def tensors(self):
+        return tuple(getattr(self.mod, "tensors", ()) or ())
+
+    def with_tensors(self, tensors):
+        mod = self.mod.with_tensors(tensors)
+        return Shifted(mod, self.query_offset, self.key_offset)
+
+    def __call__(self, *args):
+        *lead, q_idx, kv_idx = args
+        q_idx = ops.cast(q_idx, "int32") + ops.cast(self.query_offset, "int32")
+        kv_idx = ops.cast(kv_idx, "int32") + ops.cast(self.key_offset, "int32")
+        return self.mod(*lead, q_idx, kv_idx)
+
+    get_config = TensorMod.get_config
+    __eq__ = TensorMod.__eq__
+    __hash__ = TensorMod.__hash__
+    __repr__ = TensorMod.__repr__
+
+
+def shifted(mod, query_offset=0, key_offset=0):
+    """`mod` read at positions `q_idx + query_offset`, `kv_idx +
+    key_offset`: a block of a longer sequence (the ring's), or the
+    queries of a cached call, which begin at `cache_update_index`.
+
+    Args:
+        mod: A score or mask mod, or `None` (returned as is).
+        query_offset: Position of the first query (an integer or a scalar
+            tensor). Defaults to `0`.
+        key_offset: Position of the first key. Defaults to `0`.
+
+    Returns:
+        The shifted mod (`mod` itself when both offsets are `0`). A band's
+        `limits` shift with it when the offsets are integers.
+
+    Example:
+
+    >>> from keras_attention.ops import mods
+    >>> late = mods.shifted(mods.causal(), query_offset=2)
+    >>> q, kv = keras.ops.arange(2)[:, None], keras.ops.arange(4)[None]
+    >>> keras.ops.convert_to_numpy(late(0, 0, q, kv)).astype(int).tolist()
+    [[1, 1, 1, 0], [1, 1, 1, 1]]
+    """
+    zero = all(
+        isinstance(o, int) and o == 0 for o in (query_offset, key_offset)
+    )
+    if mod is None or zero:
+        return mod
+    return Shifted(mod, query_offset, key_offset)
 
 
 __all__ = [
@@ -550,6 +358,7 @@ __all__ = [
     "prefix_lm",
     "relative_position_bias",
     "relative_position_buckets",
+    "shifted",
     "sliding_window",
     "soft_cap",
 ]

@@ -1,22 +1,20 @@
 """The one path planner: which kernel an attention call runs, and its blocks.
 
-Every layer and `flex_attention` ask `plan_attention` which path to take;
-the threshold, the byte estimate and every "X needs Y" refusal are here
-and nowhere else. The paths:
+Every layer call and every `flex_attention` call is planned once, here:
+the threshold, the estimate of a step's bytes and every "X needs Y"
+refusal are in this module and nowhere else. The `Plan` names the kernel
+that runs:
 
 - `"flash"`: `keras.ops.dot_product_attention(..., flash_attention=True)`.
 - `"fused"`: `keras_attention.ops.dot_product_attention` (a dot-product
-  score, no weights to return or drop out).
+  score, no weights to return or drop out, no logits hook).
 - `"dense"`: every logit at once, through the score (the weights can be
-  returned, dropped out, activated or penalised).
-- `"blocks"`: an online softmax over blocks (`chunked_attention`, or
-  `flex_attention`'s blocks when `flex`), memory linear in the length.
+  returned, dropped out, activated or penalised; mods applied densely).
+- `"blocks"`: the block kernel, an online softmax over blocks with a
+  recomputing backward pass: memory linear in the length, the blocks a
+  band or a `BlockMask` empties skipped.
 - `"ring"`: the blocks of `ring_attention`, the sequence sharded over
   the devices of a `ContextParallel` (asked for with `ring=True`).
-
-`flex` says that the logits go through `flex_attention` (score or mask
-mods, or masks that only a mask mod reads in blocks: a tensor mask, a
-cache's offsets, grouped query heads).
 """
 
 import dataclasses
@@ -24,18 +22,17 @@ import functools
 
 import keras
 
-# With `chunk_size=None`, on a CPU, the blocks are taken when the dense logits
-# (batch × heads × Tq × Tk values, batch 1 when it is not static, times
-# the score's values per logit: `units` for an additive score) would
-# exceed this many bytes: 2 GiB, N = 8192 for one example with 8 heads.
-# On an idle CPU the chunked training step measured 1.14-1.20x the dense
-# one at N = 2048-8192 (TensorFlow, BENCHMARKS.md), so below this the
-# dense path is faster and its memory still modest.
-AUTO_CHUNK_MIN_BYTES = 2**31
+# With `chunk_size=None`, on a CPU, the blocks are taken when one step of
+# the dense path would hold more than this many bytes of `(Tq, Tk)`
+# tensors (`step_bytes`: the logits and weights, a mod's temporaries, and
+# the backward pass's two): 1 GiB, N = 4096 for one example with 4 heads
+# in training. The default then stays within 1.5x the peak memory of the
+# blocks (BENCHMARKS.md, "Dense or blocks").
+AUTO_CHUNK_MIN_BYTES = 2**30
 # On a GPU or TPU the dense step is faster than the blocks wherever it
 # fits: on an H200 the blocks took 1.2-2.4x the time of Keras's dense
 # layer on JAX and 1.7-45x on PyTorch at 2-16 GiB of logits
-# (BENCHMARKS.md). There the blocks are taken only where the dense logits
+# (BENCHMARKS.md). There the blocks are taken only where the dense step
 # would pass this share of the device's memory (a quarter: 35 GiB on an
 # H200), or of `ACCELERATOR_MEMORY_BYTES` where the backend does not say.
 ACCELERATOR_MEMORY_SHARE = 0.25
@@ -44,14 +41,25 @@ ACCELERATOR_MEMORY_BYTES = 16 * 2**30
 # fastest on an idle CPU at N = 4096 (1.22x dense, against 1.32x for
 # 512 × 256 and 1.59x for 1024 × 1024; BENCHMARKS.md).
 AUTO_CHUNK_SIZE = 512
-# A causal dot-product attention in a compiled TensorFlow step
-# (`tf.function`, XLA: what `model.fit` runs) takes the blocks from this
-# many queries and keys on: they skip the key blocks in the future, and
-# measured faster than dense from N = 2048 (0.91x in graph mode, 0.73x
-# under XLA; 1.09x and 0.86x at 1024). Eager steps run the block loops op
-# by op (1.5x dense at N = 4096 in TensorFlow eager), so they keep the
-# byte rule.
-AUTO_CAUSAL_MIN_LENGTH = 2048
+# `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
+# the logits and the weights; each score mod's temporaries (a bias, a
+# distance); the backward pass's gradients of the weights and the logits.
+FORWARD_COPIES = 2
+MOD_COPIES = 1
+BACKWARD_COPIES = 2
+# Where a band or a block mask leaves at most this share of the pairs of
+# blocks, the blocks skip the rest and are faster than the dense path,
+# which forms every logit (on the CPU: causal 0.91x dense at N = 2048 in
+# a compiled step, 8 documents at N = 8192 0.06x; BENCHMARKS.md) ...
+SPARSE_MAX_SHARE = 0.6
+# ... once there are enough pairs of blocks for the skipping to pay:
+# at least this many queries and keys.
+SPARSE_MIN_LENGTH = 2048
+# A mask mod whose blocks cannot be read when the call is planned (it is
+# traced, or holds traced tensors): assumed to keep this share.
+UNKNOWN_SHARE = 0.5
+
+PATHS = ("flash", "fused", "dense", "blocks", "ring")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,47 +67,29 @@ class Plan:
     """What `plan_attention` chose.
 
     Attributes:
-        path: `"flash"`, `"fused"`, `"dense"`, `"blocks"` or `"ring"`.
+        path: The kernel that runs: `"flash"`, `"fused"`, `"dense"`,
+            `"blocks"` or `"ring"`.
         block_size: `(queries, keys)` per block on `"blocks"` and
             `"ring"` (per device), else `None`.
-        flex: Whether the logits go through `flex_attention`.
+        reason: Why this kernel, in a few words.
 
     Example:
 
     >>> plan = keras_attention.ops.plan_attention("dot", (1, 8, 64, 64), 16)
-    >>> plan.path, plan.block_size, plan.flex
-    ('blocks', (16, 16), False)
+    >>> plan.path, plan.block_size
+    ('blocks', (16, 16))
     """
 
     path: str
     block_size: tuple | None = None
-    flex: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class _Request:
-    """What a call asks of the kernel beyond the score and the shapes:
-    `plan_attention`'s keyword arguments, documented there."""
-
-    weights: bool = False
-    dropout: bool = False
-    mods: bool = False
-    tensor_mask: bool = False
-    cached: bool = False
-    grouped: bool = False
-    causal: bool = False
-    flash: bool = False
-    ring: bool = False
-    logits_hook: str | None = None
-    score: str | None = None
+    reason: str = ""
 
 
 def dense_bytes(shapes, bytes_per_logit=4):
     """Bytes of the dense logits of `shapes = (batch, heads, Tq, Tk)`.
 
-    The one estimate of the package: `batch × heads × Tq × Tk ×
-    bytes_per_logit` (a `None` batch counts as 1); `None` where a length is
-    not static.
+    `batch × heads × Tq × Tk × bytes_per_logit` (a `None` batch counts as
+    1); `None` where a length is not static.
 
     Example:
 
@@ -114,20 +104,56 @@ def dense_bytes(shapes, bytes_per_logit=4):
     return batch * heads * q_len * k_len * bytes_per_logit
 
 
-def auto_block_size(shapes, bytes_per_logit=4, causal_pays=False):
-    """The automatic choice: `(AUTO_CHUNK_SIZE,) * 2` where the dense
-    logits would pass `chunk_threshold()` (or `causal_pays`), else `None`
-    (dense)."""
+def step_bytes(shapes, bytes_per_logit=4, backward=True, mods=False):
+    """Bytes of `(Tq, Tk)` tensors that one dense step holds: the logits
+    and weights (`FORWARD_COPIES`), a mod's temporaries (`MOD_COPIES`) and
+    the backward pass's (`BACKWARD_COPIES`); `None` where a length is not
+    static.
+
+    Example:
+
+    >>> from keras_attention.ops.plan import step_bytes
+    >>> step_bytes((1, 4, 1024, 1024)) // 2**20, step_bytes(
+    ...     (1, 4, 1024, 1024), backward=False
+    ... ) // 2**20
+    (64, 32)
+    """
     size = dense_bytes(shapes, bytes_per_logit)
     if size is None:
         return None
-    if size < chunk_threshold() and not causal_pays:
-        return None
-    return AUTO_CHUNK_SIZE, AUTO_CHUNK_SIZE
+    copies = FORWARD_COPIES + (MOD_COPIES if mods else 0)
+    copies += BACKWARD_COPIES if backward else 0
+    return size * copies
+
+
+def band_share(limits, lengths, block_size, query_offset=0):
+    """The share of the pairs of blocks that a band keeps.
+
+    `limits` is the band's `(left, right)` (query `i` sees keys `i - left
+    ..= i + right`, `None` open), `lengths` `(Tq, Tk)`, `block_size`
+    `(queries, keys)`; the queries begin at `query_offset`.
+
+    Example:
+
+    >>> from keras_attention.ops.plan import band_share
+    >>> band_share((None, 0), (2048, 2048), (512, 512))  # causal
+    0.625
+    """
+    left, right = limits
+    q_len, k_len = lengths
+    qc, kc = min(block_size[0], q_len), min(block_size[1], k_len)
+    nq, nk = -(-q_len // qc), -(-k_len // kc)
+    kept = 0
+    for i in range(nq):
+        first_q, last_q = query_offset + i * qc, query_offset + (i + 1) * qc
+        first = 0 if left is None else max(0, (first_q - left) // kc)
+        last = nk if right is None else min(nk, (last_q - 1 + right) // kc + 1)
+        kept += max(0, last - first)
+    return kept / (nq * nk)
 
 
 def chunk_threshold():
-    """The bytes of dense logits from which the blocks are taken:
+    """The bytes of a dense step from which the blocks are taken:
     `AUTO_CHUNK_MIN_BYTES` on a CPU; on a GPU or TPU, the larger of it and
     `ACCELERATOR_MEMORY_SHARE` of the device's memory."""
     memory = accelerator_memory()
@@ -165,110 +191,26 @@ def accelerator_memory():
     return None
 
 
-def _compiled_tensorflow():
-    """Whether this call is traced into a TensorFlow graph (or XLA)."""
-    if keras.backend.backend() != "tensorflow":
-        return False
-    import tensorflow as tf
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """What a call asks of the kernel beyond the score and the shapes:
+    `plan_attention`'s keyword arguments, documented there."""
 
-    return not tf.executing_eagerly()
-
-
-def _refuse(form, chunk_size, request):
-    """Every "X needs Y" refusal of the planner, as a `ValueError`."""
-    hook, flash = request.logits_hook, request.flash
-    score = request.score or form
-    if request.mods and (form != "dot" or flash or hook):
-        raise ValueError(
-            "`score_mod`, `mask_mod` and `attention_bias` need a "
-            "dot-product score, without flash attention, "
-            "`attention_activation`, `penalty_coefficient` or an "
-            f"overridden attention hook. Received: score={score!r}, "
-            f"flash_attention={flash}, logits_hook={hook!r}"
-        )
-    if flash and request.weights:
-        raise ValueError(
-            "Returning attention scores is not supported when flash "
-            "attention is enabled. Please disable flash attention to "
-            "access attention scores."
-        )
-    if request.ring:
-        _refuse_ring(form, request, score)
-    elif chunk_size:
-        _refuse_blocks(form, chunk_size, request, score)
-
-
-def _refuse_ring(form, request, score):
-    """What the ring (context parallelism) cannot give."""
-    wanted = [
-        name
-        for name, asked in (
-            ("a dot-product score", form != "dot"),
-            ("no attention weights", request.weights),
-            ("no dropout on the weights", request.dropout),
-            ("no cache", request.cached),
-            ("no `attention_mask` tensor", request.tensor_mask),
-            ("no logits hook", request.logits_hook),
-        )
-        if asked
-    ]
-    if wanted:
-        raise ValueError(
-            "Context parallelism (`ContextParallel`, the ring) attends in "
-            "blocks sharded over devices; it needs "
-            f"{', '.join(wanted)}. Received: score={score!r}, "
-            f"return_attention_scores={request.weights}, dropout active="
-            f"{request.dropout}, cached={request.cached}, attention_mask="
-            f"{request.tensor_mask}, logits_hook={request.logits_hook!r}"
-        )
-
-
-def _refuse_blocks(form, chunk_size, request, score):
-    """What a positive `chunk_size` (the blocks) cannot give."""
-    hook = request.logits_hook
-    if request.flash or (hook or "").startswith("overridden"):
-        raise ValueError(
-            "A positive `chunk_size` takes the chunked path, which "
-            "bypasses flash attention and overridden `_compute_attention` "
-            "/ `_compute_attention_mask` / `_masked_softmax`; pass "
-            f"chunk_size=None or 0. Received: chunk_size={chunk_size}, "
-            f"flash_attention={request.flash}, logits_hook={hook!r}"
-        )
-    if hook:
-        raise ValueError(
-            f"The chunked path does not support `{hook}`: the blocks never "
-            "form the logits it needs; pass chunk_size=None or 0 to use "
-            f"it. Received: chunk_size={chunk_size}, logits_hook={hook!r}"
-        )
-    if request.weights:
-        raise ValueError(
-            "The blocks never hold the attention weights: chunked "
-            "attention takes masks and mods, not `return_attention_scores`"
-            "; pass chunk_size=None or 0 with "
-            f"return_attention_scores=True. Received: chunk_size={chunk_size}"
-        )
-    if form != "dot" and request.cached:
-        raise ValueError(
-            "A cached call with a positive `chunk_size` attends in the "
-            "blocks of `flex_attention`, which need a dot-product score; "
-            f"pass chunk_size=None or 0. Received: chunk_size={chunk_size}, "
-            f"score={score!r}"
-        )
-    if form != "dot" and request.tensor_mask:
-        raise ValueError(
-            "The blocks of a score that is not a dot product take padding "
-            "masks, causal masking and windows only, not `attention_mask`: "
-            "pass chunk_size=0 or None to use it. Received: "
-            f"chunk_size={chunk_size}, score={score!r}"
-        )
-
-
-def _is_dim(n):
-    """A positive integer, `None`, or a backend's symbolic dimension
-    (JAX's shape inference), which counts as unknown."""
-    if isinstance(n, bool) or isinstance(n, (float, str, bytes)):
-        return False
-    return not isinstance(n, int) or n > 0
+    weights: bool = False
+    dropout: bool = False
+    mods: bool = False
+    tensor_mask: bool = False
+    cached: bool = False
+    flash: bool = False
+    native_flash: bool = True
+    ring: bool = False
+    logits_hook: str | None = None
+    hook: str | None = None
+    score: str | None = None
+    backward: bool = True
+    kept: float | None = None
+    lse: bool = False
+    block_mask: bool = False
 
 
 def _check(form, shapes, chunk_size, request, bytes_per_logit):
@@ -302,13 +244,160 @@ def _check(form, shapes, chunk_size, request, bytes_per_logit):
             "Expected `bytes_per_logit` to be a positive integer. "
             f"Received: bytes_per_logit={bytes_per_logit!r}"
         )
-    for name in ("logits_hook", "score"):
+    for name in ("logits_hook", "hook", "score"):
         value = getattr(request, name)
         if value is not None and not isinstance(value, str):
             raise TypeError(
                 f"Expected `{name}` to be None or a string. Received: "
                 f"{name}={value!r}"
             )
+    kept = request.kept
+    if kept is not None and not (
+        isinstance(kept, (int, float))
+        and not isinstance(kept, bool)
+        and 0 <= kept <= 1
+    ):
+        raise ValueError(
+            "Expected `kept` to be None or a share between 0 and 1. "
+            f"Received: kept={kept!r}"
+        )
+
+
+def _is_dim(n):
+    """A positive integer, `None`, or a backend's symbolic dimension
+    (JAX's shape inference), which counts as unknown."""
+    if isinstance(n, bool) or isinstance(n, (float, str, bytes)):
+        return False
+    return not isinstance(n, int) or n > 0
+
+
+def _refuse(form, chunk_size, request):
+    """Every "X needs Y" refusal of the planner, as a `ValueError`."""
+    _refuse_flash(form, request)
+    hook = request.logits_hook
+    if request.mods and (request.flash or hook or request.hook):
+        raise ValueError(
+            "`score_mod`, `mask_mod` and `attention_bias` need the logits "
+            "of this package's kernels, without flash attention, "
+            "`attention_activation`, `penalty_coefficient` or an "
+            f"overridden attention hook. Received: flash_attention="
+            f"{request.flash}, logits_hook={hook or request.hook!r}"
+        )
+    if request.lse and hook and hook.endswith("_masked_softmax"):
+        raise ValueError(
+            "Attention sinks need the log-sum-exp of the logits, which an "
+            "overridden `_masked_softmax` does not give. Received: "
+            f"logits_hook={hook!r}"
+        )
+    if request.ring:
+        _refuse_ring(form, request)
+    elif chunk_size:
+        _refuse_blocks(form, chunk_size, request)
+
+
+def _refuse_flash(form, request):
+    """What flash attention cannot give (Keras's messages where Keras
+    raises the same)."""
+    if not request.flash:
+        return
+    if request.dropout:
+        raise ValueError(
+            "Dropout is not supported when flash attention is enabled. "
+            "Please set dropout to 0.0 to use flash attention."
+        )
+    if form != "dot":
+        raise ValueError(
+            "Flash attention needs a score that is a dot product ('dot', "
+            "'scaled_dot', 'cosine' or 'bilinear'). Received: "
+            f"flash_attention=True, score={request.score or form!r}"
+        )
+    hook = request.logits_hook
+    if hook and not hook.startswith("overridden"):
+        raise ValueError(
+            "Flash attention never forms the logits or the weights, which "
+            f"`{hook}` needs: pass flash_attention=False. Received: "
+            f"flash_attention=True, logits_hook={hook!r}"
+        )
+    if request.weights:
+        raise ValueError(
+            "Returning attention scores is not supported when flash "
+            "attention is enabled. Please disable flash attention to "
+            "access attention scores."
+        )
+    if request.lse and request.native_flash:
+        raise ValueError(
+            "Flash attention (Keras's kernel) does not return the "
+            "log-sum-exp that attention sinks need; pass "
+            "flash_attention=False. Received: flash_attention=True"
+        )
+
+
+def _refuse_ring(form, request):
+    """What the ring (context parallelism) cannot give."""
+    wanted = [
+        name
+        for name, asked in (
+            ("a dot-product score", form != "dot"),
+            ("no attention weights", request.weights),
+            ("no dropout on the weights", request.dropout),
+            ("no cache", request.cached),
+            ("no `attention_mask` tensor", request.tensor_mask),
+            ("no logits hook", request.logits_hook or request.hook),
+        )
+        if asked
+    ]
+    if wanted:
+        raise ValueError(
+            "Context parallelism (`ContextParallel`, the ring) attends in "
+            "blocks sharded over devices; it needs "
+            f"{', '.join(wanted)}. Received: score="
+            f"{request.score or form!r}, return_attention_scores="
+            f"{request.weights}, dropout active={request.dropout}, cached="
+            f"{request.cached}, attention_mask={request.tensor_mask}, "
+            f"logits_hook={request.logits_hook!r}"
+        )
+
+
+def _refuse_blocks(form, chunk_size, request):
+    """What a positive `chunk_size` (the blocks) cannot give."""
+    hook = request.logits_hook
+    overridden = request.hook or (
+        hook if "overridden" in (hook or "") else None
+    )
+    if request.flash or overridden:
+        raise ValueError(
+            "A positive `chunk_size` takes the chunked path, which "
+            "bypasses flash attention and overridden `_compute_attention` "
+            "/ `_compute_attention_mask` / `_masked_softmax`; pass "
+            f"chunk_size=None or 0. Received: chunk_size={chunk_size}, "
+            f"flash_attention={request.flash}, hook={overridden!r}"
+        )
+    if hook:
+        raise ValueError(
+            f"The chunked path does not support `{hook}`: the blocks never "
+            "form the logits it needs; pass chunk_size=None or 0 to use "
+            f"it. Received: chunk_size={chunk_size}, logits_hook={hook!r}"
+        )
+    if form is None:
+        raise ValueError(
+            "Chunked attention needs a score that is a dot product ('dot', "
+            "'scaled_dot', 'cosine' or 'bilinear') or additive ('additive', "
+            "'concat'); other scores need every (query, key) pair at once. "
+            f"Received: chunk_size={chunk_size}, score={request.score!r}"
+        )
+    if request.weights:
+        raise ValueError(
+            "The blocks never hold the attention weights: chunked "
+            "attention takes masks and mods, not `return_attention_scores`"
+            "; pass chunk_size=None or 0 with "
+            f"return_attention_scores=True. Received: chunk_size={chunk_size}"
+        )
+    if request.dropout:
+        raise ValueError(
+            "Chunked attention never forms the attention weights, so it "
+            "cannot apply dropout to them; use chunk_size=None or 0 with "
+            f"dropout. Received: chunk_size={chunk_size}, dropout active"
+        )
 
 
 def plan_attention(
@@ -321,39 +410,64 @@ def plan_attention(
     mods=False,
     tensor_mask=False,
     cached=False,
-    grouped=False,
-    causal=False,
     flash=False,
+    native_flash=True,
     ring=False,
     logits_hook=None,
+    hook=None,
     score=None,
     bytes_per_logit=4,
+    backward=True,
+    kept=None,
+    lse=False,
+    block_size=None,
 ):
-    """The path of one attention call, its block sizes, or a refusal.
+    """The kernel of one attention call, its block sizes, or a refusal.
+
+    Each layer call and each `flex_attention` call asks once; the `Plan`
+    names the kernel that runs, and nothing below chooses again.
 
     Args:
         form: The score's form: `"dot"` (a dot product of transformed
             inputs, `Score.dot_product_form`), `"additive"`
             (`Score.additive_form`) or `None` (dense only); `Score.form`.
         shapes: `(batch, query heads, Tq, Tk)`, each an integer or `None`.
-        chunk_size: `None` (blocks where the dense logits would pass
-            `AUTO_CHUNK_MIN_BYTES`), `0` (dense) or the block size.
+        chunk_size: `None` (automatic: the blocks where the dense step
+            would pass `chunk_threshold()` bytes, or where a band or a
+            block mask leaves few blocks), `0` (dense) or the block size.
         weights: The weights are wanted (returned, or a penalty on them).
-        dropout: Dropout is active on the weights.
+        dropout: Dropout is active on the weights (or, in a constructor,
+            its rate is positive).
         mods: A score mod, a mask mod or an attention bias.
         tensor_mask: An explicit boolean `attention_mask` tensor.
-        cached: The keys are a cache's slots (positions offset).
-        grouped: Fewer key/value heads than query heads.
-        causal: The future is masked.
+        cached: The keys are a cache's slots.
         flash: Flash attention is on.
+        native_flash: Whether flash attention runs Keras's flash kernel
+            (`"flash"`; MultiHeadAttention) or this package's fused one
+            with the flag's refusals (`"fused"`; GroupedQueryAttention,
+            as Keras's layer refuses dropout and scores). Defaults to
+            `True`.
         ring: The sequence is sharded over devices (a `ContextParallel`
             is active): the ring, with `chunk_size` (or
             `AUTO_CHUNK_SIZE`) queries and keys per block on each device.
         logits_hook: Why the logits must be formed densely (an activation
-            of the logits, a penalty, an overridden hook), or `None`.
+            of the logits, a penalty, an overridden `_masked_softmax`), or
+            `None`.
+        hook: A Keras hook that a subclass overrides and the call must go
+            through (`"_compute_attention"`, `"_compute_attention_mask"`),
+            which the blocks and the ring bypass; or `None`.
         score: The score's name, for the errors.
         bytes_per_logit: What the dense path holds per pair
             (`Score.dense_bytes_per_logit`). Defaults to `4`.
+        backward: Whether the step is differentiated (its backward pass
+            counts in the estimate). Defaults to `True`.
+        kept: The share of the pairs of blocks that a band or a block
+            mask keeps (`band_share`), or `None` for all.
+        lse: The log-sum-exp of each row is wanted (attention sinks).
+        block_size: `(queries, keys)` per block of a `BlockMask` the
+            call brings: with `chunk_size=None` the blocks are taken, of
+            this size (a positive `chunk_size` must match it). Defaults to
+            `None`, no block mask.
 
     Returns:
         A `Plan`.
@@ -361,7 +475,7 @@ def plan_attention(
     Raises:
         ValueError: what the call asks that the path cannot give (a
             positive `chunk_size` with the weights, flash attention or a
-            logits hook; mods without a dot-product score; ...).
+            logits hook; mods with flash attention; ...).
 
     Example:
 
@@ -370,6 +484,8 @@ def plan_attention(
     ... )
     >>> plan.path
     'dense'
+    >>> plan.reason
+    'the weights are returned or dropped out: the logits are formed'
     """
     request = _Request(
         weights=bool(weights),
@@ -377,56 +493,94 @@ def plan_attention(
         mods=bool(mods),
         tensor_mask=bool(tensor_mask),
         cached=bool(cached),
-        grouped=bool(grouped),
-        causal=bool(causal),
         flash=bool(flash),
+        native_flash=bool(native_flash),
         ring=bool(ring),
         logits_hook=logits_hook,
+        hook=hook,
         score=score,
+        backward=bool(backward),
+        kept=kept,
+        lse=bool(lse),
+        block_mask=block_size is not None,
     )
     _check(form, shapes, chunk_size, request, bytes_per_logit)
     _refuse(form, chunk_size, request)
-    return _choose(form, shapes, chunk_size, request, bytes_per_logit)
+    sizes = _block_size(chunk_size, block_size)
+    plan = _choose(form, shapes, chunk_size, request, bytes_per_logit)
+    if plan.path == "blocks":
+        plan = dataclasses.replace(plan, block_size=sizes)
+    return plan
+
+
+def _block_size(chunk_size, block_size):
+    """The blocks' `(queries, keys)`: a block mask's, which a positive
+    `chunk_size` must match, else `chunk_size` or `AUTO_CHUNK_SIZE`."""
+    if block_size is None:
+        return (chunk_size or AUTO_CHUNK_SIZE,) * 2
+    block_size = tuple(block_size)
+    if chunk_size and block_size != (chunk_size, chunk_size):
+        raise ValueError(
+            "A positive `chunk_size` must match the block size of "
+            f"`block_mask`. Received: chunk_size={chunk_size}, "
+            f"block_mask.block_size={block_size}"
+        )
+    return block_size
 
 
 def _choose(form, shapes, chunk_size, request, bytes_per_logit):
-    """The path, once every refusal has passed."""
+    """The kernel, once every refusal has passed."""
     if request.ring:
         size = chunk_size or AUTO_CHUNK_SIZE
-        return Plan("ring", (size, size))
+        return Plan("ring", (size, size), "a ContextParallel is active")
     if request.flash:
-        return Plan("flash")
+        path = "flash" if request.native_flash else "fused"
+        return Plan(path, None, "flash_attention is on")
     if request.logits_hook:
-        return Plan("dense")
-    block = None
-    wants_dense = request.weights or request.dropout
+        return Plan("dense", None, f"{request.logits_hook} needs the logits")
+    if request.hook:
+        return _dense(form, request, f"the overridden {request.hook} is called")
     if chunk_size:
-        block = (chunk_size, chunk_size)
-    elif chunk_size is None and form is not None and not wants_dense:
-        if not (form == "additive" and request.tensor_mask):
-            causal_pays = (
-                request.causal
-                and form == "dot"
-                and min(shapes[2] or 0, shapes[3] or 0)
-                >= AUTO_CAUSAL_MIN_LENGTH
-                and _compiled_tensorflow()
-            )
-            block = auto_block_size(shapes, bytes_per_logit, causal_pays)
-    if block is not None:
-        # Additive blocks read padding masks and bands only (never a cache
-        # when planned automatically: their dense path serves it).
-        if form == "additive" and request.cached:
-            block = None
-        else:
-            flex = form == "dot" and (
-                request.mods
-                or request.tensor_mask
-                or request.cached
-                or request.grouped
-            )
-            return Plan("blocks", block, flex)
-    if request.mods:
-        return Plan("dense", flex=True)
-    if form == "dot" and not wants_dense:
-        return Plan("fused")
-    return Plan("dense")
+        return Plan("blocks", (chunk_size, chunk_size), "chunk_size")
+    if request.weights or request.dropout:
+        return _dense(form, request, "")
+    if chunk_size is None and form is not None:
+        reason = _blocks_pay(shapes, request, bytes_per_logit)
+        if request.block_mask:
+            reason = "a block mask is given"
+        if reason:
+            return Plan("blocks", (AUTO_CHUNK_SIZE,) * 2, reason)
+    return _dense(form, request, "chunk_size=0" if chunk_size == 0 else "")
+
+
+def _dense(form, request, reason):
+    """The fused kernel where it can run, the dense logits elsewhere."""
+    weights = request.weights or request.dropout
+    if form == "dot" and not (request.mods or weights):
+        return Plan("fused", None, reason or "the dense step is small")
+    why = "the weights are returned or dropped out"
+    if not weights:
+        why = "mods" if form == "dot" else "the score is not a dot product"
+    return Plan("dense", None, reason or f"{why}: the logits are formed")
+
+
+def _in_units(size):
+    """Bytes as GiB, MiB or KiB, one decimal."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def _blocks_pay(shapes, request, bytes_per_logit):
+    """Why the automatic choice takes the blocks, or `""` (dense)."""
+    size = step_bytes(shapes, bytes_per_logit, request.backward, request.mods)
+    if size is None:
+        return ""
+    if size > chunk_threshold():
+        return f"the dense step would hold {_in_units(size)}"
+    kept = 1.0 if request.kept is None else request.kept
+    long = min(shapes[2], shapes[3]) >= SPARSE_MIN_LENGTH
+    if long and kept <= SPARSE_MAX_SHARE and accelerator_memory() is None:
+        return f"the blocks skip {1 - kept:.0%} of the pairs"
+    return ""

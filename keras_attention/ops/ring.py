@@ -20,12 +20,13 @@ is asked for.
 import keras
 from keras import ops
 
-from keras_attention.ops import _kernel
+from keras_attention.ops import _layout
 from keras_attention.ops import _ring
 from keras_attention.ops import checks
 from keras_attention.ops import mods as mods_lib
 from keras_attention.ops.attend import logits_dtype
-from keras_attention.ops.flex import MaskCombination
+from keras_attention.ops.logits import kept_lse
+from keras_attention.ops.mask_mods import MaskCombination
 
 _ACTIVE = []
 
@@ -281,6 +282,7 @@ def ring_attention(
     key_mask=None,
     scale=None,
     chunk_size=512,
+    return_lse=False,
 ):
     """Attention with the sequence sharded over devices (ring attention).
 
@@ -314,10 +316,14 @@ def ring_attention(
         scale: Factor on the logits. Defaults to `1 / sqrt(depth)`.
         chunk_size: Queries and keys per block of the kernel on each
             device. Defaults to `512`.
+        return_lse: Whether to also return the log-sum-exp of each row,
+            `(batch_size, heads, Tq)` (`-inf` for a query with no kept
+            key), with gradients through it. Defaults to `False`.
 
     Returns:
         The output `(batch_size, Tq, heads, Dv)` in the dtype of `value`,
-        sharded as the query.
+        sharded as the query; with `return_lse=True` also the
+        log-sum-exp.
 
     Raises:
         ValueError: on TensorFlow or PyTorch; when a mesh axis does not
@@ -336,12 +342,12 @@ def ring_attention(
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
     checks.grouped_heads("ring_attention", query, key, value)
     devices, split_batch = _check_lengths(context, query, key)
-    size = checks.chunk_sizes(chunk_size, chunk_size)
+    size = (checks.chunk_sizes(chunk_size),) * 2
     band, others, document = _split_masks(mask_mod, causal)
     out_dtype = keras.backend.standardize_dtype(value.dtype)
     dtype = logits_dtype(out_dtype)
     tensors = (ops.cast(t, dtype) for t in (query, key, value))
-    q, k, v = _kernel.to_layout(*tensors)
+    q, k, v = _layout.to_layout(*tensors)
     if scale is None:
         scale = 1.0 / float(query.shape[-1]) ** 0.5
     lengths = (query.shape[1] // devices, key.shape[1] // devices)
@@ -365,8 +371,13 @@ def ring_attention(
         extras["segment_ids"] = ops.cast(document.segment_ids, "int32")
         kv_extras["segment_ids"] = ops.cast(document.kv_segment_ids, "int32")
     batch_axis = context.batch_axis if split_batch else None
-    out = _sharded(context, config, batch_axis, (q, k, v), (extras, kv_extras))
-    return ops.cast(_kernel.from_layout(out), out_dtype)
+    out, lse = _sharded(
+        context, config, batch_axis, (q, k, v), (extras, kv_extras)
+    )
+    out = ops.cast(_layout.ungroup(out), out_dtype)
+    if not return_lse:
+        return out
+    return out, kept_lse(_layout.rows(lse))
 
 
 def _sharded(context, config, batch_axis, tensors, extras):
@@ -391,7 +402,7 @@ def _sharded(context, config, batch_axis, tensors, extras):
             blocks,
             *({name: rows for name in part} for part in extras),
         ),
-        out_specs=blocks,
+        out_specs=(blocks, blocks),
         check_vma=False,
     )
     return run(*tensors, *extras)

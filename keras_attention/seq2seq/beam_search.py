@@ -12,15 +12,11 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention._validation import positive_int as _check_positive_int
+from keras_attention.ops.logits import mask_logits
 from keras_attention.seq2seq import checks
 from keras_attention.seq2seq.decoding import DecodeResult
 from keras_attention.seq2seq.decoding import decoder_step
 from keras_attention.seq2seq.decoding import write_step
-
-# The score of a beam slot that no hypothesis fills (and the cost of a
-# finished hypothesis's non-pad tokens): far below any real sum of
-# log-probabilities, yet finite, so that such slots keep an order.
-_DEAD = -1e9
 
 
 class BeamHypotheses(NamedTuple):
@@ -122,8 +118,9 @@ def beam_search_decode(
     `max_length` (tfa added it one step after the end token). A finished
     hypothesis keeps its score and competes with the live ones. With
     `beam_width=1` this is greedy decoding, exactly. A beam wider than the
-    vocabulary is allowed: the slots no real hypothesis fills score about
-    `-1e9`.
+    vocabulary is allowed: the slots no real hypothesis fills score
+    `MASKED_LOGIT` (the masked logit's fill: far below any real sum of
+    log-probabilities, yet finite, so that such slots keep an order).
 
     Args:
         cell: An `AttentionDecoderCell`.
@@ -247,7 +244,7 @@ def _initial_beams(states, sizes, start_token, pad_token):
         # Only beam 0 is alive at the start, so the first step expands it
         # alone instead of `k` identical copies.
         ops.broadcast_to(
-            ops.where(first_beam, 0.0, _DEAD)[None, :], (batch, k)
+            mask_logits(ops.zeros((k,)), first_beam)[None, :], (batch, k)
         ),
         ops.zeros((batch, k), dtype="float32"),
         ops.zeros((batch, k), dtype="bool"),
@@ -345,7 +342,9 @@ def _extend_beams(log_probs, beams, coverage, is_last, special, penalties):
     # cost, so it keeps its score.
     is_pad = ops.equal(ops.arange(vocab), pad_token)
     step = ops.where(
-        ops.expand_dims(finished, -1), ops.where(is_pad, 0.0, _DEAD), log_probs
+        ops.expand_dims(finished, -1),
+        mask_logits(ops.zeros((vocab,)), is_pad),
+        log_probs,
     )
     total = ops.expand_dims(sums, -1) + step
     new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")

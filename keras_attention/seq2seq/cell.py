@@ -131,22 +131,8 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not hasattr(cell, "state_size") or not callable(cell):
-            raise ValueError(
-                "Received an invalid value for argument `cell`, expected a "
-                "Keras RNN cell with a `state_size` attribute, such as "
-                f"`keras.layers.GRUCell`. Received: cell={cell!r}"
-            )
-        mechanisms = _as_list(attention)
-        if not mechanisms or not all(
-            isinstance(m, AttentionMechanism) for m in mechanisms
-        ):
-            raise ValueError(
-                "Received an invalid value for argument `attention`, "
-                "expected a keras_attention.seq2seq attention mechanism "
-                "(BahdanauAttention or LuongAttention) or a list of them. "
-                f"Received: attention={attention!r}"
-            )
+        cell_options.check_cell(cell)
+        mechanisms = cell_options.mechanisms(attention, AttentionMechanism)
         if not isinstance(output_attention, bool):
             raise ValueError(
                 "Received an invalid value for argument `output_attention`, "
@@ -547,13 +533,6 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
         return None
 
     def get_config(self):
-        attention = self.attention
-        if isinstance(attention, (list, tuple)):
-            attention = [
-                keras.saving.serialize_keras_object(m) for m in attention
-            ]
-        else:
-            attention = keras.saving.serialize_keras_object(attention)
         config = {
             **super().get_config(),
             # A quantized attentional layer is rebuilt quantized on loading.
@@ -561,15 +540,14 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
                 self, list(self.attention_layers or [None])
             ),
             "cell": keras.saving.serialize_keras_object(self.cell),
-            "attention": attention,
+            "attention": cell_options.serialize(self.attention),
             "attention_layer_units": self.attention_layer_units,
             "output_attention": self.output_attention,
         }
         if self.attention_layer_units is None and self.attention_layers:
-            config["attention_layer"] = [
-                keras.saving.serialize_keras_object(layer)
-                for layer in self.attention_layers
-            ]
+            config["attention_layer"] = cell_options.serialize(
+                list(self.attention_layers)
+            )
         for name in ("cell_input_fn", "attention_fn"):
             function = getattr(self, name)
             if function is not None:
@@ -579,21 +557,9 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["cell"] = keras.saving.deserialize_keras_object(config["cell"])
-        attention = config["attention"]
-        if isinstance(attention, list):
-            config["attention"] = [
-                keras.saving.deserialize_keras_object(m) for m in attention
-            ]
-        else:
-            config["attention"] = keras.saving.deserialize_keras_object(
-                attention
-            )
-        if config.get("attention_layer") is not None:
-            config["attention_layer"] = [
-                keras.saving.deserialize_keras_object(layer)
-                for layer in config["attention_layer"]
-            ]
+        for name in ("cell", "attention", "attention_layer"):
+            if config.get(name) is not None:
+                config[name] = cell_options.deserialize(config[name])
         for name in ("cell_input_fn", "attention_fn"):
             if config.get(name) is not None:
                 config[name] = probability.deserialize(config[name])

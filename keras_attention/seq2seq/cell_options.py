@@ -1,8 +1,10 @@
-"""The options of `AttentionDecoderCell`: attentional layers and callables.
+"""The options of `AttentionDecoderCell`: its cell, mechanisms,
+attentional layers and callables, checked and serialised.
 
 `attention_layer_units` / `attention_layer` become one attentional layer
 per mechanism (Luong's `tanh(W_c [c_t; h_t])`), and `cell_input_fn` /
-`attention_fn` are checked to be callables, before the cell keeps them.
+`attention_fn` are checked to be callables, before the cell keeps them;
+the wrapped cell, the mechanisms and the layers go to and from a config.
 """
 
 import keras
@@ -12,6 +14,43 @@ from keras_attention import _validation
 
 def as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def check_cell(cell):
+    """A Keras RNN cell (with `state_size`), else a `ValueError`."""
+    if not hasattr(cell, "state_size") or not callable(cell):
+        raise ValueError(
+            "Received an invalid value for argument `cell`, expected a "
+            "Keras RNN cell with a `state_size` attribute, such as "
+            f"`keras.layers.GRUCell`. Received: cell={cell!r}"
+        )
+
+
+def mechanisms(attention, mechanism_class):
+    """`attention` as a non-empty list of mechanisms, else a `ValueError`."""
+    found = as_list(attention)
+    if not found or not all(isinstance(m, mechanism_class) for m in found):
+        raise ValueError(
+            "Received an invalid value for argument `attention`, "
+            "expected a keras_attention.seq2seq attention mechanism "
+            "(BahdanauAttention or LuongAttention) or a list of them. "
+            f"Received: attention={attention!r}"
+        )
+    return found
+
+
+def serialize(objects):
+    """The config of an object, or the list of configs of a list."""
+    if isinstance(objects, (list, tuple)):
+        return [keras.saving.serialize_keras_object(x) for x in objects]
+    return keras.saving.serialize_keras_object(objects)
+
+
+def deserialize(config):
+    """Inverse of `serialize`."""
+    if isinstance(config, list):
+        return [keras.saving.deserialize_keras_object(x) for x in config]
+    return keras.saving.deserialize_keras_object(config)
 
 
 def attention_layers(units, layers, count, dtype_policy):

@@ -212,8 +212,8 @@ def test_chunked_cache_equals_the_dense_cache_and_the_full_pass(
 
 
 @pytest.mark.tensorflow_lane
-def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch):
-    """`chunk_size=None`: a cache whose dense weights pass the threshold
+def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch, plans):
+    """`chunk_size=None`: a cache whose dense step passes the threshold
     (lowered here) is attended in blocks; asking for scores stays dense.
     TensorFlow lane: the choice is the same Python on every backend; the
     blocks run in the other lanes in
@@ -221,26 +221,19 @@ def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch):
     and `test_decoding_runs_under_jit_compile` (JAX)."""
     from keras_attention.ops import plan as _plan
 
-    seen = []
-    flex = keras_attention.ops.flex_attention
-
-    def spy(*args, chunk_size=None, **kwargs):
-        seen.append(chunk_size)
-        return flex(*args, chunk_size=chunk_size, **kwargs)
-
     layer = _mha(None)
     x = rand(B, T, D)
     want = to_np(layer(x, x, use_causal_mask=True))
     monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 64)
-    monkeypatch.setattr(keras_attention.ops, "flex_attention", spy)
     cache = np.zeros((B, 2, T, 2, 4), "float32")
+    plans.clear()
     out, _ = layer(
         x, x, cache=cache, cache_update_index=0, use_causal_mask=True
     )
     np.testing.assert_allclose(to_np(out), want, rtol=1e-5, atol=1e-5)
-    assert seen == [_plan.AUTO_CHUNK_SIZE]
+    assert [p.block_size for p in plans] == [(_plan.AUTO_CHUNK_SIZE,) * 2]
     layer(x, x, cache=cache, return_attention_scores=True)
-    assert seen == [_plan.AUTO_CHUNK_SIZE]
+    assert plans[-1].path == "dense"
 
 
 def test_prefill_then_decode_with_an_explicit_mask(rand):
@@ -383,11 +376,22 @@ def test_cache_errors_are_named(make, rand):
         _call(layer, x, cache=np.zeros((2, 3, 4), "float32"))
 
 
-def test_a_chunked_cache_needs_a_dot_product_score(rand):
-    layer = keras_attention.MultiHeadAttention(
+def test_an_additive_score_decodes_with_a_cache_in_blocks(rand):
+    """The blocks read the cache's offsets for any score: an additive
+    score decodes in blocks as densely."""
+    x = rand(B, 3, D)
+    dense = keras_attention.MultiHeadAttention(2, 4, score="additive")
+    chunked = keras_attention.MultiHeadAttention(
         2, 4, score="additive", chunk_size=2
     )
-    x = rand(B, 1, D)
+    dense(x, x)
+    chunked(x, x)
+    chunked.set_weights(dense.get_weights())
+    want = to_np(dense(x, x, use_causal_mask=True))
     cache = np.zeros((B, 2, 3, 2, 4), "float32")
-    with pytest.raises(ValueError, match="chunk_size=2, score="):
-        layer(x, x, cache=cache, cache_update_index=0)
+    for i in range(3):
+        step = x[:, i : i + 1]
+        out, cache = chunked(
+            step, step, cache=cache, cache_update_index=i, use_causal_mask=True
+        )
+        np.testing.assert_allclose(to_np(out)[:, 0], want[:, i], atol=1e-5)

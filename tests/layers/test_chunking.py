@@ -7,7 +7,6 @@ from keras import ops
 
 import keras_attention
 from keras_attention import ops as ka_ops
-from keras_attention.layers import _heads
 from keras_attention.ops import plan as _plan
 from tests.autodiff import gradients
 from tests.layer_basics import to_np
@@ -171,64 +170,66 @@ def test_chunk_size_survives_save_and_load(tmp_path, rand):
     )
 
 
-def _count_chunked_calls(monkeypatch):
-    calls = []
-    original = ka_ops.chunked_attention
-
-    def spy(*args, **kwargs):
-        calls.append(kwargs["query_chunk_size"])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(ka_ops, "chunked_attention", spy)
-    return calls
-
-
-def test_automatic_choice(monkeypatch, rand):
-    calls = _count_chunked_calls(monkeypatch)
-    # Dense weights of 64x64 floats for one example and one head: the bar.
-    monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 4 * 64 * 64)
+def test_automatic_choice(monkeypatch, rand, plans):
+    # A training step of 64x64 logits for one example and one head holds
+    # four such tensors: just past the bar.
+    monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 4 * 4 * 64 * 64 - 1)
     layer = keras_attention.SelfAttention(num_heads=1)
+    additive = keras_attention.SelfAttention(num_heads=1, score="additive")
+    dense = keras_attention.SelfAttention(num_heads=1, chunk_size=0)
+    short = keras_attention.SelfAttention(num_heads=1)
+
+    def paths():
+        return [p.path for p in plans]
+
+    plans.clear()  # the constructors' checks
     layer(rand(1, 64, 8))
-    assert calls == [_plan.AUTO_CHUNK_SIZE]
+    assert paths() == ["blocks"]
+    assert plans[-1].block_size == (_plan.AUTO_CHUNK_SIZE,) * 2
+    # An inference step holds half: dense.
+    layer(rand(1, 64, 8), training=False)
     # Two examples of 48 (2·48² > 64²) count the batch; 48 alone does not.
     layer(rand(2, 48, 8))
-    assert len(calls) == 2
     layer(rand(1, 48, 8))
-    # Scores requested, an explicit mask or chunk_size=0: the dense path.
+    assert paths() == ["blocks", "fused", "blocks", "fused"]
+    # Scores requested or chunk_size=0: dense; an explicit mask is read
+    # in the blocks.
     long_x = rand(1, 64, 8)
+    plans.clear()
     layer(long_x, return_attention_scores=True)
+    dense(long_x)
     layer(long_x, attention_mask=np.ones((1, 64, 64), bool))
-    keras_attention.SelfAttention(num_heads=1, chunk_size=0)(long_x)
-    assert len(calls) == 2
+    assert paths() == ["dense", "fused", "blocks"]
     # An additive score holds `units` values per pair: 32² pairs of 8
     # units pass the bar that 32² dot-product logits do not.
-    keras_attention.SelfAttention(num_heads=1)(rand(1, 32, 8))
-    assert len(calls) == 2
-    keras_attention.SelfAttention(num_heads=1, score="additive")(rand(1, 32, 8))
-    assert len(calls) == 3
+    plans.clear()
+    short(rand(1, 32, 8))
+    additive(rand(1, 32, 8))
+    assert paths() == ["fused", "blocks"]
 
 
-@pytest.mark.tensorflow_only
-def test_automatic_choice_of_compiled_causal_steps(monkeypatch, rand):
-    """A causal call traced by `tf.function` is chunked from
-    `AUTO_CAUSAL_MIN_LENGTH` on; eager calls and other masks keep the
-    size rule."""
-    import tensorflow as tf
-
-    calls = _count_chunked_calls(monkeypatch)
-    monkeypatch.setattr(_plan, "AUTO_CAUSAL_MIN_LENGTH", 32)
-    layer = keras_attention.SelfAttention(num_heads=1)
-    compiled = tf.function(lambda x, causal: layer(x, use_causal_mask=causal))
-    x, short = rand(1, 32, 8), rand(1, 16, 8)
-    expected = layer(x, use_causal_mask=True)  # eager: dense
-    compiled(short, True)
-    compiled(x, False)
-    assert calls == []
-    np.testing.assert_allclose(compiled(x, True), expected, atol=1e-5)
-    assert calls == [_plan.AUTO_CHUNK_SIZE]
-    additive = keras_attention.SelfAttention(num_heads=1, score="additive")
-    tf.function(lambda x: additive(x, use_causal_mask=True))(x)
-    assert len(calls) == 1
+def test_a_window_that_leaves_few_blocks_takes_them(monkeypatch, rand, plans):
+    """The share of blocks a band keeps (`plan.band_share`) decides long
+    calls below the byte bar: a causal window of 3 over 128 positions in
+    blocks of 16 keeps 15 of 64 pairs."""
+    monkeypatch.setattr(_plan, "AUTO_CHUNK_SIZE", 16)
+    monkeypatch.setattr(_plan, "SPARSE_MIN_LENGTH", 128)
+    x = rand(1, 128, 8)
+    windowed = keras_attention.SelfAttention(num_heads=2, attention_width=3)
+    dense = keras_attention.SelfAttention(
+        num_heads=2, attention_width=3, chunk_size=0
+    )
+    want = to_np(dense(x, use_causal_mask=True))
+    windowed(x)
+    windowed.set_weights(dense.get_weights())
+    plans.clear()
+    got = to_np(windowed(x, use_causal_mask=True))
+    assert [p.path for p in plans] == ["blocks"]
+    assert "skip 77%" in plans[0].reason
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    # Without the window nor causality every pair is kept: dense.
+    keras_attention.SelfAttention(num_heads=2)(x)
+    assert plans[-1].path == "fused"
 
 
 @pytest.mark.parametrize(
@@ -242,9 +243,9 @@ def test_automatic_choice_of_compiled_causal_steps(monkeypatch, rand):
                 "chunk_size": 4,
                 "score": keras_attention.scores.LocationScore(max_length=8),
             },
-            "score=LocationScore",
+            "score='LocationScore'",
         ),
-        ({"chunk_size": 4, "dropout": 0.1}, "dropout=0.1"),
+        ({"chunk_size": 4, "dropout": 0.1}, "cannot apply dropout"),
     ],
 )
 def test_bad_chunk_size_arguments_raise(kwargs, match):
@@ -320,11 +321,9 @@ def test_windowed_layers_chunked_equal_dense(make, causal, rand):
 def test_sliding_window_band_equals_dense_window(window, rand):
     q, k, v = rand(2, 9, 2, 4), rand(2, 9, 2, 4), rand(2, 9, 2, 3)
     key_mask = np.arange(9)[None].repeat(2, 0) < [[9], [6]]
-    score = keras_attention.scores.get("scaled_dot")
-    masks = ka_ops.masks.attention_masks(
-        key_mask=key_mask, sliding_window=window
+    got = ka_ops.chunked_attention(
+        q, k, v, key_mask=key_mask, band=(window - 1, window - 1), chunk_size=2
     )
-    got = _heads.blocks(score, q, k, v, masks, (2, 3))
     mask = ka_ops.combine_masks(
         9, 9, value_mask=key_mask, sliding_window=window, heads_axis=True
     )

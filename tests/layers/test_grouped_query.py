@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_attention
+from keras_attention.layers import grouped_query
 from keras_attention.ops import plan as _plan
 from tests.layer_basics import check_layer_basics
 from tests.layer_basics import np_softmax
@@ -396,28 +397,19 @@ def test_non_dot_score_chunked_gradients_equal_dense(score, rand, rng):
 
 
 def test_non_dot_score_chunk_size_none_chunks_large_weights(
-    rand, rng, monkeypatch
+    rand, rng, monkeypatch, plans
 ):
-    """`chunk_size=None` takes the blocks where the dense values would
-    pass the threshold (lowered here), and gives the dense result."""
-    from keras_attention.layers import _heads
-
-    calls = []
-    kernel = _heads.blocks
-
-    def spy(*args):
-        calls.append(args[-1])
-        return kernel(*args)
-
+    """`chunk_size=None` takes the blocks where the dense step would pass
+    the threshold (lowered here), and gives the dense result."""
     dense, auto = _chunked_and_dense("additive", rng)
     auto.chunk_size = None
-    monkeypatch.setattr(_heads, "blocks", spy)
     query, value = rand(2, 9, 8), rand(2, 7, 8)
     want = to_np(dense(query, value, use_causal_mask=True))
+    plans.clear()
     np.testing.assert_allclose(
         to_np(auto(query, value, use_causal_mask=True)), want, atol=1e-5
     )
-    assert calls == []  # small weights: dense
+    assert [p.path for p in plans] == ["dense"]  # small: dense
     monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 1)
     np.testing.assert_allclose(
         to_np(auto(query, value, use_causal_mask=True)),
@@ -425,10 +417,7 @@ def test_non_dot_score_chunk_size_none_chunks_large_weights(
         atol=1e-5,
         rtol=1e-4,
     )
-    assert calls == [(512, 512)]
-    # Asking for the weights keeps the dense path.
-    auto(query, value, return_attention_scores=True)
-    assert len(calls) == 1
+    assert plans[-1].path == "blocks" and plans[-1].block_size == (512, 512)
 
 
 @pytest.mark.parametrize("score", ["additive", "scaled_dot"])
@@ -440,14 +429,18 @@ def test_chunked_scores_are_refused_as_on_every_layer(score, rand, rng):
         chunked(query, value, return_attention_scores=True)
 
 
-def test_non_dot_score_chunked_refusals_are_named(rand, rng):
-    _, chunked = _chunked_and_dense("additive", rng)
+def test_non_dot_score_blocks_take_attention_masks_and_mods(rand, rng):
+    """The blocks read an explicit mask and mods for any score: an
+    additive score in blocks equals its dense path with them."""
+    dense, chunked = _chunked_and_dense("additive", rng)
     query, value = rand(2, 9, 8), rand(2, 7, 8)
-    with pytest.raises(ValueError, match="not `attention_mask`.*chunk_size=4"):
-        chunked(query, value, attention_mask=np.ones((2, 9, 7), bool))
-    cache = np.zeros((2, 2, 9, 2, 4), "float32")
-    with pytest.raises(ValueError, match="cached call.*chunk_size=4, score="):
-        chunked(query, query, cache=cache, cache_update_index=0)
+    mask = rng.random((2, 9, 7)) < 0.7
+    call = dict(attention_mask=mask, mask_mod=keras_attention.ops.mods.causal())
+    np.testing.assert_allclose(
+        to_np(chunked(query, value, **call)),
+        to_np(dense(query, value, **call)),
+        atol=1e-5,
+    )
 
 
 @pytest.mark.tensorflow_lane
@@ -520,24 +513,12 @@ def test_default_score_is_the_scaled_dot():
             {"score": "concat", "flash_attention": True},
             "Flash attention needs a score",
         ),
-        ({"score": "additive", "mask_mod": "causal"}, "need a dot-product"),
     ],
 )
 def test_bad_score_arguments_are_named(kwargs, match):
-    if kwargs.get("mask_mod") == "causal":
-        kwargs["mask_mod"] = keras_attention.ops.mods.causal()
     args = dict(head_dim=4, num_query_heads=4, num_key_value_heads=2)
     with pytest.raises(ValueError, match=match):
         GQA(**args, **kwargs)
-
-
-def test_a_call_mod_with_a_non_dot_score_is_named(rand):
-    layer = GQA(
-        head_dim=4, num_query_heads=4, num_key_value_heads=2, score="concat"
-    )
-    x = rand(2, 5, 8)
-    with pytest.raises(ValueError, match="Received: score='concat"):
-        layer(x, x, mask_mod=keras_attention.ops.mods.causal())
 
 
 def test_non_dot_score_weights_are_in_the_layers_dtype(rand):
@@ -553,3 +534,14 @@ def test_non_dot_score_weights_are_in_the_layers_dtype(rand):
     )
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
     assert keras.backend.standardize_dtype(scores.dtype) == "float16"
+
+
+def test_check_shapes_names_the_shapes():
+    grouped_query._check_shapes((2, 3, 4), (2, 5, 4), (2, 5, 6))
+    for shapes, match in [
+        (((2, 3, 4), (2, 5, 6), (2, 5, 6)), "last dimension"),
+        (((2, 3, 4), (2, 5, 4), (2, 6, 4)), "except the last one"),
+        (((2, 3, 1, 4), (2, 5, 1, 4), (2, 5, 1, 4)), "time, dim"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            grouped_query._check_shapes(*shapes)

@@ -171,9 +171,9 @@ def test_bad_mods_name_the_argument(x):
     with pytest.raises(TypeError, match="score_mod=3"):
         keras_attention.MultiHeadAttention(2, 4, score_mod=3)
     # The planner refuses it at construction.
-    with pytest.raises(ValueError, match="need a dot-product score"):
+    with pytest.raises(ValueError, match="need the logits"):
         keras_attention.MultiHeadAttention(
-            2, 4, score="additive", mask_mod=mods.causal()
+            2, 4, attention_activation="sigmoid", mask_mod=mods.causal()
         )
     with pytest.raises(ValueError, match="max_distance=4"):
         keras_attention.RelativePositionBias(2, 32, 4)

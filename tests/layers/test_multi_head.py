@@ -510,7 +510,7 @@ def test_attention_axes_of_the_sequence_axis_is_accepted(rand):
         ),
         (
             {"flash_attention": True, "score": "additive"},
-            "flash_attention=True, score=AdditiveScore",
+            "flash_attention=True, score='AdditiveScore'",
         ),
         ({"score": "nope"}, "score='nope'"),
     ],

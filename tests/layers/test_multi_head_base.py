@@ -39,25 +39,19 @@ def test_an_overridden_compute_attention_is_called(rand, monkeypatch):
     np.testing.assert_allclose(got, 0.5 * to_np(plain(x, x)), atol=1e-5)
 
 
-def test_an_overridden_compute_attention_keeps_the_fused_kernel(
-    rand, monkeypatch
-):
-    """A subclass's hook that calls the base's still gets the fused kernel
-    (the planner's dense paths, not the logits kept for a logits hook)."""
-    calls = []
-    fused = keras_attention.ops.dot_product_attention
-
-    def spy(*args, **kwargs):
-        calls.append(1)
-        return fused(*args, **kwargs)
-
-    monkeypatch.setattr(keras_attention.ops, "dot_product_attention", spy)
+def test_an_overridden_compute_attention_keeps_the_fused_kernel(rand, plans):
+    """A subclass's hook that calls the base's still runs the fused kernel
+    the call was planned for (not the logits kept for a logits hook), and
+    the weights when the call asks for them."""
     layer = _RecordingAttention(2, 4)
     x = rand(2, 6, 8)
     layer(x, x)
-    assert calls == [1]
-    layer(x, x, return_attention_scores=True)
-    assert calls == [1]
+    plans.clear()
+    layer(x, x)
+    assert [p.path for p in plans] == ["fused"]
+    plans.clear()
+    _, weights = layer(x, x, return_attention_scores=True)
+    assert [p.path for p in plans] == ["dense"] and weights is not None
 
 
 def test_compute_attention_takes_keras_masks_and_the_causal_flag(rand):
@@ -123,6 +117,46 @@ def test_flash_attention_returns_no_scores(rand):
 
 
 @pytest.mark.tensorflow_only
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"chunk_size": -1}, ValueError, "Received: chunk_size=-1"),
+        ({"chunk_size": 1.5}, ValueError, "Received: chunk_size=1.5"),
+        (
+            {"chunk_size": 4, "score": keras_attention.scores.LocationScore(4)},
+            ValueError,
+            "Chunked attention needs a score",
+        ),
+        ({"chunk_size": 4, "dropout": 0.1}, ValueError, "cannot apply dropout"),
+        (
+            {"flash_attention": True, "dropout": 0.1},
+            ValueError,
+            "Dropout is not supported when flash attention is enabled",
+        ),
+        (
+            {"flash_attention": True, "score": "additive"},
+            ValueError,
+            "Flash attention needs a score",
+        ),
+        (
+            {"flash_attention": True, "attention_activation": "relu"},
+            ValueError,
+            "never forms the logits",
+        ),
+        ({"use_sinks": "yes"}, ValueError, "use_sinks='yes'"),
+    ],
+)
+def test_the_constructors_refuse_what_the_planner_refuses(kwargs, error, match):
+    """The refusals live in the planner; every layer asks it at once."""
+    for make in (
+        lambda **k: keras_attention.MultiHeadAttention(2, 4, **k),
+        lambda **k: keras_attention.SelfAttention(2, **k),
+        lambda **k: keras_attention.GroupedQueryAttention(4, 4, 2, **k),
+    ):
+        with pytest.raises(error, match=match):
+            make(**kwargs)
+
+
 def test_flash_attention_is_never_silently_ignored(rand):
     # TensorFlow has no fused kernel: Keras's own error, not dense math.
     layer = keras_attention.MultiHeadAttention(2, 4, flash_attention=True)

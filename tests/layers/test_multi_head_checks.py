@@ -3,11 +3,7 @@ shape checks, with Keras's words where Keras has a check."""
 
 import pytest
 
-from keras_attention import scores
 from keras_attention.layers import _multi_head_checks as checks
-
-DOT = scores.get("scaled_dot")
-LOCATION = scores.LocationScore(max_length=4)
 
 
 def test_output_shape_and_attention_axes_become_tuples():
@@ -23,24 +19,6 @@ def test_output_shape_and_attention_axes_become_tuples():
     for bad in ("1", [1.0], (True,)):
         with pytest.raises(ValueError, match="Received: attention_axes="):
             checks.attention_axes_tuple(bad)
-
-
-def test_chunk_size_and_flash_attention_against_score_and_dropout():
-    assert checks.chunk_size(None, LOCATION, 0.5) is None
-    assert checks.chunk_size(0, LOCATION, 0.5) == 0
-    assert checks.chunk_size(4, DOT, 0.0) == 4
-    with pytest.raises(ValueError, match="chunk_size=-1"):
-        checks.chunk_size(-1, DOT, 0.0)
-    with pytest.raises(ValueError, match="needs a score that is a dot"):
-        checks.chunk_size(4, LOCATION, 0.0)
-    with pytest.raises(ValueError, match="cannot apply dropout"):
-        checks.chunk_size(4, DOT, 0.1)
-    checks.flash_attention(True, DOT, 0.0)
-    checks.flash_attention(False, LOCATION, 0.5)
-    with pytest.raises(ValueError, match="Dropout is not supported"):
-        checks.flash_attention(True, DOT, 0.1)
-    with pytest.raises(ValueError, match="Flash attention needs a score"):
-        checks.flash_attention(True, LOCATION, 0.0)
 
 
 def test_query_value_key_shapes():

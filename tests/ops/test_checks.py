@@ -37,9 +37,9 @@ def test_lengths_chunk_sizes_and_dtypes():
         checks.lengths(query_length=-1)
     with pytest.raises(ValueError, match="key_length=None"):
         checks.lengths(key_length=None)
-    assert checks.chunk_sizes(2, 3) == (2, 3)
-    with pytest.raises(ValueError, match="key_chunk_size=0"):
-        checks.chunk_sizes(2, 0)
+    assert checks.chunk_sizes(2) == 2
+    with pytest.raises(ValueError, match="chunk_size=0"):
+        checks.chunk_sizes(0)
     checks.dtype_name("dtype", "float16")
     with pytest.raises(ValueError, match="dtype='floaty'"):
         checks.dtype_name("dtype", "floaty")

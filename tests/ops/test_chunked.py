@@ -14,7 +14,13 @@ from tests.profiles import examples
 
 
 def dense(q, k, v, query_mask, key_mask, causal, scale=None, band=None, w=None):
-    """Every logit at once: dot product, or additive with vector `w`."""
+    """Every logit at once: dot product, or additive with vector `w`, on
+    `(B, T, H, D)` inputs (the key and value heads repeated for groups)."""
+    groups = q.shape[2] // k.shape[2]
+    q = ops.transpose(q, (0, 2, 1, 3))
+    k, v = (
+        ops.repeat(ops.transpose(t, (0, 2, 1, 3)), groups, 1) for t in (k, v)
+    )
     mask = ka_ops.combine_masks(
         q.shape[2],
         k.shape[2],
@@ -33,7 +39,8 @@ def dense(q, k, v, query_mask, key_mask, causal, scale=None, band=None, w=None):
         factor = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
         return ka_ops.dot_product(a, b) * factor
 
-    return ka_ops.attention(q, k, v, score_fn=score, mask=mask)[0]
+    out = ka_ops.attention(q, k, v, score_fn=score, mask=mask)[0]
+    return ops.transpose(out, (0, 2, 1, 3))
 
 
 def outputs_and_grads(fn, q, k, v, upstream, *extra):
@@ -49,8 +56,8 @@ def outputs_and_grads(fn, q, k, v, upstream, *extra):
 def check_against_dense(
     tq,
     tk,
-    qc,
-    kc,
+    chunk,
+    kv_heads,
     causal,
     masked,
     seed,
@@ -60,11 +67,11 @@ def check_against_dense(
     additive=False,
 ):
     rng = np.random.default_rng(seed)
-    q = rng.normal(size=(2, 3, tq, 8)).astype(dtype)
-    k = rng.normal(size=(2, 3, tk, 8)).astype(dtype)
-    v = rng.normal(size=(2, 3, tk, 5)).astype(dtype)
+    q = rng.normal(size=(2, tq, 6, 8)).astype(dtype)
+    k = rng.normal(size=(2, tk, kv_heads, 8)).astype(dtype)
+    v = rng.normal(size=(2, tk, kv_heads, 5)).astype(dtype)
     extra = [rng.normal(size=(8,)).astype(dtype)] if additive else []
-    upstream = rng.normal(size=(2, 3, tq, 5)).astype("float32")
+    upstream = rng.normal(size=(2, tq, 6, 5)).astype("float32")
     query_mask = key_mask = None
     if masked:
         query_mask = rng.random((2, tq)) < 0.8
@@ -78,8 +85,7 @@ def check_against_dense(
             query_mask=query_mask,
             key_mask=key_mask,
             causal=causal,
-            query_chunk_size=qc,
-            key_chunk_size=kc,
+            chunk_size=chunk,
             band=band,
             additive_v=w[0] if w else None,
         ),
@@ -117,19 +123,19 @@ def check_against_dense(
 
 
 @pytest.mark.parametrize(
-    "tq, tk, qc, kc, causal, masked",
+    "tq, tk, chunk, kv_heads, causal, masked",
     [
-        (8, 8, 4, 4, False, False),
+        (8, 8, 4, 6, False, False),
         (7, 7, 3, 2, True, False),  # lengths not multiples of the blocks
-        (10, 13, 4, 5, True, True),
-        (5, 11, 8, 3, False, True),  # block larger than the length
-        (16, 16, 16, 16, True, True),  # a single block
+        (10, 13, 4, 3, True, True),
+        (5, 11, 8, 1, False, True),  # block larger than a length
+        (16, 16, 16, 6, True, True),  # a single block
     ],
 )
 def test_chunked_equals_dense_outputs_and_gradients(
-    tq, tk, qc, kc, causal, masked
+    tq, tk, chunk, kv_heads, causal, masked
 ):
-    check_against_dense(tq, tk, qc, kc, causal, masked, seed=tq * tk)
+    check_against_dense(tq, tk, chunk, kv_heads, causal, masked, seed=tq * tk)
 
 
 @pytest.mark.parametrize(
@@ -140,12 +146,12 @@ def test_chunked_equals_dense_outputs_and_gradients(
     ],
 )
 def test_band_equals_dense_band_mask(band, causal):
-    # 12 positions in blocks of 3 and 2: most block pairs lie outside.
-    check_against_dense(12, 12, 3, 2, causal, True, seed=5, band=band)
+    # 12 positions in blocks of 2: most block pairs lie outside.
+    check_against_dense(12, 12, 2, 3, causal, True, seed=5, band=band)
 
 
 def test_additive_logits_equal_dense():
-    check_against_dense(7, 9, 3, 4, True, True, seed=7, additive=True)
+    check_against_dense(7, 9, 3, 2, True, True, seed=7, additive=True)
 
 
 def _bands():
@@ -159,8 +165,8 @@ def _bands():
 @given(
     tq=st.integers(1, 12),
     tk=st.integers(1, 12),
-    qc=st.integers(1, 6),
-    kc=st.integers(1, 6),
+    chunk=st.integers(1, 6),
+    kv_heads=st.sampled_from([1, 2, 3, 6]),
     causal=st.booleans(),
     masked=st.booleans(),
     seed=st.integers(0, 1000),
@@ -168,10 +174,18 @@ def _bands():
     additive=st.booleans(),
 )
 def test_chunked_equals_dense_for_random_shapes(
-    tq, tk, qc, kc, causal, masked, seed, band, additive
+    tq, tk, chunk, kv_heads, causal, masked, seed, band, additive
 ):
     check_against_dense(
-        tq, tk, qc, kc, causal, masked, seed, band=band, additive=additive
+        tq,
+        tk,
+        chunk,
+        kv_heads,
+        causal,
+        masked,
+        seed,
+        band=band,
+        additive=additive,
     )
 
 
@@ -199,13 +213,11 @@ def test_eager_tape_keeps_no_block_weights(monkeypatch, rng):
 
     monkeypatch.setattr(blocks_module, "block_softmax", spy)
     q, k, v = (
-        tf.constant(rng.normal(size=(1, 1, 6, 4)), "float32") for _ in "qkv"
+        tf.constant(rng.normal(size=(1, 6, 1, 4)), "float32") for _ in "qkv"
     )
     with tf.GradientTape() as tape:
         tape.watch([q, k, v])
-        out = ka_ops.chunked_attention(
-            q, k, v, query_chunk_size=2, key_chunk_size=2
-        )
+        out = ka_ops.chunked_attention(q, k, v, chunk_size=2)
         gc.collect()
         alive = sum(ref() is not None for ref in kept)
     assert len(kept) == 9 and alive == 0
@@ -228,7 +240,7 @@ def test_band_mask_matches_window_and_causal_masks():
 
 
 def test_fully_masked_rows_give_zero_output_and_gradient():
-    out, dq, dk, dv = check_against_dense(6, 6, 2, 4, False, True, seed=3)
+    out, dq, dk, dv = check_against_dense(6, 6, 2, 3, False, True, seed=3)
     assert np.all(out[1] == 0)
     assert np.all(dk[1] == 0) and np.all(dv[1] == 0)
 
@@ -237,18 +249,17 @@ def test_peaked_logits_without_a_mask_equal_dense():
     # Logits hundreds apart: in some blocks the first key's weight
     # underflows, and the block's log-sum-exp cannot come from it.
     rng = np.random.default_rng(7)
-    q = (rng.normal(size=(1, 2, 12, 8)) * 30).astype("float32")
-    k = rng.normal(size=(1, 2, 12, 8)).astype("float32")
-    v = rng.normal(size=(1, 2, 12, 3)).astype("float32")
-    upstream = rng.normal(size=(1, 2, 12, 3)).astype("float32")
-    blocks = (q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)).reshape(1, 2, 12, 3, 4)
+    q = (rng.normal(size=(1, 12, 2, 8)) * 30).astype("float32")
+    k = rng.normal(size=(1, 12, 2, 8)).astype("float32")
+    v = rng.normal(size=(1, 12, 2, 3)).astype("float32")
+    upstream = rng.normal(size=(1, 12, 2, 3)).astype("float32")
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(8)
+    blocks = logits.reshape(1, 2, 12, 3, 4)
     top = blocks.max(-1)
     block_lse = top + np.log(np.exp(blocks - top[..., None]).sum(-1))
     assert np.any(block_lse - blocks[..., 0] > 100)  # the case under test
     got = outputs_and_grads(
-        lambda a, b, c: ka_ops.chunked_attention(
-            a, b, c, query_chunk_size=4, key_chunk_size=4
-        ),
+        lambda a, b, c: ka_ops.chunked_attention(a, b, c, chunk_size=4),
         q,
         k,
         v,
@@ -264,12 +275,10 @@ def test_peaked_logits_without_a_mask_equal_dense():
 
 def test_float16_inputs_are_computed_in_float32(rng):
     # Logits of ~1e5 overflow float16 if they were formed in float16.
-    q = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")
-    k = (rng.normal(size=(1, 2, 9, 16)) * 80).astype("float16")
-    v = rng.normal(size=(1, 2, 9, 4)).astype("float16")
-    out = ka_ops.chunked_attention(
-        q, k, v, causal=True, query_chunk_size=4, key_chunk_size=4
-    )
+    q = (rng.normal(size=(1, 9, 2, 16)) * 80).astype("float16")
+    k = (rng.normal(size=(1, 9, 2, 16)) * 80).astype("float16")
+    v = rng.normal(size=(1, 9, 2, 4)).astype("float16")
+    out = ka_ops.chunked_attention(q, k, v, causal=True, chunk_size=4)
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
     want = dense(*(x.astype("float32") for x in (q, k, v)), None, None, True)
     np.testing.assert_allclose(
@@ -314,16 +323,10 @@ def _compiled_outputs_and_grads(fn):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_custom_scale_and_xla_gradient(causal, rng):
-    q, k, v = (rng.normal(size=(1, 2, 10, 4)).astype("float32") for _ in "qkv")
+    q, k, v = (rng.normal(size=(1, 10, 2, 4)).astype("float32") for _ in "qkv")
     compiled = _compiled_outputs_and_grads(
         lambda a, b, c: ka_ops.chunked_attention(
-            a,
-            b,
-            c,
-            scale=0.3,
-            causal=causal,
-            query_chunk_size=3,
-            key_chunk_size=4,
+            a, b, c, scale=0.3, causal=causal, chunk_size=3
         )
     )
     got = compiled(*(ops.convert_to_tensor(x) for x in (q, k, v)))
@@ -339,3 +342,62 @@ def test_custom_scale_and_xla_gradient(causal, rng):
         np.testing.assert_allclose(
             ops.convert_to_numpy(g), w, atol=2e-5, rtol=1e-4
         )
+
+
+def _numpy_lse(q, k, mask, scale):
+    """Each row's log-sum-exp of the kept scaled logits, `(B, H, Tq)`:
+    `-inf` where no key is kept."""
+    groups = q.shape[2] // k.shape[2]
+    logits = np.einsum("bqhd,bkhd->bhqk", q, np.repeat(k, groups, 2)) * scale
+    logits = np.where(mask, logits, -np.inf)
+    top = np.max(logits, -1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return (np.log(np.exp(logits - safe).sum(-1)) + safe[..., 0]).astype(
+            "float32"
+        )
+
+
+def test_lse_is_each_rows_log_sum_exp_with_its_gradient(rng):
+    """The blocks' log-sum-exp: a NumPy reference, `-inf` for a row with no
+    kept key, and its gradient the dense one's (autodiff of a masked
+    logsumexp), alone and beside the output's."""
+    q = rng.normal(size=(2, 7, 4, 8)).astype("float32")
+    k = rng.normal(size=(2, 9, 2, 8)).astype("float32")
+    v = rng.normal(size=(2, 9, 2, 3)).astype("float32")
+    key_mask = rng.random((2, 9)) < 0.7
+    key_mask[1] = False
+    out, lse = ka_ops.chunked_attention(
+        q, k, v, key_mask=key_mask, causal=True, chunk_size=3, return_lse=True
+    )
+    mask = np.tril(np.ones((7, 9), bool)) & key_mask[:, None, None, :]
+    want = _numpy_lse(q, k, mask, 8**-0.5)
+    got = ops.convert_to_numpy(lse)
+    assert got.shape == (2, 4, 7)
+    assert np.all(np.isneginf(got[1])) and np.all(np.isneginf(want[1]))
+    np.testing.assert_allclose(got[0], want[0], atol=1e-5)
+
+    def through_lse(a, b, c):
+        out, lse = ka_ops.chunked_attention(
+            a, b, c, key_mask=key_mask[:1], chunk_size=3, return_lse=True
+        )
+        return ops.sum(out) + ops.sum(ops.sin(lse))
+
+    def dense_lse(a, b, c):
+        logits = ops.einsum("bqhd,bkhd->bhqk", a, ops.repeat(b, 2, axis=2)) * (
+            8**-0.5
+        )
+        logits = ops.where(key_mask[:1, None, None, :], logits, -1e30)
+        out = ka_ops.attention(
+            ops.transpose(a, (0, 2, 1, 3)),
+            ops.transpose(ops.repeat(b, 2, axis=2), (0, 2, 1, 3)),
+            ops.transpose(ops.repeat(c, 2, axis=2), (0, 2, 1, 3)),
+            mask=key_mask[:1, None, None, :],
+        )[0]
+        return ops.sum(out) + ops.sum(ops.sin(ops.logsumexp(logits, -1)))
+
+    inputs = [q[:1], k[:1], v[:1]]
+    _, got = gradients(through_lse, inputs)
+    _, want = gradients(dense_lse, inputs)
+    for name, g, w in zip("qkv", got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=2e-5, err_msg=name)

@@ -1,31 +1,19 @@
-"""ops/_kernel.py: the one block kernel of `chunked_attention` and
-`flex_attention` (the index tensors of the grouped heads, the blocks'
-layout, the backend's vjp, additive logits with grouped heads and a score
-mod against dense, band and block-mask skipping)."""
+"""ops/_kernel.py: the one block kernel of the engine's blocks (the
+blocks' layout, the backend's vjp, additive logits with grouped heads and
+a score mod against dense, band and block-mask skipping, the log-sum-exp
+and its gradient)."""
 
 import numpy as np
 import pytest
 from keras import ops
 
+from keras_attention.ops import MASKED_LOGIT
 from keras_attention.ops import _kernel
 from keras_attention.ops import create_block_mask
 from keras_attention.ops import masked_softmax
 from keras_attention.ops import mods
+from keras_attention.ops._layout import index_tensors
 from tests.autodiff import gradients
-
-
-def test_index_tensors_give_query_head_kv_head_times_groups_plus_g():
-    b, h, q, kv = (
-        ops.convert_to_numpy(t)
-        for t in _kernel.index_tensors(2, 2, 3, np.arange(4), [5, 6])
-    )
-    shape = np.broadcast_shapes(b.shape, h.shape, q.shape, kv.shape)
-    assert shape == (2, 2, 3, 4, 2)
-    assert b.ravel().tolist() == [0, 1]
-    # Query head kv_head * groups + g.
-    np.testing.assert_array_equal(h[0, :, :, 0, 0], [[0, 1, 2], [3, 4, 5]])
-    assert q.ravel().tolist() == [0, 1, 2, 3]
-    assert kv.ravel().tolist() == [5, 6]
 
 
 def test_blocks_hold_the_grouped_heads(rng):
@@ -49,7 +37,7 @@ def test_vjp_gives_the_gradient_of_a_cotangent():
 
 def _dense_kernel(tensors, spec, masks):
     """Every logit at once in the kernel's layout, differentiable by the
-    backend: the reference of `_kernel.attend`."""
+    backend: the reference of `_kernel.attend`, `(output, lse)`."""
     q, k, v, w, table = tensors
     if spec.additive:
         pairs = ops.expand_dims(q, -2) + ops.expand_dims(k, -3)
@@ -57,7 +45,7 @@ def _dense_kernel(tensors, spec, masks):
     else:
         s = ops.matmul(q * spec.scale, ops.swapaxes(k, -1, -2))
     batch, kv_heads, groups, q_len, _ = q.shape
-    idx = _kernel.index_tensors(
+    idx = index_tensors(
         batch, kv_heads, groups, ops.arange(q_len), ops.arange(k.shape[3])
     )
     s = spec.bind([table])(s, *idx)
@@ -66,7 +54,8 @@ def _dense_kernel(tensors, spec, masks):
     if query_mask is not None:
         keep = ops.logical_and(keep, query_mask[:, None, None, :, None])
         keep = ops.logical_and(keep, key_mask[:, None, None, None, :])
-    return ops.matmul(masked_softmax(s, keep), v)
+    lse = ops.logsumexp(ops.where(keep, s, MASKED_LOGIT), -1, keepdims=True)
+    return ops.matmul(masked_softmax(s, keep), v), lse
 
 
 @pytest.mark.parametrize("additive", [True, False])
@@ -113,12 +102,12 @@ def test_kernel_equals_dense_with_grouped_heads_and_a_score_mod(
     def kernel(q, k, v, w, table):
         # Copies: TensorFlow's custom gradient takes tensors, not variables.
         tensors = [q, k, v, *([w] if additive else []), table]
-        out = _kernel.attend([ops.copy(t) for t in tensors], spec)
-        return ops.sum(ops.multiply(out, upstream))
+        out, lse = _kernel.attend([ops.copy(t) for t in tensors], spec)
+        return ops.sum(ops.multiply(out, upstream)) + ops.sum(ops.cos(lse))
 
     def dense(*tensors):
-        out = _dense_kernel(tensors, spec, masks)
-        return ops.sum(ops.multiply(out, upstream))
+        out, lse = _dense_kernel(tensors, spec, masks)
+        return ops.sum(ops.multiply(out, upstream)) + ops.sum(ops.cos(lse))
 
     got = gradients(kernel, [q, k, v, w, bias])
     want = gradients(dense, [q, k, v, w, bias])

@@ -1,8 +1,9 @@
-"""ops/plan.py: the one path planner, its threshold and its refusals.
+"""ops/plan.py: the one path planner, its estimate and its refusals.
 
-The layers' choices follow from it: tests/layers/test_chunking.py,
-test_grouped_query.py and test_cache.py check the paths it picks give the
-dense results, with spies on the kernels.
+The layers' and `flex_attention`'s choices follow from it: one plan per
+call (tests/ops/test_engine.py counts them on every path), and the paths
+it picks give the dense results (tests/layers/test_chunking.py,
+test_grouped_query.py, test_cache.py).
 """
 
 import pytest
@@ -12,15 +13,43 @@ from keras_attention.ops import plan as plan_lib
 
 plan_attention = ka_ops.plan_attention
 SMALL = (2, 4, 16, 16)
-# 4 · 1 · 8 · 8192 · 8192 bytes: exactly the threshold.
-AT_THRESHOLD = (1, 8, 8192, 8192)
+# 4 heads of 8192 × 8192 logits: 1 GiB; a training step holds four times
+# that, an inference step twice.
+LONG = (1, 4, 8192, 8192)
 
 
-def test_dense_bytes_is_the_one_estimate():
+def test_dense_bytes_and_the_step_estimate():
     assert plan_lib.dense_bytes((2, 4, 16, 8)) == 4 * 2 * 4 * 16 * 8
     assert plan_lib.dense_bytes((None, 4, 16, 8), 12) == 12 * 4 * 16 * 8
     assert plan_lib.dense_bytes((2, 4, None, 8)) is None
-    assert plan_lib.dense_bytes(AT_THRESHOLD) == plan_lib.AUTO_CHUNK_MIN_BYTES
+    logits = plan_lib.dense_bytes(LONG)
+    assert logits == 2**30
+    # Forward: the logits and the weights; a mod's temporaries; backward:
+    # the gradients of the weights and of the logits.
+    assert plan_lib.step_bytes(LONG, backward=False) == 2 * logits
+    assert plan_lib.step_bytes(LONG) == 4 * logits
+    assert plan_lib.step_bytes(LONG, mods=True) == 5 * logits
+    assert plan_lib.step_bytes((1, 4, None, 8)) is None
+
+
+@pytest.mark.parametrize(
+    "limits, lengths, size, offset, share",
+    [
+        ((None, None), (2048, 2048), (512, 512), 0, 1.0),
+        # Causal: 10 of the 16 pairs of blocks.
+        ((None, 0), (2048, 2048), (512, 512), 0, 10 / 16),
+        # A window of 256 either side: the diagonal and its neighbours.
+        ((255, 255), (2048, 2048), (512, 512), 0, 10 / 16),
+        ((255, 0), (4096, 4096), (512, 512), 0, 15 / 64),
+        # One query at position 9 of a cache of 16, causal, blocks of 4:
+        # the first three key blocks.
+        ((None, 0), (1, 16), (4, 4), 9, 3 / 4),
+    ],
+)
+def test_band_share_counts_the_pairs_of_blocks_a_band_keeps(
+    limits, lengths, size, offset, share
+):
+    assert plan_lib.band_share(limits, lengths, size, offset) == share
 
 
 @pytest.mark.parametrize(
@@ -29,27 +58,40 @@ def test_dense_bytes_is_the_one_estimate():
         ({}, "fused"),
         ({"weights": True}, "dense"),
         ({"dropout": True}, "dense"),
+        ({"mods": True}, "dense"),
         ({"logits_hook": "attention_activation"}, "dense"),
         ({"flash": True}, "flash"),
+        ({"flash": True, "native_flash": False}, "fused"),
+        ({"lse": True}, "fused"),
+        ({"hook": "_compute_attention"}, "fused"),
+        ({"hook": "_compute_attention", "weights": True}, "dense"),
     ],
 )
-def test_dense_paths_of_a_dot_product(flags, path):
+def test_dense_kernels_of_a_dot_product(flags, path):
     assert plan_attention("dot", SMALL, None, **flags).path == path
     assert plan_attention("dot", SMALL, 0, **flags).path == path
 
 
 def test_other_forms_are_dense_below_the_threshold():
     assert plan_attention("additive", SMALL).path == "dense"
-    assert plan_attention(None, AT_THRESHOLD).path == "dense"
+    assert plan_attention(None, LONG).path == "dense"
 
 
-def test_the_threshold_and_the_bytes_per_logit():
-    below = (1, 8, 8192, 8191)
-    assert plan_attention("dot", below).path == "fused"
-    chosen = plan_attention("dot", AT_THRESHOLD)
-    assert chosen == ka_ops.Plan("blocks", (512, 512), False)
+def test_the_step_estimate_decides_the_automatic_choice():
+    # Training at N = 8192: 4 GiB of `(Tq, Tk)` tensors, past 1 GiB.
+    chosen = plan_attention("dot", LONG)
+    assert chosen.path == "blocks"
+    assert chosen.block_size == (512, 512)
+    assert "4.0 GiB" in chosen.reason
+    # Inference at N = 4096 holds 512 MiB: dense.
+    half = (1, 4, 4096, 4096)
+    assert plan_attention("dot", half, backward=False).path == "fused"
+    # The same step differentiated holds 1 GiB, not more: dense; with a
+    # mod's temporaries, 1.25 GiB: the blocks.
+    assert plan_attention("dot", half).path == "fused"
+    assert plan_attention("dot", half, mods=True).path == "blocks"
     # An additive score's units multiply the bytes: 16 units · 4 bytes.
-    shapes = (1, 8, 2048, 2048)
+    shapes = (1, 8, 1024, 1024)
     assert plan_attention("additive", shapes, bytes_per_logit=4).path == (
         "dense"
     )
@@ -58,55 +100,65 @@ def test_the_threshold_and_the_bytes_per_logit():
     )
     # Unknown lengths stay dense.
     assert plan_attention("dot", (1, 8, None, 8192)).path == "fused"
-    # Weights or dropout keep the dense path however large.
-    assert plan_attention("dot", AT_THRESHOLD, weights=True).path == "dense"
-    assert plan_attention("dot", AT_THRESHOLD, dropout=True).path == "dense"
-
-
-@pytest.mark.parametrize(
-    "flags, flex",
-    [
-        ({}, False),
-        ({"mods": True}, True),
-        ({"tensor_mask": True}, True),
-        ({"cached": True}, True),
-        ({"grouped": True}, True),
-    ],
-)
-def test_blocks_go_through_flex_where_only_a_mask_mod_reads_the_masks(
-    flags, flex
-):
-    chosen = plan_attention("dot", SMALL, 4, **flags)
-    assert (chosen.path, chosen.block_size, chosen.flex) == (
-        "blocks",
-        (4, 4),
-        flex,
+    # An overridden hook is called however large; so are the weights
+    # and the dropout.
+    assert plan_attention("dot", LONG, hook="_compute_attention").path == (
+        "fused"
     )
-    assert plan_attention("additive", SMALL, 4).flex is False
+    assert plan_attention("dot", LONG, weights=True).path == "dense"
+    assert plan_attention("dot", LONG, dropout=True).path == "dense"
 
 
-def test_mods_run_dense_in_flex_unless_blocked():
-    assert plan_attention("dot", SMALL, mods=True) == ka_ops.Plan(
-        "dense", None, True
-    )
-    assert plan_attention("dot", SMALL, 0, mods=True, weights=True).flex
+def test_a_band_or_block_mask_that_leaves_few_blocks_takes_them():
+    n = plan_lib.SPARSE_MIN_LENGTH
+    shapes = (1, 4, n, n)
+    sparse = plan_lib.SPARSE_MAX_SHARE
+    assert plan_attention("dot", shapes, kept=sparse).path == "blocks"
+    assert "skip" in plan_attention("dot", shapes, kept=sparse).reason
+    assert plan_attention("dot", shapes, kept=sparse + 0.01).path == "fused"
+    # Shorter sequences have too few blocks for the skipping to pay.
+    short = (1, 4, n // 2, n // 2)
+    assert plan_attention("dot", short, kept=0.1).path == "fused"
+    # A block mask given to `flex_attention` is always read in blocks.
+    chosen = plan_attention("dot", SMALL, block_size=(4, 8))
+    assert (chosen.path, chosen.block_size) == ("blocks", (4, 8))
 
 
-def test_an_automatic_cache_of_an_additive_score_stays_dense():
-    chosen = plan_attention("additive", AT_THRESHOLD, cached=True)
-    assert chosen.path == "dense"
+def test_a_positive_chunk_size_is_the_block_size():
+    chosen = plan_attention("dot", SMALL, 4, mods=True, tensor_mask=True)
+    assert (chosen.path, chosen.block_size) == ("blocks", (4, 4))
+    # Additive scores read masks, mods and caches in the blocks too.
+    assert plan_attention("additive", SMALL, 4, cached=True).path == "blocks"
+    assert plan_attention("additive", SMALL, 4, mods=True).path == "blocks"
 
 
 @pytest.mark.parametrize(
     "args, flags, match",
     [
-        (("additive", SMALL), {"mods": True}, "need a dot-product score"),
-        (("dot", SMALL), {"mods": True, "flash": True}, "need a dot-product"),
+        (("dot", SMALL), {"mods": True, "flash": True}, "need the logits"),
+        (
+            ("dot", SMALL),
+            {"mods": True, "logits_hook": "attention_activation"},
+            "need the logits",
+        ),
         (("dot", SMALL), {"flash": True, "weights": True}, "flash attention"),
+        (("dot", SMALL), {"flash": True, "dropout": True}, "Dropout is not"),
+        (("additive", SMALL), {"flash": True}, "score='additive'"),
+        (
+            ("dot", SMALL),
+            {"flash": True, "logits_hook": "penalty_coefficient"},
+            "never forms the logits",
+        ),
+        (("dot", SMALL), {"flash": True, "lse": True}, "log-sum-exp"),
+        (
+            ("dot", SMALL),
+            {"lse": True, "logits_hook": "overridden _masked_softmax"},
+            "sinks need the log-sum-exp",
+        ),
         (("dot", SMALL, 4), {"flash": True}, "bypasses flash attention"),
         (
             ("dot", SMALL, 4),
-            {"logits_hook": "overridden _compute_attention"},
+            {"hook": "_compute_attention"},
             "bypasses flash attention",
         ),
         (
@@ -115,21 +167,26 @@ def test_an_automatic_cache_of_an_additive_score_stays_dense():
             "does not support `penalty_coefficient`",
         ),
         (("dot", SMALL, 4), {"weights": True}, "not `return_attention"),
+        (("dot", SMALL, 4), {"dropout": True}, "cannot apply dropout"),
+        ((None, SMALL, 4), {"score": "location"}, "score='location'"),
         (
-            ("additive", SMALL, 4),
-            {"cached": True, "score": "additive_score"},
-            "cached call.*score='additive_score'",
+            ("dot", SMALL, 4),
+            {"block_size": (8, 8)},
+            "must match the block size",
         ),
-        (
-            ("additive", SMALL, 4),
-            {"tensor_mask": True},
-            "not `attention_mask`.*chunk_size=4",
-        ),
+        (("additive", SMALL), {"ring": True}, "a dot-product score"),
+        (("dot", SMALL), {"ring": True, "cached": True}, "no cache"),
     ],
 )
 def test_every_refusal_names_what_it_received(args, flags, match):
     with pytest.raises(ValueError, match=match):
         plan_attention(*args, **flags)
+
+
+def test_the_ring_names_its_blocks():
+    chosen = plan_attention("dot", SMALL, ring=True)
+    assert (chosen.path, chosen.block_size) == ("ring", (512, 512))
+    assert plan_attention("dot", SMALL, 64, ring=True).block_size == (64, 64)
 
 
 def test_a_symbolic_dimension_counts_as_unknown():
@@ -140,10 +197,6 @@ def test_a_symbolic_dimension_counts_as_unknown():
 
     assert plan_attention("dot", (Symbolic(), 4, 8, 8)).path == "fused"
     assert plan_lib.dense_bytes((Symbolic(), 4, 8, 8)) == 4 * 4 * 8 * 8
-
-
-def test_a_dot_product_reads_a_tensor_mask_in_blocks():
-    assert plan_attention("dot", SMALL, 4, tensor_mask=True).flex
 
 
 @pytest.mark.parametrize(
@@ -157,6 +210,7 @@ def test_a_dot_product_reads_a_tensor_mask_in_blocks():
         (("dot", SMALL, True), {}, ValueError, "Received: chunk_size=True"),
         (("dot", SMALL), {"bytes_per_logit": 0}, ValueError, "=0"),
         (("dot", SMALL), {"logits_hook": 3}, TypeError, "logits_hook=3"),
+        (("dot", SMALL), {"kept": 1.5}, ValueError, "Received: kept=1.5"),
     ],
 )
 def test_bad_arguments_are_named(args, flags, error, match):
@@ -173,14 +227,15 @@ def test_this_machine_has_no_accelerator_so_the_cpu_threshold_holds():
 @pytest.mark.parametrize(
     "memory, length, path",
     [
-        # An H200 (139 GiB): 8 GiB of logits at N = 16384 stay dense (the
-        # blocks measured 1.2-45x slower there); 128 GiB at 65536 do not.
+        # An H200 (139 GiB): a training step of 8 GiB of logits at
+        # N = 16384 (32 GiB) stays dense (the blocks measured 1.2-45x
+        # slower there); 128 GiB at 65536 do not.
         (139 * 2**30, 16384, "fused"),
         (139 * 2**30, 65536, "blocks"),
-        # A 16 GiB card: a quarter is 4 GiB, so 8 GiB take the blocks.
+        # A 16 GiB card: a quarter is 4 GiB, so 32 GiB take the blocks.
         (16 * 2**30, 16384, "blocks"),
         # A small card never lowers the CPU's threshold.
-        (2 * 2**30, 4096, "fused"),
+        (2 * 2**30, 2048, "fused"),
     ],
 )
 def test_on_an_accelerator_the_blocks_wait_for_a_share_of_its_memory(
@@ -189,3 +244,5 @@ def test_on_an_accelerator_the_blocks_wait_for_a_share_of_its_memory(
     monkeypatch.setattr(plan_lib, "accelerator_memory", lambda: memory)
     shapes = (1, 8, length, length)
     assert plan_attention("dot", shapes, None).path == path
+    # There the band's skipping does not pay for the blocks either.
+    assert plan_attention("dot", (1, 4, 2048, 2048), kept=0.2).path == "fused"

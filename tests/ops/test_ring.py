@@ -249,6 +249,26 @@ def ring_checks():
             ),
             (q, kv[0], kv[1]),
         )
+
+    # The log-sum-exp beside the output, and the gradient through it.
+    def with_lse(result):
+        out, lse = result
+        return out + jnp.transpose(lse, (0, 2, 1))[..., None]
+
+    compare(
+        "causal, lse",
+        lambda a, b, c: with_lse(
+            ka.ops.ring_attention(
+                a, b, c, context, causal=True, chunk_size=8, return_lse=True
+            )
+        ),
+        lambda a, b, c: with_lse(
+            ka.ops.flex_attention(
+                a, b, c, mask_mod=mods.causal(), chunk_size=0, return_lse=True
+            )
+        ),
+        (q, kv[0], kv[1]),
+    )
     # flex_attention inside the scope, on a 2 × 4 mesh (batch, sequence).
     mesh = keras.distribution.DeviceMesh(
         (2, 4), ["batch", "sequence"], keras.distribution.list_devices()
@@ -321,6 +341,13 @@ def _layer_checks(report, context, compare, rng):
         "GroupedQueryAttention": ka.GroupedQueryAttention(
             head_dim=8, num_query_heads=4, num_key_value_heads=2
         ),
+        # Sinks correct the ring's output through its log-sum-exp.
+        "MultiHeadAttention with sinks": ka.MultiHeadAttention(
+            4, 8, chunk_size=8, use_sinks=True
+        ),
+        "GroupedQueryAttention with sinks": ka.GroupedQueryAttention(
+            head_dim=8, num_query_heads=4, num_key_value_heads=2, use_sinks=True
+        ),
         "MultiHeadLatentAttention": ka.MultiHeadLatentAttention(
             num_heads=4,
             kv_lora_rank=8,
@@ -328,9 +355,17 @@ def _layer_checks(report, context, compare, rng):
             qk_rope_head_dim=2,
             v_head_dim=4,
         ),
+        "MultiHeadLatentAttention with sinks": ka.MultiHeadLatentAttention(
+            num_heads=4,
+            kv_lora_rank=8,
+            qk_nope_head_dim=4,
+            qk_rope_head_dim=2,
+            v_head_dim=4,
+            use_sinks=True,
+        ),
     }
     for name, layer in layers.items():
-        one_input = name == "MultiHeadLatentAttention"
+        one_input = name.startswith("MultiHeadLatentAttention")
         args = (x,) if one_input else (x, x)
         kwargs = {"use_causal_mask": True}
         if not one_input:
@@ -356,7 +391,7 @@ def test_the_ring_on_eight_devices_equals_one_device():
     done = processes.run_python(["-c", code], env=env)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     checked = [k for k in report if not k.endswith("permutes")]
-    assert len(checked) == 8, report
+    assert len(checked) == 12, report
     for name in checked:
         loss, grads = report[name]
         assert loss < 1e-3 and grads < 1e-4, (name, report[name])

@@ -1,0 +1,62 @@
+"""One call of a multi-head layer, as the engine receives it (private module).
+
+The public layers' `call` methods differ in their arguments (Keras's
+`MultiHeadAttention`, `SelfAttention`'s one input, MLA's latent cache);
+each turns its arguments into one `LayerCall`, which the engine
+(`MultiHeadBase`) reads by name.
+"""
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LayerCall:
+    """The arguments of one layer call.
+
+    Attributes:
+        query: `(batch, Tq, dim)` (or N-D with `attention_axes`).
+        value: `(batch, Tv, dim)`.
+        key: `(batch, Tv, dim)`; the value when the call has none.
+        query_mask, value_mask, key_mask: Boolean padding masks or `None`.
+        attention_mask: An explicit boolean mask or `None`.
+        use_causal_mask: Whether query `i` only sees keys `j <= i`.
+        cache: The cache tensor or `None`.
+        cache_update_index: Where the call's keys and values are written.
+        training: Whether dropout is active.
+        return_weights: Whether the weights are returned.
+        score_mod, mask_mod: The call's mods, after the layer's own.
+        attention_bias: An additive bias of the logits, or `None`.
+        layout: A variant's layout of the heads (MLA's `"absorbed"`).
+    """
+
+    query: Any
+    value: Any
+    key: Any = None
+    query_mask: Any = None
+    value_mask: Any = None
+    key_mask: Any = None
+    attention_mask: Any = None
+    use_causal_mask: bool = False
+    cache: Any = None
+    cache_update_index: Any = None
+    training: Any = None
+    return_weights: bool = False
+    score_mod: Any = None
+    mask_mod: Any = None
+    attention_bias: Any = None
+    layout: str | None = None
+
+    def __post_init__(self):
+        if self.key is None:
+            object.__setattr__(self, "key", self.value)
+
+    def mask_flags(self):
+        """The masks as Keras's `_compute_attention_mask` takes them."""
+        return {
+            "query_mask": self.query_mask,
+            "value_mask": self.value_mask,
+            "key_mask": self.key_mask,
+            "attention_mask": self.attention_mask,
+            "use_causal_mask": bool(self.use_causal_mask),
+        }

@@ -1,0 +1,293 @@
+"""The kernels of the engine, one per path of the planner (private module).
+
+Each takes an `engine.AttentionCall` and its `Plan` and gives an
+`engine.Result`: the output `(B, Tq, H, Dv)`, the weights where asked and
+the log-sum-exp of each row. They work in the one layout of grouped heads
+(`ops/_layout.py`); the band and the mods read absolute positions (the
+call's `query_offset` added), the explicit mask and the bias the call's
+own.
+
+- `dense`: every logit at once, through the score; the weights can be
+  returned, dropped out, activated, or normalised by a layer's softmax.
+- `fused`: `keras_attention.ops.dot_product_attention` (a dot product,
+  FlashAttention's backward pass).
+- `flash`: `keras.ops.dot_product_attention(..., flash_attention=True)`.
+- `blocks`: the block kernel (`ops/_kernel.py`), memory linear in the
+  length, the blocks a band or a `BlockMask` empties skipped.
+- `ring`: `keras_attention.ops.ring_attention` over the devices of the
+  active `ContextParallel`.
+"""
+
+from typing import Any
+from typing import NamedTuple
+
+from keras import ops
+
+import keras_attention.ops
+from keras_attention.ops import _kernel
+from keras_attention.ops import _layout
+from keras_attention.ops import mods as mods_lib
+from keras_attention.ops.attend import logits_dtype
+from keras_attention.ops.attend import masked_softmax
+from keras_attention.ops.logits import kept_lse
+from keras_attention.ops.logits import mask_logits
+from keras_attention.ops.mask_mods import and_masks
+from keras_attention.ops.mask_mods import create_block_mask
+
+
+class Result(NamedTuple):
+    """What a kernel gives: the output `(batch, Tq, heads, Dv)`, the
+    weights `(batch, heads, Tq, Tk)` or `None`, the log-sum-exp `(batch,
+    heads, Tq)` or `None` (`-inf` for a row with no kept key)."""
+
+    output: Any
+    weights: Any = None
+    lse: Any = None
+
+
+def _positional(call):
+    """The band and the mask mods at absolute positions, one mask mod."""
+    parts = [call.masks.band, *call.masks.mask_mods]
+    parts = [mods_lib.shifted(p, call.query_offset) for p in parts if p]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else and_masks(*parts)
+
+
+def _dense_mask(call, q_len, k_len):
+    """The tensor masks of the call (padding, explicit, the band at its
+    positions) in the grouped layout, or `None`."""
+    mask = call.masks.dense(
+        q_len, k_len, heads_axis=True, query_offset=call.query_offset
+    )
+    return None if mask is None else _layout.grouped(mask, call.key.shape[2])
+
+
+def _logits(call, dtype):
+    """The logits `(B, Hkv, G, Tq, Tk)` of the score."""
+    query, key = call.query, call.key
+    kv_heads = key.shape[2]
+    if call.score.form == "dot":
+        q, k, scale = call.score.dot_product_form(query, key)
+        q, k = _layout.group(ops.cast(q, dtype), kv_heads), ops.cast(k, dtype)
+        if scale is not None:
+            q = q * ops.cast(scale, dtype)
+        k = ops.transpose(k, (0, 2, 3, 1))[:, :, None]
+        return ops.matmul(q, k)
+    batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
+    k_len, depth = ops.shape(key)[1], query.shape[-1]
+    q = ops.reshape(
+        _layout.group(query, kv_heads), (batch, kv_heads, -1, depth)
+    )
+    s = call.score(q, ops.transpose(key, (0, 2, 1, 3)))
+    return ops.reshape(ops.cast(s, dtype), (batch, kv_heads, -1, q_len, k_len))
+
+
+def dense(call, plan):
+    """Every logit at once: logits → activation → mods → masks → softmax
+    → dropout → the weighted sum of the grouped values."""
+    dtype = logits_dtype(call.value.dtype)
+    logits = _logits(call, dtype)
+    if call.activation is not None:
+        logits = ops.cast(call.activation(logits), dtype)
+    batch, kv_heads, groups, q_len, k_len = ops.shape(logits)
+    idx = _layout.index_tensors(
+        batch, kv_heads, groups, ops.arange(q_len), ops.arange(k_len)
+    )
+    score_mod = mods_lib.shifted(call.score_mod, call.query_offset)
+    if score_mod is not None:
+        logits = ops.cast(score_mod(logits, *idx), dtype)
+    if call.bias is not None:
+        bias = _layout.grouped(ops.cast(call.bias, dtype), kv_heads)
+        logits = logits + bias
+    mask = _dense_mask(call, q_len, k_len)
+    if call.masks.mask_mods:
+        # The band is in the tensor mask already; the mods are evaluated.
+        shift = call.query_offset
+        mods = [mods_lib.shifted(m, shift) for m in call.masks.mask_mods]
+        kept = ops.cast(and_masks(*mods)(*idx), "bool")
+        mask = kept if mask is None else ops.logical_and(mask, kept)
+    weights = _softmax(call, logits, mask)
+    lse = None
+    if call.lse or call.sinks is not None:
+        masked = logits if mask is None else mask_logits(logits, mask)
+        lse = kept_lse(_layout.rows(ops.logsumexp(masked, -1, keepdims=True)))
+    weights = ops.cast(weights, call.value.dtype)
+    used = weights if call.dropout is None else call.dropout(weights)
+    v = _layout.key_value(ops.cast(call.value, weights.dtype))
+    output = _layout.ungroup(ops.matmul(used, v))
+    return Result(output, _layout.heads(weights) if call.weights else None, lse)
+
+
+def _softmax(call, logits, mask):
+    """The masked softmax of the logits, or a layer's own on `(B, H, Tq,
+    Tk)` (Keras's `_masked_softmax` hook)."""
+    if call.softmax is None:
+        return masked_softmax(logits, mask)
+    shape = ops.shape(logits)
+    logits_4d = _layout.heads(logits)
+    if mask is not None:
+        mask = _layout.heads(ops.broadcast_to(mask, shape))
+    weights = call.softmax(logits_4d, mask)
+    return ops.reshape(weights, shape)
+
+
+def fused(call, plan):
+    """`keras_attention.ops.dot_product_attention` of the transformed
+    query and key (grouped heads folded by the kernel)."""
+    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q_len, k_len = call.shapes[2:]
+    mask = call.masks.dense(
+        ops.shape(q)[1],
+        ops.shape(k)[1],
+        heads_axis=True,
+        query_offset=call.query_offset,
+    )
+    want_lse = call.lse or call.sinks is not None
+    out = keras_attention.ops.dot_product_attention(
+        q, k, call.value, mask, scale, return_lse=want_lse
+    )
+    return Result(out[0], None, out[1]) if want_lse else Result(out)
+
+
+def flash(call, plan):
+    """`keras.ops.dot_product_attention` with `flash_attention=True`."""
+    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    mask = call.masks.dense(
+        ops.shape(q)[1],
+        ops.shape(k)[1],
+        heads_axis=True,
+        query_offset=call.query_offset,
+    )
+    if mask is not None:
+        mask = _layout.four_d(ops.cast(mask, "bool"))
+    dtype = call.value.dtype
+    out = ops.dot_product_attention(
+        ops.cast(q, dtype),
+        ops.cast(k, dtype),
+        call.value,
+        mask=mask,
+        scale=1.0 if scale is None else scale,
+        flash_attention=True,
+    )
+    return Result(out)
+
+
+def _block_mods(call):
+    """`(score_mod, mask_mod, limits)` of the blocks: the positional ones
+    shifted to absolute positions, the bias and the explicit mask read at
+    the call's own."""
+    score_mods = [mods_lib.shifted(call.score_mod, call.query_offset)]
+    if call.bias is not None:
+        score_mods.append(mods_lib.bias(_layout.four_d(call.bias)))
+    score_mods = [m for m in score_mods if m is not None]
+    score_mod = None
+    if score_mods:
+        score_mod = (
+            score_mods[0]
+            if len(score_mods) == 1
+            else mods_lib.chain(*score_mods)
+        )
+    mask_mods = [_positional(call)]
+    explicit = call.masks.attention_mask
+    if explicit is not None:
+        mask_mods.append(mods_lib.boolean_mask(_layout.four_d(explicit)))
+    mask_mods = [m for m in mask_mods if m is not None]
+    mask_mod = None
+    if mask_mods:
+        mask_mod = (
+            mask_mods[0] if len(mask_mods) == 1 else and_masks(*mask_mods)
+        )
+    limits = (None, None)
+    band = mods_lib.shifted(call.masks.band, call.query_offset)
+    if band is not None and band.limits is not None:
+        limits = band.limits
+    return score_mod, mask_mod, limits
+
+
+def _forms(call, dtype):
+    """The kernel's first tensors and `(scale, additive)`: the score's dot
+    product or additive form, in the grouped layout."""
+    if call.score.form == "dot":
+        q, k, scale = call.score.dot_product_form(call.query, call.key)
+        extra, scale = [], 1.0 if scale is None else scale
+    else:
+        q, k, additive_v = call.score.additive_form(call.query, call.key)
+        extra, scale = [additive_v], 1.0
+    q, k, v = (ops.cast(t, dtype) for t in (q, k, call.value))
+    tensors = list(_layout.to_layout(q, k, v))
+    return tensors + [ops.cast(t, dtype) for t in extra], scale
+
+
+def blocks(call, plan):
+    """The block kernel: an online softmax over blocks, the pairs that
+    the band or the block mask empties skipped."""
+    dtype = logits_dtype(call.value.dtype)
+    tensors, scale = _forms(call, dtype)
+    score_mod, mask_mod, limits = _block_mods(call)
+    mod_tensors = list(getattr(score_mod, "tensors", ()) or ())
+    bind = score_mod.with_tensors if mod_tensors else (lambda _: score_mod)
+    q_len, k_len = call.shapes[2:]
+    kinds = _kinds(call, mask_mod, plan.block_size)
+    spec = _kernel.Spec(
+        scale=scale,
+        sizes=plan.block_size,
+        additive=call.score.form != "dot",
+        score_mod=score_mod,
+        bind=bind,
+        mask_mod=mask_mod,
+        query_mask=call.masks.query_mask,
+        key_mask=call.masks.key_mask,
+        limits=limits,
+        kinds=kinds,
+    )
+    tensors += [ops.cast(t, dtype) for t in mod_tensors]
+    out, lse = _kernel.attend(tensors, spec)
+    output = ops.cast(_layout.ungroup(out), call.value.dtype)
+    return Result(output, None, kept_lse(_layout.rows(lse)))
+
+
+def _kinds(call, mask_mod, block_size):
+    """The kinds of the blocks: the call's `BlockMask`, or one made of a
+    mask mod other than a band where the lengths are static (so that the
+    blocks it empties are skipped and those it keeps whole not masked)."""
+    if call.block_mask is not None:
+        return call.block_mask.kinds
+    q_len, k_len = call.shapes[2:]
+    others = call.masks.mask_mods or call.masks.attention_mask is not None
+    static = isinstance(q_len, int) and isinstance(k_len, int)
+    if mask_mod is None or not others or not static:
+        return None
+    sizes = (min(block_size[0], q_len), min(block_size[1], k_len))
+    batch = ops.shape(call.query)[0]
+    heads = call.query.shape[2]
+    return create_block_mask(mask_mod, batch, heads, q_len, k_len, sizes).kinds
+
+
+def ring(call, plan):
+    """`keras_attention.ops.ring_attention`: the blocks on every device
+    of the active `ContextParallel`, the key/value blocks passed round."""
+    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    score_mod, mask_mod, _ = _block_mods(call)
+    out, lse = keras_attention.ops.ring_attention(
+        q,
+        k,
+        call.value,
+        mask_mod=mask_mod,
+        score_mod=score_mod,
+        query_mask=call.masks.query_mask,
+        key_mask=call.masks.key_mask,
+        scale=1.0 if scale is None else scale,
+        chunk_size=plan.block_size[0],
+        return_lse=True,
+    )
+    return Result(out, None, lse)
+
+
+KERNELS = {
+    "dense": dense,
+    "fused": fused,
+    "flash": flash,
+    "blocks": blocks,
+    "ring": ring,
+}

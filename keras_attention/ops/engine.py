@@ -1,0 +1,209 @@
+"""The attention engine: one call record, planned once, run on its kernel.
+
+An `AttentionCall` is everything one attention call asks, built once: the
+heads in one layout, the score, the masks as one `AttentionMasks`, the
+mods, what is returned. `plan_call` asks `keras_attention.ops.
+plan_attention` once for its kernel; `run` runs that kernel
+(`ops/_kernels.py`), which returns the output, the weights where asked,
+and the log-sum-exp of each row, and applies what reads the
+log-sum-exp: attention sinks. The multi-head layers and `flex_attention`
+both go through here, so a variant of the softmax is one correction in
+`run`, not one in each kernel.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from keras import ops
+
+import keras_attention.ops
+from keras_attention.ops import _kernels
+from keras_attention.ops import plan as plan_lib
+from keras_attention.ops._kernels import Result
+from keras_attention.ops.masks import AttentionMasks
+
+
+class ScaledDot:
+    """The score of `flex_attention` and the other ops: `scale · q·k`.
+
+    It has the forms the kernels read of a score layer (`form`,
+    `dot_product_form`), so an op's call is a layer's call.
+    """
+
+    form = "dot"
+    dense_bytes_per_logit = 4
+    name = "scaled_dot"
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def dot_product_form(self, query, key):
+        return query, key, self.scale
+
+
+class Additive:
+    """The additive score of `chunked_attention(..., additive_v=v)`:
+    `scale · Σ_u v_u tanh(q_iu + k_ju)` of projected inputs."""
+
+    form = "additive"
+    name = "additive"
+
+    def __init__(self, v, scale):
+        self.v, self.scale = v, scale
+
+    @property
+    def dense_bytes_per_logit(self):
+        return 4 * int(self.v.shape[-1])
+
+    def additive_form(self, query, key):
+        return query, key, ops.cast(self.v, query.dtype) * self.scale
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AttentionCall:
+    """One attention call: what every kernel reads, built once.
+
+    Attributes:
+        query: The query heads `(batch, Tq, heads, depth)`.
+        key: The key heads `(batch, Tk, kv_heads, depth)`, `kv_heads`
+            dividing `heads`.
+        value: The value heads `(batch, Tk, kv_heads, Dv)`.
+        score: The score (a `keras_attention.scores.Score`, or
+            `ScaledDot`): its `form` says which kernels can compute it.
+        masks: The call's masks as one `ops.masks.AttentionMasks`; its
+            band and mask mods read absolute positions.
+        score_mod: A score mod at absolute positions, or `None`.
+        bias: An additive bias broadcastable to `(batch, heads, Tq, Tk)`
+            (any rank 2-4), at the call's own positions, or `None`.
+        query_offset: The absolute position of the first query (a
+            cache's `cache_update_index`); the band and the mods read
+            `q_idx + query_offset`.
+        block_mask: A `BlockMask` of the mask, or `None`.
+        dropout: A function applied to the weights, or `None`.
+        weights: Whether the weights `(batch, heads, Tq, Tk)` are wanted.
+        lse: Whether the log-sum-exp `(batch, heads, Tq)` is wanted.
+        sinks: One logit per query head in each row's softmax, taking no
+            value (attention sinks), or `None`.
+        activation: A function of the logits before the softmax
+            (`attention_activation`), or `None`.
+        softmax: A layer's `_masked_softmax(logits, mask)` on `(batch,
+            heads, Tq, Tk)`, or `None` for `masked_softmax`.
+    """
+
+    query: Any
+    key: Any
+    value: Any
+    score: Any
+    masks: AttentionMasks = dataclasses.field(default_factory=AttentionMasks)
+    score_mod: Callable | None = None
+    bias: Any = None
+    query_offset: Any = 0
+    block_mask: Any = None
+    dropout: Callable | None = None
+    weights: bool = False
+    lse: bool = False
+    sinks: Any = None
+    activation: Callable | None = None
+    softmax: Callable | None = None
+
+    @property
+    def shapes(self):
+        """`(batch, heads, Tq, Tk)` as the planner reads them."""
+        q, k = self.query.shape, self.key.shape
+        return (q[0], q[2], q[1], k[1])
+
+    @property
+    def has_mods(self):
+        """A score mod, a mask mod or a bias."""
+        return (
+            self.score_mod is not None
+            or self.bias is not None
+            or bool(self.masks.mask_mods)
+        )
+
+
+def kept_share(call, block_size=None):
+    """The share of the pairs of blocks the call's masks keep, for the
+    planner: a band's by arithmetic, a concrete `BlockMask`'s by count,
+    `plan.UNKNOWN_SHARE` for a mask that only the blocks would evaluate;
+    `None` for all."""
+    q_len, k_len = call.shapes[2:]
+    if not (isinstance(q_len, int) and isinstance(k_len, int)):
+        return None
+    size = block_size or (plan_lib.AUTO_CHUNK_SIZE,) * 2
+    shares = []
+    band = call.masks.band
+    if band is not None and isinstance(call.query_offset, int):
+        shares.append(
+            plan_lib.band_share(
+                band.limits, (q_len, k_len), size, call.query_offset
+            )
+        )
+    if call.block_mask is not None:
+        shares.append(_kinds_share(call.block_mask.kinds))
+    elif call.masks.mask_mods or call.masks.attention_mask is not None:
+        shares.append(plan_lib.UNKNOWN_SHARE)
+    return min(shares) if shares else None
+
+
+def _kinds_share(kinds):
+    """The share of non-empty blocks of a `BlockMask`'s kinds, where they
+    are concrete; `plan.UNKNOWN_SHARE` where they are traced."""
+    try:
+        kept = ops.convert_to_numpy(ops.any(kinds > 0, axis=(0, 1)))
+    except Exception:  # a traced tensor has no value yet
+        return plan_lib.UNKNOWN_SHARE
+    return float(kept.mean())
+
+
+def plan_call(call, chunk_size=None, backward=True, **layer_flags):
+    """`keras_attention.ops.plan_attention` for `call`: the one plan of
+    one call. `layer_flags` are what a layer adds (`flash`,
+    `native_flash`, `logits_hook`, `dropout` as a rate, `weights` for a
+    penalty, `cached`, `ring`)."""
+    score = call.score
+    block = (chunk_size, chunk_size) if chunk_size else None
+    flags = dict(
+        weights=call.weights,
+        dropout=call.dropout is not None,
+        mods=call.has_mods,
+        tensor_mask=call.masks.attention_mask is not None,
+        score=type(score).__name__,
+        bytes_per_logit=score.dense_bytes_per_logit,
+        backward=backward,
+        kept=kept_share(call, block),
+        lse=call.lse or call.sinks is not None,
+    )
+    for name in ("weights", "dropout"):
+        flags[name] = flags[name] or bool(layer_flags.pop(name, False))
+    flags.update(layer_flags)
+    # Looked up on the package at each call, so that it can be observed.
+    return keras_attention.ops.plan_attention(
+        score.form, call.shapes, chunk_size, **flags
+    )
+
+
+def run(call, plan):
+    """The `Result` of `call` on the kernel `plan` names; attention sinks
+    corrected through the log-sum-exp."""
+    result = _kernels.KERNELS[plan.path](call, plan)
+    if call.sinks is not None:
+        result = _with_sinks(result, call.sinks)
+    if not call.lse:
+        result = result._replace(lse=None)
+    return result
+
+
+def _with_sinks(result, sinks):
+    """Each row's softmax with one more logit per head that takes no
+    value (gpt-oss's sinks): the output and weights scaled by `σ(lse -
+    sink)`, the row's mass on the real keys; the lse gains the sink."""
+    sinks = ops.cast(sinks, result.lse.dtype)[None, :, None]
+    kept = ops.sigmoid(result.lse - sinks)
+    share = ops.transpose(kept, (0, 2, 1))[..., None]
+    output = result.output * ops.cast(share, result.output.dtype)
+    weights = result.weights
+    if weights is not None:
+        weights = weights * ops.cast(kept[..., None], weights.dtype)
+    return Result(output, weights, ops.logaddexp(result.lse, sinks))

@@ -1,0 +1,158 @@
+"""ops/_kernels.py: every kernel of the engine on one call, against NumPy
+with the key/value heads repeated (what the kernels avoid doing).
+
+One call of grouped heads with every kind of mask the record carries: a
+padding mask, a per-head explicit mask, a band and a mask mod at a query
+offset (a cache's), a score mod and a bias. The dense and block kernels
+take all of it; the fused kernel the tensor masks.
+"""
+
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_attention
+from keras_attention.ops import _kernels
+from keras_attention.ops import engine
+from keras_attention.ops import mods
+from keras_attention.ops import plan as plan_lib
+from tests.layer_basics import np_softmax
+
+B, TQ, TK, H, HKV, D = 2, 5, 9, 4, 2, 3
+OFFSET = 3  # the queries are positions 3..7 of the keys
+
+
+def _inputs(rng):
+    q = rng.normal(size=(B, TQ, H, D)).astype("float32")
+    k = rng.normal(size=(B, TK, HKV, D)).astype("float32")
+    v = rng.normal(size=(B, TK, HKV, D + 1)).astype("float32")
+    key_mask = np.arange(TK)[None].repeat(B, 0) < [[TK], [7]]
+    per_head = rng.random((B, H, TQ, TK)) > 0.2
+    return q, k, v, key_mask, per_head
+
+
+def _numpy(q, k, v, mask, scale, bias=None, alibi=False):
+    """Output, weights and lse of attention with repeated K/V heads."""
+    groups = q.shape[2] // k.shape[2]
+    k, v = (np.repeat(t, groups, axis=2) for t in (k, v))
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if alibi:
+        slopes = np.array(mods.alibi_slopes(H))[:, None, None]
+        rows = np.arange(TQ)[:, None] + OFFSET
+        logits = logits - slopes * np.abs(rows - np.arange(TK)[None])
+    if bias is not None:
+        logits = logits + bias
+    masked = np.where(mask, logits, -np.inf)
+    weights = np.nan_to_num(np_softmax(masked))
+    top = np.max(masked, -1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0)
+    with np.errstate(divide="ignore"):
+        lse = np.log(np.exp(masked - safe).sum(-1)) + safe[..., 0]
+    out = np.einsum("bhqk,bkhd->bqhd", weights, v)
+    return out, weights, lse
+
+
+def _positions(causal_window):
+    rows = np.arange(TQ)[:, None] + OFFSET
+    cols = np.arange(TK)[None]
+    return (rows >= cols) & (rows - cols < causal_window)
+
+
+def _call(rng, **fields):
+    q, k, v, key_mask, per_head = _inputs(rng)
+    masks = keras_attention.ops.masks.attention_masks(
+        key_mask=key_mask,
+        attention_mask=per_head,
+        use_causal_mask=True,
+        band=(3, None),
+        mask_mods=fields.pop("mask_mods", ()),
+    )
+    call = engine.AttentionCall(
+        q,
+        k,
+        v,
+        engine.ScaledDot(0.5),
+        masks=masks,
+        query_offset=OFFSET,
+        lse=True,
+        **fields,
+    )
+    mask = per_head & key_mask[:, None, None, :] & _positions(4)
+    return call, (q, k, v, mask)
+
+
+@pytest.mark.parametrize("path", ["dense", "blocks"])
+def test_dense_and_blocks_take_every_mask_mod_and_bias(path, rng):
+    # The mask mod keeps even keys past position 1 (read at absolute
+    # positions); ALiBi reads them too; the bias the call's own.
+    def even_keys(b, h, q_idx, kv_idx):
+        return ops.logical_or(kv_idx % 2 == 0, q_idx < 5)
+
+    bias = rng.normal(size=(1, H, TQ, TK)).astype("float32")
+    call, (q, k, v, mask) = _call(
+        rng,
+        mask_mods=(even_keys,),
+        score_mod=mods.alibi(H),
+        bias=bias,
+        weights=path == "dense",
+    )
+    rows = np.arange(TQ)[:, None] + OFFSET
+    mask = mask & ((np.arange(TK)[None] % 2 == 0) | (rows < 5))
+    plan = plan_lib.Plan(path, (2, 3) if path == "blocks" else None)
+    got = _kernels.KERNELS[path](call, plan)
+    want = _numpy(q, k, v, mask, 0.5, bias, alibi=True)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got.output), want[0], atol=1e-5
+    )
+    lse = ops.convert_to_numpy(got.lse)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(want[2]))
+    finite = np.isfinite(want[2])
+    np.testing.assert_allclose(lse[finite], want[2][finite], atol=1e-5)
+    if path == "dense":
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(got.weights), want[1], atol=1e-6
+        )
+
+
+def test_fused_takes_the_tensor_masks_at_their_offset(rng):
+    call, (q, k, v, mask) = _call(rng)
+    got = _kernels.fused(call, plan_lib.Plan("fused"))
+    want = _numpy(q, k, v, mask, 0.5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got.output), want[0], atol=1e-5
+    )
+    lse = ops.convert_to_numpy(got.lse)
+    finite = np.isfinite(want[2])
+    np.testing.assert_allclose(lse[finite], want[2][finite], atol=1e-5)
+    assert np.all(np.isneginf(lse[~finite]))
+
+
+@pytest.mark.parametrize("path", ["dense", "blocks"])
+def test_an_additive_score_runs_dense_and_in_blocks(path, rng):
+    q, k, v, key_mask, _ = _inputs(rng)
+    score = keras_attention.scores.get("additive")
+    score.build((B, HKV, None, D), (B, HKV, None, D))
+    masks = keras_attention.ops.masks.attention_masks(
+        key_mask=key_mask, use_causal_mask=True
+    )
+    call = engine.AttentionCall(q, k, v, score, masks=masks)
+    plan = plan_lib.Plan(path, (2, 4) if path == "blocks" else None)
+    got = _kernels.KERNELS[path](call, plan).output
+    # The score on repeated heads, `(B, H, Tq, Tk)`.
+    groups = H // HKV
+    heads = (np.repeat(t, groups, 2).transpose(0, 2, 1, 3) for t in (k, v))
+    k_rep, v_rep = heads
+    logits = ops.convert_to_numpy(score(q.transpose(0, 2, 1, 3), k_rep))
+    mask = key_mask[:, None, None, :] & np.tril(np.ones((TQ, TK), bool))
+    weights = np.nan_to_num(np_softmax(np.where(mask, logits, -np.inf)))
+    want = np.einsum("bhqk,bhkd->bqhd", weights, v_rep)
+    np.testing.assert_allclose(ops.convert_to_numpy(got), want, atol=1e-5)
+
+
+def test_the_fused_kernel_folds_a_per_head_mask_onto_its_query_heads(rng):
+    """A `(B, H, Tq, Tk)` mask with grouped heads: head `h`'s row goes to
+    query head `h`."""
+    q, k, v, _, per_head = _inputs(rng)
+    got = keras_attention.ops.dot_product_attention(q, k, v, per_head, 0.5)
+    want = _numpy(q, k, v, per_head, 0.5)[0]
+    np.testing.assert_allclose(ops.convert_to_numpy(got), want, atol=1e-5)
