@@ -68,3 +68,22 @@ def test_help_lists_the_preset_as_flags(capsys):
     assert (
         cli.parse_with_preset(parser, presets, ["--preset", "fast"]).rate == 0.5
     )
+
+
+def test_the_docs_list_the_flags_that_may_differ_on_resume():
+    # docs/examples.md and docs/distributed.md listed different flags
+    # (issue 54): distributed.md says it, examples.md links there.
+    import os
+    import re
+
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+    with open(os.path.join(docs, "distributed.md"), encoding="utf-8") as f:
+        text = " ".join(f.read().split())
+    listed = text.split("which may differ on resume: ", 1)[1].split(";")[0]
+    flags = re.findall(r"`--([a-z-]+)`", listed)
+    assert sorted(flags) == sorted(
+        flag.replace("_", "-") for flag in cli.RESUMABLE_FLAGS
+    )
+    with open(os.path.join(docs, "examples.md"), encoding="utf-8") as f:
+        examples = f.read()
+    assert "distributed.md#resuming-a-killed-run" in examples
