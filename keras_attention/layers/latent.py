@@ -10,6 +10,7 @@ from keras_attention import _validation
 from keras_attention.layers import _cache
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers import _sharding
 from keras_attention.layers._multi_head_base import MultiHeadBase
 from keras_attention.layers.rotary import RotaryEmbedding
 
@@ -244,6 +245,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
     def build(self, query_shape, value_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         self._check_shapes(query_shape, value_shape)
+        _sharding.check_heads(self, self.num_heads)
         heads, dim = self.num_heads, query_shape[-1]
         q_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
         if self.q_lora_rank is None:
