@@ -112,11 +112,18 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             Defaults to `10000`.
         rope_scaling_factor: `RotaryEmbedding`'s `scaling_factor`.
             Defaults to `1.0`.
-        rope_type, rope_original_max_position_embeddings,
-            rope_low_freq_factor, rope_high_freq_factor, rope_beta_fast,
-            rope_beta_slow: `RotaryEmbedding`'s `rope_type` (`"linear"`,
-            `"llama3"` or `"yarn"`) and the arguments of its scaling, of
-            the same names without `rope_`. Default as there.
+        rope_type: `RotaryEmbedding`'s `rope_type`: `"linear"`,
+            `"llama3"` or `"yarn"`. Defaults to `"linear"`.
+        rope_original_max_position_embeddings: `RotaryEmbedding`'s
+            `original_max_position_embeddings`. Defaults to `None`.
+        rope_low_freq_factor: `RotaryEmbedding`'s `low_freq_factor`.
+            Defaults to `1.0`.
+        rope_high_freq_factor: `RotaryEmbedding`'s `high_freq_factor`.
+            Defaults to `4.0`.
+        rope_beta_fast: `RotaryEmbedding`'s `beta_fast`. Defaults to
+            `32.0`.
+        rope_beta_slow: `RotaryEmbedding`'s `beta_slow`. Defaults to
+            `1.0`.
         rope_attention_factor: YaRN's `m`, folded into the softmax scale
             as `m²`. Defaults to `None`: `0.1 · ln(rope_scaling_factor) +
             1` with `"yarn"` (DeepSeek's `mscale` `c` is `0.1 · c ·

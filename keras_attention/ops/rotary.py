@@ -105,10 +105,14 @@ def rotary_frequencies(
             `"linear"`.
         original_max_position_embeddings: The context length the model
             was trained on; needed by `"llama3"` and `"yarn"`.
-        low_freq_factor, high_freq_factor: `"llama3"`'s band. Default to
-            `1.0` and `4.0` (Llama 3.1's).
-        beta_fast, beta_slow: `"yarn"`'s ramp. Default to `32.0` and
-            `1.0` (YaRN's and DeepSeek-V3's).
+        low_freq_factor: `"llama3"`'s long-wavelength bound. Defaults to
+            `1.0` (Llama 3.1's).
+        high_freq_factor: `"llama3"`'s short-wavelength bound. Defaults
+            to `4.0` (Llama 3.1's).
+        beta_fast: `"yarn"`'s turns above which a pair is kept. Defaults
+            to `32.0` (YaRN's and DeepSeek-V3's).
+        beta_slow: `"yarn"`'s turns below which a pair is interpolated.
+            Defaults to `1.0`.
 
     Returns:
         float32 frequencies, `(dim // 2,)`.
