@@ -19,20 +19,40 @@ file, or a non-empty output directory, prints one line `error: ...` and
 exits with status 2.
 """
 
+import importlib.util
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _cli  # noqa: E402
+
+def _load_cli():
+    """`keras_attention/models/cli.py`, the scripts' shared command line.
+
+    Loaded from its file (it needs only the standard library): importing
+    `keras_attention.models.cli` would run the package's `__init__`, and
+    with it Keras and TensorFlow, before `--help` or a mistyped flag could
+    answer.
+    """
+    package = importlib.util.find_spec("keras_attention")
+    if package is None:
+        sys.exit("error: keras_attention is not importable: pip install it")
+    (root,) = package.submodule_search_locations
+    path = os.path.join(root, "models", "cli.py")
+    spec = importlib.util.spec_from_file_location("keras_attention_cli", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cli = _load_cli()
 
 
 def parse_args(argv=None):
-    parser = _cli.Parser(description=__doc__.split("\n\n")[0])
+    parser = cli.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "model",
-        type=_cli.existing_file,
+        type=cli.existing_file,
         help="path of a .keras file (e.g. runs/sentiment/model.keras)",
     )
     parser.add_argument(
@@ -56,19 +76,19 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    _cli.import_tensorflow()
+    cli.import_tensorflow()
     import keras
 
     import keras_attention
 
     if keras.backend.backend() != "tensorflow":
-        _cli.fail(
+        cli.fail(
             "exporting a SavedModel needs KERAS_BACKEND=tensorflow, not "
             f"{keras.backend.backend()}"
         )
-    with _cli.user_errors():
+    with cli.user_errors():
         model = keras_attention.load_model(args.model)
-    with _cli.user_errors(ValueError):
+    with cli.user_errors(ValueError):
         keras_attention.export_for_serving(
             model, args.output, beam_width=args.beam_width
         )

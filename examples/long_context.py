@@ -17,20 +17,39 @@ without accelerators `--cpu-devices N` splits the CPU into N devices
 (`XLA_FLAGS=--xla_force_host_platform_device_count=N` does the same).
 """
 
+import importlib.util
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _cli  # noqa: E402
+def _load_cli():
+    """`keras_attention/models/cli.py`, the scripts' shared command line.
+
+    Loaded from its file (it needs only the standard library): importing
+    `keras_attention.models.cli` would run the package's `__init__`, and
+    with it Keras and TensorFlow, before `--help` or a mistyped flag could
+    answer.
+    """
+    package = importlib.util.find_spec("keras_attention")
+    if package is None:
+        sys.exit("error: keras_attention is not importable: pip install it")
+    (root,) = package.submodule_search_locations
+    path = os.path.join(root, "models", "cli.py")
+    spec = importlib.util.spec_from_file_location("keras_attention_cli", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cli = _load_cli()
 
 # Distinct filler tokens after the key.
 FILLERS = 4
 
 
 def parse_args(argv=None):
-    parser = _cli.Parser(description=__doc__.splitlines()[0])
+    parser = cli.Parser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--cpu-devices",
         type=int,
@@ -140,7 +159,7 @@ def build_model(args):
 def main(argv=None):
     args = parse_args(argv)
     if os.environ.get("KERAS_BACKEND", "tensorflow") != "jax":
-        _cli.fail(
+        cli.fail(
             "long_context.py needs the JAX backend (ring attention shards "
             "the sequence with jax.shard_map); run it with KERAS_BACKEND=jax"
         )
@@ -155,9 +174,9 @@ def main(argv=None):
     devices = keras.distribution.list_devices()
     count = len(devices) if args.devices is None else args.devices
     if count > len(devices):
-        _cli.fail(f"--devices {count}: JAX has {len(devices)} devices")
+        cli.fail(f"--devices {count}: JAX has {len(devices)} devices")
     if args.length % count:
-        _cli.fail(
+        cli.fail(
             f"--length {args.length} is not a multiple of the {count} "
             "devices on the sequence axis"
         )

@@ -29,13 +29,33 @@ the input pipeline during training; `model.keras` is the raw-string model.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _cli  # noqa: E402
+
+def _load_cli():
+    """`keras_attention/models/cli.py`, the scripts' shared command line.
+
+    Loaded from its file (it needs only the standard library): importing
+    `keras_attention.models.cli` would run the package's `__init__`, and
+    with it Keras and TensorFlow, before `--help` or a mistyped flag could
+    answer.
+    """
+    package = importlib.util.find_spec("keras_attention")
+    if package is None:
+        sys.exit("error: keras_attention is not importable: pip install it")
+    (root,) = package.submodule_search_locations
+    path = os.path.join(root, "models", "cli.py")
+    spec = importlib.util.spec_from_file_location("keras_attention_cli", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cli = _load_cli()
 
 # Defaults of keras_attention.data.splits, repeated here so that --help
 # needs no import of the package (tests check that they agree).
@@ -105,7 +125,7 @@ def label_names(text):
 
 def data_source(text):
     """`--data`: a named set or a non-empty file."""
-    return text if text in NAMED_DATA else _cli.existing_file(text)
+    return text if text in NAMED_DATA else cli.existing_file(text)
 
 
 def _add_data_arguments(data):
@@ -144,12 +164,12 @@ def _add_data_arguments(data):
     )
     data.add_argument(
         "--validation",
-        type=_cli.existing_file,
+        type=cli.existing_file,
         help="TSV file of validation data (else a share of --data)",
     )
     data.add_argument(
         "--test",
-        type=_cli.existing_file,
+        type=cli.existing_file,
         help="TSV file of test data (else a share of --data, or the named "
         "set's own held-out split)",
     )
@@ -162,20 +182,20 @@ def _add_data_arguments(data):
     )
     data.add_argument(
         "--num-examples",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=SYNTHETIC_EXAMPLES,
         help="synthetic sentences to generate (before the split)",
     )
     data.add_argument(
         "--validation-fraction",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=VALIDATION_FRACTION,
         help="share of the training data held out for validation when "
         "--validation is not given",
     )
     data.add_argument(
         "--test-fraction",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=TEST_FRACTION,
         help="share of the training data held out for testing when there "
         "is no test set",
@@ -187,13 +207,13 @@ def _add_data_arguments(data):
     )
     data.add_argument(
         "--max-tokens",
-        type=_cli.vocabulary_size,
+        type=cli.vocabulary_size,
         default=20000,
         help="vocabulary size",
     )
     data.add_argument(
         "--max-length",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=None,
         help="truncate sentences to this many tokens (None: keep them whole)",
     )
@@ -211,11 +231,11 @@ def _add_model_arguments(model):
         ("--mlp-units", 32, "hidden units of the classifier MLP"),
     ):
         model.add_argument(
-            flag, type=_cli.positive_int, default=default, help=text
+            flag, type=cli.positive_int, default=default, help=text
         )
     model.add_argument(
         "--penalty",
-        type=_cli.non_negative_float,
+        type=cli.non_negative_float,
         default=0.0,
         help="coefficient of the redundancy penalty ||AA^T - I||_F^2; 0 by "
         "default because on the synthetic task a sentence may hold a "
@@ -224,19 +244,19 @@ def _add_model_arguments(model):
     )
     model.add_argument(
         "--dropout",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=0.2,
         help="dropout rate on the sentence embedding and in the MLP",
     )
     model.add_argument(
         "--recurrent-dropout",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=0.5,
         help="dropout rate on the LSTM's recurrent state",
     )
     model.add_argument(
         "--spatial-dropout",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=0.0,
         help="rate of SpatialDropout1D on the word embeddings (each "
         "embedding channel dropped for a whole sentence)",
@@ -244,28 +264,28 @@ def _add_model_arguments(model):
 
 
 def parse_args(argv=None):
-    parser = _cli.Parser(description=__doc__.split("\n\n")[0])
-    _cli.add_preset_argument(parser, PRESETS)
+    parser = cli.Parser(description=__doc__.split("\n\n")[0])
+    cli.add_preset_argument(parser, PRESETS)
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     fit = parser.add_argument_group("training")
-    _cli.add_training_arguments(
+    cli.add_training_arguments(
         fit,
         epochs=10,
         batch_size=32,
         learning_rate=3e-3,
         seed="seed of the data, the splits and the weights",
     )
-    _cli.add_run_arguments(fit)
+    cli.add_run_arguments(fit)
     parser.add_argument(
         "--output",
-        type=_cli.run_directory,
+        type=cli.run_directory,
         default=os.path.join("runs", "sentiment"),
         help="run directory: model.keras, metrics.json, attention.png, "
         "attention.html, attention_hops.html, rollout.txt, "
         "checkpoint.weights.h5",
     )
-    args = _cli.parse_with_preset(parser, PRESETS, argv)
+    args = cli.parse_with_preset(parser, PRESETS, argv)
     if args.data in SST_DATA and (args.validation or args.test):
         parser.error(
             f"--data {args.data} holds out its own validation and test "
@@ -295,7 +315,7 @@ def check_sst_files(args):
     for name in SST_FILES:
         path = os.path.join(args.data_root, name)
         if not os.path.isfile(path):
-            _cli.fail(
+            cli.fail(
                 f"--data {args.data} needs {path}, which is absent (set "
                 "--data-root to the folder holding sst5/train.tsv, "
                 "sst2/train.tsv and sst2/dev.tsv: the SST-5 training "
@@ -308,7 +328,7 @@ def load_sst(args, task=None, phrases=None):
     """The sentence-level SST splits of `args` (or of `task`, `phrases`)."""
     from keras_attention.data import sst
 
-    with _cli.user_errors():
+    with cli.user_errors():
         return sst.load_sst_splits(
             task or args.data.split("-")[0],
             args.data_root,
@@ -327,7 +347,7 @@ def load_splits(args):
         return load_sst(args)
 
     try:
-        with _cli.user_errors(), _cli.one_line_warnings():
+        with cli.user_errors(), cli.one_line_warnings():
             return splits.load_sentiment_splits(
                 args.data,
                 validation=args.validation,
@@ -342,11 +362,11 @@ def load_splits(args):
     except ImportError as error:
         missing = (error.name or "").split(".")[0]
         if missing in ("", "tensorflow_datasets"):
-            _cli.fail(
+            cli.fail(
                 f"--data {args.data} needs TensorFlow Datasets (pip install "
                 f"tensorflow-datasets): {error}"
             )
-        _cli.fail(
+        cli.fail(
             f"--data {args.data}: TensorFlow Datasets needs a module that is "
             f"not installed (pip install {missing}): {error}"
         )
@@ -424,13 +444,13 @@ def _train(args, splits, strategy):
 
 def main(argv=None):
     args = parse_args(argv)
-    _cli.make_run_directory(args.output)
-    _cli.check_resume(args)
-    _cli.import_tensorflow()
+    cli.make_run_directory(args.output)
+    cli.check_resume(args)
+    cli.import_tensorflow()
     from keras_attention.models import fitting
     from keras_attention.models import sentiment
 
-    with _cli.user_errors(ValueError):
+    with cli.user_errors(ValueError):
         strategy = fitting.strategy_from_flags(
             args.distribute,
             args.cpu_devices,
@@ -463,7 +483,7 @@ def main(argv=None):
     if "attention_on_cues" in test:
         metrics["attention_on_cues"] = test["attention_on_cues"]
     if fitting.write_run(args.output, result.model, metrics, strategy):
-        with _cli.one_line_warnings():
+        with cli.one_line_warnings():
             report = sentiment.save_attention_report(
                 result.model,
                 splits["test"],

@@ -44,13 +44,33 @@ and `--translate` before any training, print one line `error: ...` and
 exit with status 2.
 """
 
+import importlib.util
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _cli  # noqa: E402
+
+def _load_cli():
+    """`keras_attention/models/cli.py`, the scripts' shared command line.
+
+    Loaded from its file (it needs only the standard library): importing
+    `keras_attention.models.cli` would run the package's `__init__`, and
+    with it Keras and TensorFlow, before `--help` or a mistyped flag could
+    answer.
+    """
+    package = importlib.util.find_spec("keras_attention")
+    if package is None:
+        sys.exit("error: keras_attention is not importable: pip install it")
+    (root,) = package.submodule_search_locations
+    path = os.path.join(root, "models", "cli.py")
+    spec = importlib.util.spec_from_file_location("keras_attention_cli", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cli = _load_cli()
 
 
 def _add_data_arguments(group):
@@ -69,7 +89,7 @@ def _add_data_arguments(group):
     group.add_argument("--test", help="PREFIX of the test files")
     group.add_argument(
         "--hold-out",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         metavar="N",
         help="instead of --test: test on N pairs of --train drawn with "
         "--seed, and train on the rest",
@@ -78,19 +98,19 @@ def _add_data_arguments(group):
     group.add_argument("--target", default="en", help="target file suffix")
     group.add_argument(
         "--num-examples",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=4000,
         help="synthetic training pairs (validation and test: 500 each)",
     )
     group.add_argument(
         "--max-source-tokens",
-        type=_cli.vocabulary_size,
+        type=cli.vocabulary_size,
         default=None,
         help="source vocabulary size (None: every training word)",
     )
     group.add_argument(
         "--max-target-tokens",
-        type=_cli.vocabulary_size,
+        type=cli.vocabulary_size,
         default=None,
         help="target vocabulary size (None: every training word)",
     )
@@ -107,31 +127,31 @@ def _add_model_arguments(group):
     )
     group.add_argument(
         "--embedding-dim",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=32,
         help="size of the word embeddings (the transformer's model width)",
     )
     group.add_argument(
         "--units",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=64,
         help="rnn: GRU units (the encoder's BiGRU has this many per direction)",
     )
     group.add_argument(
         "--num-layers",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=2,
         help="transformer: blocks in the encoder and in the decoder",
     )
     group.add_argument(
         "--num-heads",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=4,
         help="transformer: attention heads (a divisor of --embedding-dim)",
     )
     group.add_argument(
         "--num-key-value-heads",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=None,
         help="transformer: key/value heads, grouped-query attention (a "
         "divisor of --num-heads; default: one per head)",
@@ -144,7 +164,7 @@ def _add_model_arguments(group):
     )
     group.add_argument(
         "--feed-forward-dim",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=None,
         help="transformer: hidden width of the feed-forward networks "
         "(default: 4 x --embedding-dim)",
@@ -164,25 +184,25 @@ def _add_model_arguments(group):
     )
     group.add_argument(
         "--dropout",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=0.0,
         help="dropout rate on the embeddings and the decoder output",
     )
     group.add_argument(
         "--label-smoothing",
-        type=_cli.fraction,
+        type=cli.fraction,
         default=0.0,
         help="label smoothing of the cross-entropy (0: none)",
     )
     group.add_argument(
         "--beam-width",
-        type=_cli.positive_int,
+        type=cli.positive_int,
         default=1,
         help="beam search width; 1 decodes greedily",
     )
     group.add_argument(
         "--length-penalty",
-        type=_cli.non_negative_float,
+        type=cli.non_negative_float,
         default=0.0,
         help="beam search length penalty alpha (0: none)",
     )
@@ -268,7 +288,7 @@ def _check_preset_files(args):
         for suffix in (args.source, args.target):
             path = f"{prefix}.{suffix}"
             if not os.path.isfile(path):
-                _cli.fail(
+                cli.fail(
                     f"--preset {args.preset} needs {path}, which is missing: "
                     "get "
                     f"Multi30k task 1 from {MULTI30K_SOURCE} and put "
@@ -279,12 +299,12 @@ def _check_preset_files(args):
 
 
 def parse_args(argv=None):
-    parser = _cli.Parser(description=__doc__.split("\n\n")[0])
-    _cli.add_preset_argument(parser, PRESETS)
+    parser = cli.Parser(description=__doc__.split("\n\n")[0])
+    cli.add_preset_argument(parser, PRESETS)
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     group = parser.add_argument_group("training")
-    _cli.add_training_arguments(
+    cli.add_training_arguments(
         group,
         epochs=12,
         batch_size=64,
@@ -315,21 +335,21 @@ def parse_args(argv=None):
     )
     group.add_argument(
         "--warmup-steps",
-        type=_cli.non_negative_int,
+        type=cli.non_negative_int,
         default=0,
         help="steps of linear learning-rate warm-up before the schedule",
     )
     group.add_argument(
         "--max-minutes",
-        type=_cli.positive_float,
+        type=cli.positive_float,
         help="stop training after the batch that crosses this many minutes "
         "(metrics.json's time_limit_stopped says whether it did; the model "
         "then depends on the machine's speed)",
     )
-    _cli.add_run_arguments(group)
+    cli.add_run_arguments(group)
     parser.add_argument(
         "--output",
-        type=_cli.run_directory,
+        type=cli.run_directory,
         default=os.path.join("runs", "translation"),
         help="run directory: model.keras, metrics.json, alignment.png, "
         "alignment.html, checkpoint.weights.h5, with --model transformer "
@@ -337,11 +357,11 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--translate",
-        type=_cli.sentence,
+        type=cli.sentence,
         metavar="SENTENCE",
         help="translate SENTENCE with OUTPUT/model.keras instead of training",
     )
-    args = _cli.parse_with_preset(parser, PRESETS, argv)
+    args = cli.parse_with_preset(parser, PRESETS, argv)
     if args.test and args.hold_out:
         given = sys.argv[1:] if argv is None else argv
         if any(a.split("=")[0] == "--hold-out" for a in given):
@@ -377,14 +397,14 @@ def load_splits(args):
     from keras_attention.data import translation as data
 
     if args.train:
-        with _cli.user_errors():
+        with cli.user_errors():
             train = data.read_parallel(args.train, args.source, args.target)
             validation = data.read_parallel(
                 args.validation, args.source, args.target
             )
             if args.hold_out:
                 if args.hold_out >= len(train):
-                    _cli.fail(
+                    cli.fail(
                         f"argument --hold-out: {args.hold_out} of the "
                         f"{len(train)} pairs of {args.train} would leave "
                         "none to train on; hold out fewer"
@@ -404,13 +424,13 @@ TRUECASER = "truecaser.json"
 
 
 def translate(args):
-    path = _cli.model_path(args.output, "examples/translation.py")
+    path = cli.model_path(args.output, "examples/translation.py")
     import keras_attention
 
-    with _cli.user_errors():
+    with cli.user_errors():
         model = keras_attention.load_model(path)
     if not hasattr(model, "translate"):
-        _cli.fail(f"{path} is not a translator (it has no translate method)")
+        cli.fail(f"{path} is not a translator (it has no translate method)")
     beam_width = args.beam_width if args.beam_width > 1 else None
     options = {"length_penalty": args.length_penalty} if beam_width else {}
     translation, (words, _, weights) = model.translate(
@@ -563,16 +583,16 @@ def _run_description(args, model, policy):
 
 def main(argv=None):
     args = parse_args(argv)
-    _cli.import_tensorflow()
+    cli.import_tensorflow()
     if args.translate is not None:
         return translate(args)
-    _cli.make_run_directory(args.output)
-    _cli.check_resume(args)
+    cli.make_run_directory(args.output)
+    cli.check_resume(args)
     policy = _set_dtype_policy(args.dtype_policy)
     from keras_attention.models import fitting
     from keras_attention.models import translation
 
-    with _cli.user_errors(ValueError):
+    with cli.user_errors(ValueError):
         strategy = fitting.strategy_from_flags(
             args.distribute, args.cpu_devices, _sharded_sizes(args)
         )

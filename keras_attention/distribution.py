@@ -218,11 +218,13 @@ def layout_map(
     does not divide a layer's query heads raises a `ValueError` naming
     both, and a split it does not divide otherwise (the key/value heads
     of grouped-query attention, an embedding dim, units) becomes an
-    exact-path entry that replicates that variable. Without `model`
-    nothing is checked, and JAX refuses such a variable when it is
-    created; pass the same model (e.g. built once on one device and
-    rebuilt with `from_config` in the scope: the names, and so the paths,
-    are the same).
+    exact-path entry that replicates that variable. Without `model` the
+    package's attention layers check their heads against the
+    distribution's layout as they make their variables (a `ValueError`
+    naming the layer, its heads and the mesh axis), and JAX refuses any
+    other split that does not divide; pass the same model (e.g. built
+    once on one device and rebuilt with `from_config` in the scope: the
+    names, and so the paths, are the same).
 
     Args:
         device_mesh: The `keras.distribution.DeviceMesh`.

@@ -1,13 +1,18 @@
 """Loading `.keras` files with clear errors, and exporting for serving.
 
-`load_model` is `keras.saving.load_model` with one difference: a file that
+`load_model` is `keras.saving.load_model` with two differences. A file that
 cannot be loaded raises a `ValueError` that names the file and says what is
 wrong with it (not a zip archive, truncated, no `config.json`, a
 `config.json` that is not JSON, a class that is not registered, an invalid
 layer argument, unreadable weights), with Keras's own exception chained as
 `__cause__`. A path that does not exist raises `FileNotFoundError`. Keras
 itself reports a truncated file as "File not found" and an unknown class as
-a `TypeError` that prints the whole model config.
+a `TypeError` that prints the whole model config. And a plain functional
+model on raw text with a layer of this package (a sentiment classifier
+saved before `keras_attention.text.TextModel` existed) comes back as a
+`TextModel`, whose `predict` takes text as the newer files' does and
+refuses what `text.check_words` refuses, where Keras's own `predict`
+failed inside Keras.
 
 `export_for_serving` writes a TensorFlow SavedModel for TF Serving: a
 functional model through `model.export`, a
@@ -137,7 +142,13 @@ def load_model(filepath, **kwargs):
             `compile`, `safe_mode`).
 
     Returns:
-        The loaded model.
+        The loaded model. An uncompiled functional model with one string
+        input and a `keras_attention` layer, such as the older
+        `saved_models/sentiment_synthetic.keras`, is returned as a
+        `keras_attention.text.TextModel` over the same layers and
+        weights: its `predict` takes a string, a list of strings or a
+        NumPy string array and refuses a text without a word, no texts
+        and `None` with a `ValueError`, as a `TextModel` saved as one does.
 
     Raises:
         FileNotFoundError: `filepath` does not exist.
@@ -163,7 +174,7 @@ def load_model(filepath, **kwargs):
     if is_keras_file and is_local:
         config = _check_archive(path)
     try:
-        return keras.saving.load_model(filepath, **kwargs)
+        model = keras.saving.load_model(filepath, **kwargs)
     except MemoryError:
         raise
     except Exception as error:
@@ -185,6 +196,26 @@ def load_model(filepath, **kwargs):
         else:
             reason = _root_message(error)
         raise _invalid_file(path, reason) from error
+    return _as_text_model(model, config)
+
+
+def _as_text_model(model, config):
+    """A functional model on raw text with our layers, as a `TextModel`.
+
+    Keras's `predict` of such a model wants an object array and fails
+    inside Keras (an RNN over zero steps, an empty data adapter) on the
+    inputs `TextModel.predict` refuses with a `ValueError`.
+    """
+    plain = config is not None and config.get("class_name") == "Functional"
+    ours = any(
+        name.startswith("keras_attention>")
+        for name in _registered_names(config)
+    )
+    if not (plain and ours) or model.compiled or len(model.inputs) != 1:
+        return model
+    if keras.backend.standardize_dtype(model.inputs[0].dtype) != "string":
+        return model
+    return text.TextModel(model.input, model.output, name=model.name)
 
 
 def _translator_archive(model, beam_width):

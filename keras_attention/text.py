@@ -242,11 +242,12 @@ def check_words(texts, name: str = "texts") -> None:
     The package's one rule for empty text: a model attends over the words
     of a text, so a text without any has nothing to attend to and would
     get an invented answer (a translation of nothing, a class from the
-    bias alone). `Translator.translate` and the examples' `--translate`
-    refuse it; no texts at all (`[]`) are an empty result where the
-    function allows it. `TextModel.predict` keeps giving such a text
-    all-padding ids: the golden outputs of the committed
-    `saved_models/sentiment_synthetic.keras` include one.
+    bias alone). Every `predict` and `translate` of the package refuses
+    it: `Translator.translate` and the examples' `--translate`,
+    `TextModel.predict` (every saved sentiment model, the older plain
+    functional ones too when loaded with `keras_attention.load_model`)
+    and `models.sentiment.predict_sentiment`. No texts at all (`[]`):
+    `translate` returns `[]`, `TextModel.predict` raises.
 
     Args:
         texts: A string or a list of strings.
@@ -259,7 +260,7 @@ def check_words(texts, name: str = "texts") -> None:
     Traceback (most recent call last):
     ...
     ValueError: `texts` must hold at least one word (a letter or a digit) \
-in every text: there is nothing to attend to in the others. \
+in every text: a text without one has nothing to attend to. \
 Received: texts[1]='  ?'
     """
     single = isinstance(texts, str)
@@ -270,8 +271,8 @@ Received: texts[1]='  ?'
             where = name if single else f"{name}[{index}]"
             raise ValueError(
                 f"`{name}` must hold at least one word (a letter or a "
-                "digit) in every text: there is nothing to attend to in "
-                f"the others. Received: {where}={text!r}"
+                "digit) in every text: a text without one has nothing to "
+                f"attend to. Received: {where}={text!r}"
             )
 
 

@@ -8,9 +8,11 @@ directory, copies the `model.keras` it writes (the three-output model,
 uncompiled: no optimizer state) to `NAME.keras`, and writes
 `NAME.golden.npz`: `x` holds seven raw sentences as a fixed-width unicode
 array (NumPy stores it without pickle; `model.predict` wants
-`x.astype(object)`), and `y0`, `y1`, `y2` the outputs of `model.predict`
+`x.astype(object)`), `y0`, `y1`, `y2` the outputs of `model.predict`
 in `keras.tree.flatten` order: the attention `(7, num_hops, time)`, the
-sentence embedding and the class probabilities. The example's model is a
+sentence embedding and the class probabilities, and `refused` texts
+without a word, which the model must refuse (the rule for empty text,
+`keras_attention.text.check_words`). The example's model is a
 `keras_attention.text.TextModel`, whose `predict` also takes a list of
 strings, a NumPy string array or one string. A committed model is never
 replaced (it guards loading of old files); write a new one under a new
@@ -36,15 +38,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "sentiment_classifier.py")
 
 # Beyond five held-out sentences: upper case and punctuation (stripped by
-# the vectorizer) and a word outside the vocabulary. No empty sentence:
-# `TextModel.predict` refuses a text without a word (issue 30), so the
-# golden file of `sentiment_synthetic_text` lost the "" row it was first
-# written with (the other seven rows are the ones this script wrote);
-# `sentiment_synthetic`, a plain functional model, keeps its "" row.
+# the vectorizer) and a word outside the vocabulary. No text without a
+# word: the model refuses it (issue 30); those are in REFUSED.
 EXTRA_SENTENCES = [
     "Not BAD, not bad at all!",
     "a zyxwvut movie -- never good",
 ]
+REFUSED = ["", "   ", "?!"]
 
 
 def _load_example():
@@ -74,6 +74,7 @@ def main(argv=None):
     golden = {"x": x}
     for i, output in enumerate(keras.tree.flatten(outputs)):
         golden[f"y{i}"] = np.asarray(output)
+    golden["refused"] = np.array(REFUSED, dtype=str)
     np.savez(os.path.join(args.output_dir, f"{args.name}.golden.npz"), **golden)
     print(
         f"test accuracy {metrics['test_accuracy']:.3f}, attention on cues "

@@ -178,18 +178,14 @@ def test_vectorizer_and_training_data_need_a_word(tmp_path):
 @pytest.mark.parametrize("sentence", ["", "   ", "?!"])
 def test_cli_refuses_a_sentence_without_a_word_as_received(sentence):
     import argparse
-    import importlib.util
-    import os
 
-    path = os.path.join(os.path.dirname(__file__), "..", "examples", "_cli.py")
-    spec = importlib.util.spec_from_file_location("_cli_bad_inputs", path)
-    _cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(_cli)
+    from keras_attention.models import cli
+
     with pytest.raises(
         argparse.ArgumentTypeError, match=re.escape(f"got {sentence!r}") + "$"
     ):
-        _cli.sentence(sentence)
-    assert _cli.sentence("ein hund") == "ein hund"
+        cli.sentence(sentence)
+    assert cli.sentence("ein hund") == "ein hund"
 
 
 # Item 3: multi-worker TensorFlow without a cluster.

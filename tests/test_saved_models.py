@@ -6,11 +6,15 @@ the outputs `y0`, `y1`, ... of `model.predict(x)` in `keras.tree.flatten`
 order. String inputs are stored as fixed-width unicode (no pickle) and
 given to the model as an object array; such a model runs its
 `TextVectorization` inside, which only TensorFlow can, so it is
-`tensorflow_only`.
+`tensorflow_only`. A model on raw text also lists in `refused` texts that
+the package's rule for empty text (`keras_attention.text.check_words`)
+refuses: loaded with `keras_attention.load_model`, it raises for each,
+on every backend.
 """
 
 import glob
 import os
+import re
 
 import keras
 import numpy as np
@@ -96,11 +100,19 @@ def test_every_sentiment_model_has_a_text_model_version():
     assert "sentiment_synthetic_text.keras" in names, names
 
 
+def _text_input_paths():
+    """The saved models on raw text, `TextModel`s or older plain ones."""
+    return [path for path in PATHS if _needs_tensorflow(path)]
+
+
 @pytest.mark.tensorflow_only
-@pytest.mark.parametrize("path", _text_model_paths(), ids=os.path.basename)
+@pytest.mark.parametrize("path", _text_input_paths(), ids=os.path.basename)
 def test_text_model_predicts_from_a_string_a_list_or_a_numpy_array(path):
+    # `keras_attention.load_model` gives the older plain functional model
+    # back as a TextModel (issue 54): the same inputs, the same rules.
     x, expected = _golden(path)
-    model = keras.saving.load_model(path, safe_mode=True)
+    model = keras_attention.load_model(path, safe_mode=True)
+    assert isinstance(model, keras_attention.text.TextModel)
     sentences = [str(s) for s in x]
     for given in (sentences, np.array(sentences), np.array(sentences, "U")):
         got = keras.tree.flatten(model.predict(given, verbose=0))
@@ -119,3 +131,26 @@ def test_text_model_predicts_from_a_string_a_list_or_a_numpy_array(path):
             g, e[..., : g.shape[-1]], rtol=1e-5, atol=1e-5
         )
         assert not np.any(e[..., g.shape[-1] :])
+
+
+@pytest.mark.parametrize("path", _text_input_paths(), ids=os.path.basename)
+def test_text_models_refuse_empty_text_no_texts_and_none(path):
+    # sentiment_synthetic.keras, a plain functional model, failed inside
+    # Keras on each (issue 54): a TensorFlow InvalidArgumentError for
+    # [""] (an LSTM over zero steps), an UnboundLocalError for no rows, a
+    # KeyError for None. Refused before any backend work, on every one.
+    with np.load(path[: -len(".keras")] + ".golden.npz") as golden:
+        refused = [str(text) for text in golden["refused"]]
+        assert not any(keras_attention.text.has_words(t) for t in refused)
+        kept = [str(text) for text in golden["x"]]
+    assert all(keras_attention.text.has_words(t) for t in kept)
+    model = keras_attention.load_model(path, safe_mode=True)
+    rule = re.escape("at least one word (a letter or a digit) in every text")
+    for text in refused:
+        with pytest.raises(ValueError, match=rule) as error:
+            model.predict(np.array([text], dtype=object), verbose=0)
+        assert str(error.value).endswith(f"Received: x[0]={text!r}")
+    with pytest.raises(ValueError, match="`x` holds no text: nothing to"):
+        model.predict(np.array([], dtype=object), verbose=0)
+    with pytest.raises(ValueError, match="Received: x=None"):
+        model.predict(None, verbose=0)

@@ -272,3 +272,34 @@ def test_safe_mode_error_names_the_file(tmp_path):
         keras.ops.convert_to_numpy(loaded(np.ones((1, 3), "float32"))),
         2.0 * np.ones((1, 3)),
     )
+
+
+def test_only_a_plain_text_model_with_our_layers_comes_back_a_text_model(
+    saved, tmp_path
+):
+    # The older sentiment model comes back as a TextModel
+    # (tests/test_saved_models.py); a numeric model stays as saved.
+    path, _, _ = saved
+    assert type(keras_attention.load_model(path)) is type(_model())
+    vectorizer = keras.layers.TextVectorization(output_sequence_length=3)
+    vectorizer.adapt(["a good film", "a bad film"])
+    text = keras.Input((1,), dtype="string")
+    ids = vectorizer(text)
+    pooled = keras_attention.AttentionPooling()(
+        keras.layers.Embedding(8, 4)(ids)
+    )
+    plain = keras.layers.GlobalAveragePooling1D()(
+        keras.layers.Embedding(8, 4)(ids)
+    )
+    for name, outputs, compiled, becomes_text_model in (
+        ("ours.keras", pooled, False, True),
+        ("compiled.keras", pooled, True, False),
+        ("keras_only.keras", plain, False, False),
+    ):
+        model = keras.Model(text, outputs)
+        if compiled:
+            model.compile(optimizer="adam", loss="mse")
+        model.save(str(tmp_path / name))
+        loaded = keras_attention.load_model(str(tmp_path / name))
+        is_text = isinstance(loaded, keras_attention.text.TextModel)
+        assert is_text == becomes_text_model, name

@@ -496,6 +496,12 @@ ROWS.update(
         "ops.apply_rotary": exempt(
             "the math of RotaryEmbedding, swept through the layer"
         ),
+        "ops.rotary_frequencies": exempt(
+            "the math of RotaryEmbedding, swept through the layer"
+        ),
+        "ops.yarn_attention_factor": exempt(
+            "a number of RotaryEmbedding's, swept through the layer"
+        ),
         "scores.BaseAdditiveScore": exempt(
             "the base class of the additive scores swept above"
         ),

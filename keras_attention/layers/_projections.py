@@ -5,6 +5,7 @@ in Keras's keys (private module)."""
 import keras
 
 from keras_attention import _policies
+from keras_attention.layers import _sharding
 
 
 def clone_initializer(initializer):
@@ -114,6 +115,7 @@ class HeadProjections(keras.layers.Layer):
         gate=False,
     ):
         """Creates the variables in the order of Keras's layer."""
+        _sharding.check_heads(self, self.num_heads, self._kv_heads)
         self._query_dense = self._projection("query", query_shape, key_dim)
         kv_heads = self._kv_heads
         self._key_dense = self._projection(

@@ -12,9 +12,11 @@ from keras_attention.layers import _cache
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers import _sharding
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 from keras_attention.layers.rotary import RotaryEmbedding
+from keras_attention.ops.rotary import yarn_attention_factor
 
 # The engine's arguments that MLA has no use for: its projections have no
 # biases and no gate, its rotary part and score are its own.
@@ -92,6 +94,19 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
     form): the keys and values are never up-projected. Both forms give
     the same result.
 
+    The rotary part pairs its features as `RotaryEmbedding` does: by
+    default the two halves, `(x_i, x_{i + d/2})`; DeepSeek's own code and
+    checkpoints rotate adjacent pairs `(x_{2i}, x_{2i+1})`, so load them
+    with `rope_interleaved=True`, or de-interleave the rotary output
+    columns of `W_Q` (per head) and of `W_KR` (the last
+    `qk_rope_head_dim` columns of `kv_down`) once (docs/layers.md). With
+    `rope_type="yarn"` (DeepSeek-V3's code: factor 40 over 4,096
+    positions) YaRN's attention factor `m` is not applied to the rotated
+    features: as in DeepSeek's code, `m²` multiplies the softmax scale of
+    every logit, `m² / sqrt(qk_nope_head_dim + qk_rope_head_dim)`.
+    (DeepSeek's code scales only when its `max_seq_len` exceeds the
+    original length; here `rope_type="yarn"` always does.)
+
     It runs on the multi-head engine of `MultiHeadAttention` (its own
     projections, cache layout and output): masks and mods as there, the
     path from `keras_attention.ops.plan_attention` (fused, dense, or in
@@ -115,6 +130,25 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             Defaults to `10000`.
         rope_scaling_factor: `RotaryEmbedding`'s `scaling_factor`.
             Defaults to `1.0`.
+        rope_type: `RotaryEmbedding`'s `rope_type`: `"linear"`,
+            `"llama3"` or `"yarn"`. Defaults to `"linear"`.
+        rope_original_max_position_embeddings: `RotaryEmbedding`'s
+            `original_max_position_embeddings`. Defaults to `None`.
+        rope_low_freq_factor: `RotaryEmbedding`'s `low_freq_factor`.
+            Defaults to `1.0`.
+        rope_high_freq_factor: `RotaryEmbedding`'s `high_freq_factor`.
+            Defaults to `4.0`.
+        rope_beta_fast: `RotaryEmbedding`'s `beta_fast`. Defaults to
+            `32.0`.
+        rope_beta_slow: `RotaryEmbedding`'s `beta_slow`. Defaults to
+            `1.0`.
+        rope_attention_factor: YaRN's `m`, folded into the softmax scale
+            as `m²`. Defaults to `None`: `0.1 · ln(rope_scaling_factor) +
+            1` with `"yarn"` (DeepSeek's `mscale` `c` is `0.1 · c ·
+            ln(s) + 1`), else none.
+        rope_interleaved: `RotaryEmbedding`'s `interleaved`: whether the
+            rotary pairs are adjacent features (DeepSeek's checkpoints).
+            Defaults to `False`.
         chunk_size: `None` (blocks where the dense weights would pass 2
             GiB), `0` (dense) or the queries and keys per block.
             Defaults to `None`.
@@ -197,6 +231,14 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         layer_norm_epsilon=1e-6,
         rope_max_wavelength=10000,
         rope_scaling_factor=1.0,
+        rope_type="linear",
+        rope_original_max_position_embeddings=None,
+        rope_low_freq_factor=1.0,
+        rope_high_freq_factor=4.0,
+        rope_beta_fast=32.0,
+        rope_beta_slow=1.0,
+        rope_attention_factor=None,
+        rope_interleaved=False,
         chunk_size=None,
         score_mod=None,
         mask_mod=None,
@@ -240,9 +282,27 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         self.layer_norm_epsilon = _validation.positive_number(
             "layer_norm_epsilon", layer_norm_epsilon
         )
+        yarn = rope_type == "yarn"
+        if yarn and rope_attention_factor is not None:
+            _validation.positive_number(
+                "rope_attention_factor", rope_attention_factor
+            )
+        self.rope_attention_factor = rope_attention_factor
         self.rotary_embedding = RotaryEmbedding(
             max_wavelength=rope_max_wavelength,
             scaling_factor=rope_scaling_factor,
+            rope_type=rope_type,
+            original_max_position_embeddings=(
+                rope_original_max_position_embeddings
+            ),
+            low_freq_factor=rope_low_freq_factor,
+            high_freq_factor=rope_high_freq_factor,
+            beta_fast=rope_beta_fast,
+            beta_slow=rope_beta_slow,
+            # DeepSeek puts YaRN's factor in the softmax scale (`_project`),
+            # not on the rotated features.
+            attention_factor=1.0 if yarn else rope_attention_factor,
+            interleaved=rope_interleaved,
             dtype=self.dtype_policy,
             name="rotary_embedding",
         )
@@ -278,6 +338,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
     def build(self, query_shape, value_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         self._check_shapes(query_shape, value_shape)
+        _sharding.check_heads(self, self.num_heads)
         heads, dim = self.num_heads, query_shape[-1]
         q_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
         if self.q_lora_rank is None:
@@ -392,7 +453,19 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             latents = cache.update(lambda: self._latents(value, start))
         q, k, v = self._heads(q_nope, q_rope, latents, layout == "absorbed")
         scale = 1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim)
-        return q * ops.cast(scale**0.5, q.dtype), k, v
+        # Only the queries are scaled: by YaRN's m², so the logits are.
+        scale = scale**0.5 * self._yarn_attention_factor() ** 2
+        return q * ops.cast(scale, q.dtype), k, v
+
+    def _yarn_attention_factor(self):
+        """YaRN's `m` (`m²` on every logit, as DeepSeek's softmax scale),
+        `1.0` without YaRN."""
+        rotary = self.rotary_embedding
+        if rotary.rope_type != "yarn":
+            return 1.0
+        if self.rope_attention_factor is not None:
+            return float(self.rope_attention_factor)
+        return yarn_attention_factor(rotary.scaling_factor)
 
     def _project_out(self, context, query, layout=None):
         """`W_UV` (absorbed: the heads attended over the latent), then
@@ -486,6 +559,12 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "rope_max_wavelength": rotary.max_wavelength,
             "rope_scaling_factor": rotary.scaling_factor,
+            **{
+                f"rope_{name}".replace("rope_rope_", "rope_"): value
+                for name, value in rotary.scaling.items()
+            },
+            "rope_attention_factor": self.rope_attention_factor,
+            "rope_interleaved": rotary.interleaved,
             "chunk_size": self.chunk_size,
             "score_mod": _mods.serialize("score_mod", self.score_mod),
             "mask_mod": _mods.serialize("mask_mod", self.mask_mod),

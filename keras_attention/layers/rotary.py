@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention.ops import rotary as rotary_ops
 
 
 def _positive_number(name, value):
@@ -25,27 +26,108 @@ def _axis(name, value):
     return int(value)
 
 
+def _scaling_arguments(
+    rope_type,
+    original,
+    low_freq_factor,
+    high_freq_factor,
+    beta_fast,
+    beta_slow,
+    attention_factor,
+):
+    """The scaling arguments, checked; a `ValueError` names the first bad
+    one."""
+    rotary_ops.check_rope_type(rope_type, original)
+    if original is not None:
+        _positive_number("original_max_position_embeddings", original)
+    scaling = {
+        "rope_type": rope_type,
+        "original_max_position_embeddings": original,
+        "low_freq_factor": low_freq_factor,
+        "high_freq_factor": high_freq_factor,
+        "beta_fast": beta_fast,
+        "beta_slow": beta_slow,
+    }
+    for name in list(scaling)[2:]:
+        scaling[name] = _validation.positive_number(name, scaling[name])
+    for low, high in (
+        ("low_freq_factor", "high_freq_factor"),
+        ("beta_slow", "beta_fast"),
+    ):
+        if not scaling[low] < scaling[high]:
+            raise ValueError(
+                f"Expected `{low}` < `{high}`. Received: {low}="
+                f"{scaling[low]}, {high}={scaling[high]}"
+            )
+    if attention_factor is not None:
+        if rope_type != "yarn":
+            raise ValueError(
+                "`attention_factor` scales YaRN's attention: it needs "
+                f'`rope_type="yarn"`. Received: rope_type={rope_type!r}, '
+                f"attention_factor={attention_factor!r}"
+            )
+        _validation.positive_number("attention_factor", attention_factor)
+    return scaling
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class RotaryEmbedding(keras.layers.Layer):
     """Rotary position embedding: rotates feature pairs by their position.
 
     RoFormer (Su et al.) encodes position `p` by rotating each pair of
-    features `(x_i, x_{i + d/2})` by the angle
-    `θ_{p,i} = (p / scaling_factor) · max_wavelength^(-2i / d)`, so that
-    the dot product of a rotated query and key depends on their positions
-    only through `p_q - p_k`. The pairs are the two halves of the feature
-    axis (GPT-NeoX's and Llama's layout), exactly as
-    `keras_hub.layers.RotaryEmbedding` with its default linear scaling.
-    The layer has no weights.
+    features by the angle `θ_{p,i} = p · f_i`, `f_i = max_wavelength^(-2i
+    / d)`, so that the dot product of a rotated query and key depends on
+    their positions only through `p_q - p_k`. The layer has no weights.
+
+    Which features pair: by default the two halves of the feature axis,
+    `(x_i, x_{i + d/2})` (GPT-NeoX's layout, Hugging Face's Llama and
+    Qwen weights, keras-hub's); with `interleaved=True` adjacent
+    features, `(x_{2i}, x_{2i+1})` (GPT-J's, Meta's Llama code's and
+    DeepSeek's, whose checkpoints are written for it). The two are the
+    same rotation of features in another order: a checkpoint of one kind
+    loads into the other by permuting the query and key projections'
+    output columns (docs/layers.md).
+
+    Longer contexts than the model was trained on (`rope_type`): the
+    default `"linear"` divides the positions by `scaling_factor`, exactly
+    as `keras_hub.layers.RotaryEmbedding` does; `"llama3"` is Llama 3.1's
+    frequency ramp (Meta's `apply_scaling`: wavelengths longer than
+    `original_max_position_embeddings / low_freq_factor` divided by
+    `scaling_factor`, shorter than `... / high_freq_factor` kept, a blend
+    between); `"yarn"` is YaRN's (Peng et al.; DeepSeek-V3's
+    `precompute_freqs_cis`, keras-hub's `rope_type="yarn"`): the pairs
+    that turn fewer than `beta_slow` times over the original context are
+    interpolated, those that turn more than `beta_fast` times kept, a
+    ramp between, and the rotated features are multiplied by
+    `attention_factor`, so a rotated query-key logit by its square.
 
     Args:
         max_wavelength: The base `λ` of the geometric wavelengths.
             Defaults to `10000`.
-        scaling_factor: Positions are divided by it (linear position
-            interpolation). Defaults to `1.0`.
+        scaling_factor: The context extension `s`: with `"linear"`,
+            positions are divided by it. Defaults to `1.0`.
         sequence_axis: The axis of the positions. Defaults to `1`.
         feature_axis: The axis of the rotated features; its size must be
             even. Defaults to `-1`.
+        rope_type: `"linear"`, `"llama3"` or `"yarn"` (keras-hub's
+            argument). Defaults to `"linear"`.
+        original_max_position_embeddings: The context length the model
+            was trained on, needed by `"llama3"` (Llama 3.1: 8192) and
+            `"yarn"` (DeepSeek-V3: 4096). Defaults to `None`.
+        low_freq_factor: `"llama3"`'s long-wavelength bound. Defaults to
+            `1.0`.
+        high_freq_factor: `"llama3"`'s short-wavelength bound. Defaults
+            to `4.0`.
+        beta_fast: `"yarn"`'s turns above which a pair is kept. Defaults
+            to `32.0`.
+        beta_slow: `"yarn"`'s turns below which a pair is interpolated.
+            Defaults to `1.0`.
+        attention_factor: `"yarn"` only: the factor on the rotated
+            features. Defaults to `None`: `0.1 · ln(scaling_factor) + 1`
+            (YaRN's; DeepSeek's `mscale` `m` is `0.1 · m · ln(s) + 1`,
+            `keras_attention.ops.rotary.yarn_attention_factor`).
+        interleaved: Whether the pairs are adjacent features. Defaults to
+            `False` (the half split).
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
 
     Call arguments:
@@ -68,9 +150,16 @@ class RotaryEmbedding(keras.layers.Layer):
     (2, 5, 4, 8)
     >>> bool(np.allclose(rope(x)[:, 0], x[:, 0]))
     True
+    >>> yarn = keras_attention.RotaryEmbedding(
+    ...     scaling_factor=40.0, rope_type="yarn",
+    ...     original_max_position_embeddings=4096, interleaved=True,
+    ... )
+    >>> tuple(yarn(x).shape)
+    (2, 5, 4, 8)
 
     References:
         - [Su et al., 2021](https://arxiv.org/abs/2104.09864)
+        - [Peng et al., 2023, YaRN](https://arxiv.org/abs/2309.00071)
     """
 
     def __init__(
@@ -79,6 +168,14 @@ class RotaryEmbedding(keras.layers.Layer):
         scaling_factor=1.0,
         sequence_axis=1,
         feature_axis=-1,
+        rope_type="linear",
+        original_max_position_embeddings=None,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        attention_factor=None,
+        interleaved=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -88,6 +185,33 @@ class RotaryEmbedding(keras.layers.Layer):
         self.scaling_factor = _positive_number("scaling_factor", scaling_factor)
         self.sequence_axis = _axis("sequence_axis", sequence_axis)
         self.feature_axis = _axis("feature_axis", feature_axis)
+        self.scaling = _scaling_arguments(
+            rope_type,
+            original_max_position_embeddings,
+            low_freq_factor,
+            high_freq_factor,
+            beta_fast,
+            beta_slow,
+            attention_factor,
+        )
+        self.attention_factor = attention_factor
+        if not isinstance(interleaved, bool):
+            raise _validation.invalid("interleaved", interleaved, "a bool")
+        self.interleaved = interleaved
+
+    @property
+    def rope_type(self):
+        return self.scaling["rope_type"]
+
+    @property
+    def output_scale(self):
+        """The factor on the rotated features: YaRN's attention factor
+        (`attention_factor`, or its default), else `1.0`."""
+        if self.rope_type != "yarn":
+            return 1.0
+        if self.attention_factor is not None:
+            return float(self.attention_factor)
+        return rotary_ops.yarn_attention_factor(self.scaling_factor)
 
     def _axes(self, shape):
         rank = len(shape)
@@ -123,7 +247,11 @@ class RotaryEmbedding(keras.layers.Layer):
     def angles(self, positions, dim):
         """`(batch or 1, seq_len, dim // 2)` angles of `positions`."""
         angles = ka_ops.rotary_angles(
-            positions, dim, self.max_wavelength, self.scaling_factor
+            positions,
+            dim,
+            self.max_wavelength,
+            self.scaling_factor,
+            **self.scaling,
         )
         if len(angles.shape) == 2:
             angles = ops.expand_dims(angles, 0)
@@ -141,7 +269,9 @@ class RotaryEmbedding(keras.layers.Layer):
         angles = self.angles(positions, moved.shape[-1])
         for _ in range(len(moved.shape) - 3):
             angles = ops.expand_dims(angles, 2)
-        rotated = ka_ops.apply_rotary(moved, angles)
+        rotated = ka_ops.apply_rotary(
+            moved, angles, self.interleaved, scale=self.output_scale
+        )
         return ops.moveaxis(rotated, (1, -1), (sequence_axis, feature_axis))
 
     def compute_output_shape(self, input_shape):
@@ -154,4 +284,7 @@ class RotaryEmbedding(keras.layers.Layer):
             "scaling_factor": self.scaling_factor,
             "sequence_axis": self.sequence_axis,
             "feature_axis": self.feature_axis,
+            **self.scaling,
+            "attention_factor": self.attention_factor,
+            "interleaved": self.interleaved,
         }

@@ -43,8 +43,10 @@ import os
 import keras
 
 from keras_attention import distribution
+from keras_attention.models import cli
 
-NAMES = ("none", "mirrored", "multi-worker", "model")
+#: The `--distribute` choices, as the scripts' command line spells them.
+NAMES = cli.DISTRIBUTE_NAMES
 _JAX_ENV = (
     "KERAS_DISTRIBUTION_JOB_ADDRESSES",
     "KERAS_DISTRIBUTION_NUM_PROCESSES",

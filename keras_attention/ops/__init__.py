@@ -69,3 +69,7 @@ from keras_attention.ops.plan import plan_attention as plan_attention
 from keras_attention.ops.ring import ring_attention as ring_attention
 from keras_attention.ops.rotary import apply_rotary as apply_rotary
 from keras_attention.ops.rotary import rotary_angles as rotary_angles
+from keras_attention.ops.rotary import rotary_frequencies as rotary_frequencies
+from keras_attention.ops.rotary import (
+    yarn_attention_factor as yarn_attention_factor,
+)

@@ -57,6 +57,16 @@ class ContextParallel:
     these axes. Keras traces a model's step at its first `fit`,
     `evaluate` or `predict`, so enter it around those calls.
 
+    The path is chosen when a function is traced, and `jax.jit` keeps
+    the trace: a function jitted and traced outside the context would run
+    its one-device program inside it. So entering the context also sets
+    its mesh as JAX's own (`jax.set_mesh`), which is part of `jit`'s
+    cache key: a jitted function called inside is traced anew and takes
+    the ring, and called outside again it takes its one-device trace.
+    Inside a function `jit` is tracing, JAX has no mesh to set (that
+    trace is new anyway), and a mesh of devices JAX lacks is named by
+    the ring when it runs.
+
     Args:
         device_mesh: A `keras.distribution.DeviceMesh`.
         sequence_axis: The mesh axis the sequence is split over. Defaults
@@ -115,6 +125,8 @@ class ContextParallel:
         self.batch_axis = batch_axis
         self.heads_axis = heads_axis
         self._mesh = None
+        # One entry per `__enter__`: JAX's mesh context, or None.
+        self._jax_contexts = []
 
     def axis_size(self, axis):
         """The number of devices along a mesh axis (1 for `None`)."""
@@ -131,11 +143,36 @@ class ContextParallel:
 
     def __enter__(self):
         _ACTIVE.append(self)
+        self._jax_contexts.append(self._set_jax_mesh())
         return self
 
     def __exit__(self, *exc):
+        context = self._jax_contexts.pop()
+        if context is not None:
+            context.__exit__(*exc)
         _ACTIVE.remove(self)
         return False
+
+    def _set_jax_mesh(self):
+        """Enters the mesh as JAX's mesh context (part of `jit`'s cache
+        key, so that a function traced outside is traced again inside);
+        `None` where there is none to enter."""
+        import jax
+
+        set_mesh = getattr(jax, "set_mesh", None) or getattr(
+            jax.sharding, "use_mesh", None
+        )
+        if set_mesh is None:
+            return None
+        try:
+            context = set_mesh(self.jax_mesh())
+        except ValueError:
+            # Inside `jax.jit` (JAX refuses a mesh there; the function is
+            # being traced anyway), or devices JAX does not have (the ring
+            # raises naming them when it runs).
+            return None
+        context.__enter__()
+        return context
 
     def __repr__(self):
         return (

@@ -1,6 +1,8 @@
 """MultiHeadLatentAttention: DeepSeek-V2's equations in NumPy, the absorbed
-and the plain form, cached decoding against the full causal pass, blocks
-against dense, masks, mods, saving and mixed precision."""
+and the plain form, DeepSeek-V3's rotary conventions (adjacent pairs, YaRN
+with its `mscale` in the softmax scale), cached decoding against the full
+causal pass, blocks against dense, masks, mods, saving and mixed
+precision."""
 
 import keras
 import numpy as np
@@ -8,6 +10,7 @@ import pytest
 
 import keras_attention
 from keras_attention.ops import mods
+from tests import rotary_references as refs
 from tests.autodiff import gradients
 from tests.layer_basics import check_layer_basics
 from tests.layer_basics import to_np
@@ -54,9 +57,11 @@ def _rms(x, scale, eps=1e-6):
     return x / np.sqrt((x**2).mean(-1, keepdims=True) + eps) * scale
 
 
-def _reference(layer, h, mask=None):
+def _reference(layer, h, mask=None, rope=_rope, mscale=1.0):
     """DeepSeek-V2 (arXiv 2405.04434) eqs. 9-19 with the latents' RMSNorm:
-    the output and the weights `(B, H, Tq, Tk)`."""
+    the output and the weights `(B, H, Tq, Tk)`. `rope` rotates the
+    rotary parts, `mscale²` multiplies the softmax scale (DeepSeek-V3's
+    `inference/model.py` with YaRN)."""
     w = _weights(layer)
     n, r, c = CONFIG["qk_nope_head_dim"], CONFIG["qk_rope_head_dim"], 12
     if layer.q_lora_rank is None:
@@ -64,14 +69,14 @@ def _reference(layer, h, mask=None):
     else:
         c_q = _rms(h @ w["query_down/kernel"], w["query_norm/scale"])
         q = np.einsum("btr,rhk->bthk", c_q, w["query/kernel"])
-    q_c, q_r = q[..., :n], _rope(q[..., n:])
+    q_c, q_r = q[..., :n], rope(q[..., n:])
     down = h @ w["kv_down/kernel"]
-    c_kv, k_r = _rms(down[..., :c], w["kv_norm/scale"]), _rope(down[..., c:])
+    c_kv, k_r = _rms(down[..., :c], w["kv_norm/scale"]), rope(down[..., c:])
     k_c = np.einsum("bsr,rhn->bshn", c_kv, w["key_up_kernel"])
     v = np.einsum("bsr,rhv->bshv", c_kv, w["value_up_kernel"])
     logits = np.einsum("bthn,bshn->bhts", q_c, k_c)
     logits += np.einsum("bthr,bsr->bhts", q_r, k_r)
-    logits /= np.sqrt(n + r)
+    logits *= mscale**2 / np.sqrt(n + r)
     if mask is not None:
         logits = np.where(mask[:, None], logits, -np.inf)
     weights = np.exp(logits - logits.max(-1, keepdims=True))
@@ -98,6 +103,72 @@ def test_equals_the_papers_equations(q_lora_rank, absorb, rand, rng):
     want, want_weights = _reference(layer, h, _causal(7))
     np.testing.assert_allclose(to_np(out), want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(to_np(weights), want_weights, atol=1e-5)
+
+
+def _deepseek_v3_rope(x):
+    """DeepSeek-V3's rotation: adjacent pairs, YaRN's frequencies (factor
+    40 over 4,096 positions), positions on axis 1."""
+    frequencies = refs.yarn_frequencies(x.shape[-1], 10000, 40.0, 4096)
+    angles = np.arange(x.shape[1])[:, None] * frequencies
+    angles = angles.reshape((1, x.shape[1]) + (1,) * (x.ndim - 3) + (-1,))
+    return refs.rotate(x, angles, interleaved=True)
+
+
+DEEPSEEK_V3_ROPE = dict(
+    rope_interleaved=True,
+    rope_type="yarn",
+    rope_scaling_factor=40.0,
+    rope_original_max_position_embeddings=4096,
+)
+
+
+@pytest.mark.parametrize("absorb", [False, True])
+def test_deepseek_v3s_rope_pairs_yarn_and_mscale(absorb, rand, rng):
+    # DeepSeek-V3 rotates adjacent pairs by YaRN's frequencies and puts
+    # YaRN's m = 0.1 ln 40 + 1 into its softmax scale as m².
+    layer = _layer(rng, **DEEPSEEK_V3_ROPE)
+    h = rand(2, 7, 16)
+    out, weights = layer(
+        h, use_causal_mask=True, return_attention_scores=True, absorb=absorb
+    )
+    mscale = 0.1 * np.log(40.0) + 1
+    want, want_weights = _reference(
+        layer, h, _causal(7), rope=_deepseek_v3_rope, mscale=mscale
+    )
+    np.testing.assert_allclose(to_np(out), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(to_np(weights), want_weights, atol=1e-5)
+    # An explicit factor replaces the default (DeepSeek's mscale 0.707).
+    explicit = _layer(rng, **DEEPSEEK_V3_ROPE, rope_attention_factor=1.2)
+    want, _ = _reference(explicit, h, rope=_deepseek_v3_rope, mscale=1.2)
+    np.testing.assert_allclose(to_np(explicit(h)), want, rtol=1e-4, atol=1e-5)
+
+
+def test_deepseek_weights_load_de_interleaved_into_the_half_split(rand, rng):
+    # Instead of rope_interleaved=True: the rotary output columns of W_Q
+    # (per head) and of kv_down (its last qk_rope_head_dim) de-interleaved.
+    interleaved = _layer(rng, rope_interleaved=True)
+    halves = keras_attention.MultiHeadLatentAttention(**CONFIG)
+    halves.build((None, None, 16))
+    n, r, c = CONFIG["qk_nope_head_dim"], CONFIG["qk_rope_head_dim"], 12
+    query_order = np.concatenate([np.arange(n), n + refs.deinterleave(r)])
+    down_order = np.concatenate([np.arange(c), c + refs.deinterleave(r)])
+    weights = []
+    for variable in interleaved.weights:
+        value = to_np(variable)
+        name = variable.path.split("/", 1)[1]
+        if name == "query/kernel":
+            value = value[..., query_order]
+        elif name == "kv_down/kernel":
+            value = value[..., down_order]
+        weights.append(value)
+    halves.set_weights(weights)
+    h = rand(2, 6, 16)
+    np.testing.assert_allclose(
+        to_np(halves(h, use_causal_mask=True)),
+        to_np(interleaved(h, use_causal_mask=True)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_hand_case_one_key_gets_all_the_weight(rng):
@@ -280,12 +351,18 @@ def test_bad_arguments_are_named(rand):
         layer(rand(2, 16))
     with pytest.raises(TypeError, match="query"):
         layer(np.ones((2, 3, 16), "int32"))
+    with pytest.raises(ValueError, match="rope_attention_factor=-1"):
+        keras_attention.MultiHeadLatentAttention(
+            **CONFIG, **DEEPSEEK_V3_ROPE, rope_attention_factor=-1
+        )
+    with pytest.raises(ValueError, match="original_max_position_embeddings"):
+        keras_attention.MultiHeadLatentAttention(**CONFIG, rope_type="yarn")
 
 
 def test_basics(rand):
     check_layer_basics(
         keras_attention.MultiHeadLatentAttention,
-        {**CONFIG, "q_lora_rank": 8},
+        {**CONFIG, "q_lora_rank": 8, **DEEPSEEK_V3_ROPE},
         [rand(2, 5, 16)],
         {"use_causal_mask": True},
         expected_output_shape=(2, 5, 16),

@@ -1,11 +1,15 @@
 """RotaryEmbedding against the paper's complex form, keras-hub's layer and
-its own relative-position property."""
+its own relative-position property; the interleaved pairing against
+DeepSeek's complex form and against the half split of de-interleaved
+projections (how a checkpoint of the other kind loads); Llama 3's and
+YaRN's scalings against their reference codes and keras-hub's YaRN."""
 
 import keras
 import numpy as np
 import pytest
 
 import keras_attention
+from tests import rotary_references as refs
 from tests.layer_basics import check_layer_basics
 from tests.layer_basics import to_np
 
@@ -97,10 +101,118 @@ def test_matches_keras_hub(rand):
     )
 
 
+def test_yarn_matches_keras_hub(rand):
+    # keras-hub's rope_type="yarn" (its arguments, the same names): the
+    # ramp and the attention factor on the rotated features.
+    keras_hub = pytest.importorskip(
+        "keras_hub", reason="keras-hub is the reference layer"
+    )
+    x = rand(2, 7, 2, 16)
+    kwargs = dict(
+        max_wavelength=10000,
+        scaling_factor=8.0,
+        rope_type="yarn",
+        beta_fast=32.0,
+        beta_slow=1.0,
+        original_max_position_embeddings=512,
+    )
+    ours = keras_attention.RotaryEmbedding(**kwargs)
+    theirs = keras_hub.layers.RotaryEmbedding(**kwargs)
+    np.testing.assert_allclose(
+        to_np(ours(x, start_index=300)),
+        to_np(theirs(x, start_index=300)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, frequencies, scale",
+    [
+        (
+            dict(rope_type="llama3", original_max_position_embeddings=64),
+            refs.llama3_frequencies(8, 10000, 8.0, 64),
+            1.0,
+        ),
+        (
+            dict(rope_type="yarn", original_max_position_embeddings=64),
+            refs.yarn_frequencies(8, 10000, 8.0, 64),
+            0.1 * np.log(8.0) + 1,
+        ),
+        (
+            dict(
+                rope_type="yarn",
+                original_max_position_embeddings=64,
+                attention_factor=1.25,
+            ),
+            refs.yarn_frequencies(8, 10000, 8.0, 64),
+            1.25,
+        ),
+    ],
+)
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_scalings_and_pairings_match_the_references(
+    rand, kwargs, frequencies, scale, interleaved
+):
+    x = rand(2, 5, 3, 8)
+    layer = keras_attention.RotaryEmbedding(
+        scaling_factor=8.0, interleaved=interleaved, **kwargs
+    )
+    positions = np.arange(40, 45)
+    angles = (positions[:, None] * frequencies)[None, :, None, :]
+    want = refs.rotate(x, angles, interleaved=interleaved, scale=scale)
+    np.testing.assert_allclose(
+        to_np(layer(x, start_index=40)), want, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_a_checkpoint_of_the_other_pairing_loads_by_permuting_columns(
+    rand, rng
+):
+    # Weights trained with adjacent pairs (DeepSeek, GPT-J, Meta's Llama):
+    # `interleaved=True`, or the half split after permuting the query and
+    # key projections' output columns within each head. Same outputs.
+    x = rand(2, 6, 16)
+    kwargs = dict(num_heads=2, key_dim=8)
+    interleaved = keras_attention.MultiHeadAttention(
+        **kwargs,
+        rotary_embedding=keras_attention.RotaryEmbedding(interleaved=True),
+    )
+    halves = keras_attention.MultiHeadAttention(
+        **kwargs, rotary_embedding=keras_attention.RotaryEmbedding()
+    )
+    interleaved(x, x)
+    halves(x, x)
+    weights = [
+        rng.normal(size=w.shape).astype("float32") for w in interleaved.weights
+    ]
+    interleaved.set_weights(weights)
+    order = refs.deinterleave(8)
+    permuted = []
+    for variable, value in zip(interleaved.weights, weights, strict=True):
+        if variable.path.split("/")[-2] in ("query", "key"):
+            value = value[..., order]  # (dim, heads, depth) and (heads, depth)
+        permuted.append(value)
+    halves.set_weights(permuted)
+    np.testing.assert_allclose(
+        to_np(interleaved(x, x, use_causal_mask=True)),
+        to_np(halves(x, x, use_causal_mask=True)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
 def test_basics(rand):
     check_layer_basics(
         keras_attention.RotaryEmbedding,
-        {"max_wavelength": 50},
+        {
+            "max_wavelength": 50,
+            "scaling_factor": 4.0,
+            "rope_type": "yarn",
+            "original_max_position_embeddings": 16,
+            "attention_factor": 1.1,
+            "interleaved": True,
+        },
         rand(2, 4, 6),
         expected_output_shape=(2, 4, 6),
         expected_num_trainable_weights=0,
@@ -128,6 +240,32 @@ def test_start_index_as_a_tensor_under_jit(rand):
         ({"max_wavelength": 0}, "max_wavelength=0"),
         ({"scaling_factor": -1.0}, "scaling_factor=-1.0"),
         ({"sequence_axis": 1.5}, "sequence_axis=1.5"),
+        ({"rope_type": "dynamic"}, "Received: rope_type='dynamic'"),
+        ({"rope_type": "llama3"}, "original_max_position_embeddings=None"),
+        (
+            {"rope_type": "yarn", "original_max_position_embeddings": 0},
+            "original_max_position_embeddings=0",
+        ),
+        (
+            {"low_freq_factor": 4.0, "high_freq_factor": 4.0},
+            "`low_freq_factor` < `high_freq_factor`. Received: "
+            "low_freq_factor=4.0, high_freq_factor=4.0",
+        ),
+        ({"beta_slow": 40.0}, "`beta_slow` < `beta_fast`"),
+        ({"beta_fast": -1}, "beta_fast=-1"),
+        (
+            {"attention_factor": 1.2},
+            "it needs `rope_type=\"yarn\"`. Received: rope_type='linear'",
+        ),
+        (
+            {
+                "rope_type": "yarn",
+                "original_max_position_embeddings": 8,
+                "attention_factor": 0,
+            },
+            "attention_factor=0",
+        ),
+        ({"interleaved": "yes"}, "Received: interleaved='yes'"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):

@@ -165,6 +165,47 @@ def test_what_cannot_cross_the_ring_is_refused():
         layer(x, x, return_attention_scores=True)
 
 
+@pytest.mark.skipif(not JAX, reason="ContextParallel runs on JAX")
+def test_a_function_jitted_outside_is_traced_again_inside():
+    # jit keeps a trace: a function traced outside ran its one-device
+    # program inside the context (issue 54). Entering it sets JAX's mesh
+    # context, part of jit's cache key. One device is enough to see it.
+    import jax
+
+    traces = []
+
+    def attend(q):
+        traces.append(len(traces))
+        return ka.ops.flex_attention(q, q, q, mask_mod=mods.causal())
+
+    f = jax.jit(attend)
+    mesh = keras.distribution.DeviceMesh(
+        (1,), ["sequence"], keras.distribution.list_devices()[:1]
+    )
+    context = ka.distribution.ContextParallel(mesh)
+    q = np.random.default_rng(0).normal(size=(2, 8, 2, 4)).astype("float32")
+    outside = f(q)
+    assert len(traces) == 1
+    assert "shard_map" not in str(jax.make_jaxpr(f)(q))
+    with context:
+        inside = f(q)
+        assert len(traces) == 2
+        assert "shard_map" in str(jax.make_jaxpr(f)(q))
+        f(q)
+    f(q)
+    assert len(traces) == 2  # Each context traced once.
+    np.testing.assert_allclose(inside, outside, rtol=1e-6, atol=1e-6)
+
+    @jax.jit
+    def entered_inside_a_trace(q):
+        with context:  # JAX refuses a mesh here: this trace is new anyway.
+            return attend(q)
+
+    np.testing.assert_allclose(
+        entered_inside_a_trace(q), outside, rtol=1e-6, atol=1e-6
+    )
+
+
 def ring_checks():
     """Run in a subprocess with 8 devices: prints JSON, per check the
     largest output and gradient differences from one device."""

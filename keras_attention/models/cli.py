@@ -1,7 +1,11 @@
 """Command-line plumbing of the example scripts, standard library only.
 
 The scripts parse their arguments with `Parser` before they import Keras
-or TensorFlow, so `--help` and a bad argument answer at once. A user error
+or TensorFlow, so `--help` and a bad argument answer at once: they load
+this file by its path, not as `keras_attention.models.cli`,
+whose import would first run the package's `__init__` and with it Keras
+and TensorFlow. So it imports nothing but the standard library at the
+top; what needs the package imports it inside a function. A user error
 (a bad argument, a missing, empty or malformed file, no trained model)
 prints one line `error: ...` to stderr and exits with status 2, without a
 traceback: `Parser.error`, `fail` and `user_errors` do that. Warnings of
@@ -13,13 +17,13 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 import textwrap
 import warnings
 
-#: The `--distribute` choices; tests check them against
-#: `keras_attention.models.distribute.NAMES`.
+#: The `--distribute` choices (`keras_attention.models.distribute.NAMES`).
 DISTRIBUTE_NAMES = ("none", "mirrored", "multi-worker", "model")
 
 
@@ -393,27 +397,74 @@ def add_preset_argument(parser, presets):
     """Adds `--preset NAME`: a named set of defaults for other flags.
 
     `presets` maps each name to `{dest: value}` (the `dest` of the flags
-    it sets, e.g. `"learning_rate"`). `--help` lists what each preset
-    sets; `parse_with_preset` applies it. Flags given explicitly still
-    override the preset's values.
+    it sets, e.g. `"learning_rate"`). `parse_with_preset` applies it and
+    writes into `--help` what each preset sets, as flags to copy
+    (`preset_flags`). Flags given explicitly still override the preset's
+    values.
     """
-    lines = []
-    for name, values in presets.items():
-        settings = " ".join(
-            f"--{dest.replace('_', '-')} {value}"
-            for dest, value in values.items()
-        )
-        lines.append(f"{name}: {settings}")
     parser.add_argument(
         "--preset",
         choices=list(presets),
         help="set the defaults of other flags (flags given explicitly "
-        "override them); " + "; ".join(lines).replace("%", "%%"),
+        "override them)",
     )
 
 
+def _action(parser, dest):
+    for action in parser._actions:
+        if action.dest == dest and action.option_strings:
+            return action
+    raise ValueError(
+        f"a preset sets {dest!r}, which no flag of {parser.prog} sets"
+    )
+
+
+def _flag(action, value):
+    """The command-line words that set `action`'s `dest` to `value`."""
+    option = action.option_strings[0]
+    if action.nargs == 0:
+        # A flag without a value: store_true / store_false, or both
+        # spellings of a `BooleanOptionalAction` (`--x` / `--no-x`).
+        for spelling in action.option_strings:
+            negated = spelling.startswith("--no-")
+            if isinstance(action, argparse.BooleanOptionalAction):
+                if value is (not negated):
+                    return [spelling]
+            elif value == action.const:
+                return [spelling]
+        if value == action.default:
+            return []
+        raise ValueError(f"no spelling of {option} sets it to {value!r}")
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [option] + [str(v) for v in values]
+
+
+def preset_flags(parser, values) -> str:
+    """A preset's `{dest: value}` as flags that `parser` parses back to it.
+
+    What `--help` shows, to copy as it stands: a flag that takes no value
+    is written alone (`--bucket-by-length`), a value with spaces quoted.
+    """
+    words = []
+    for dest, value in values.items():
+        words += _flag(_action(parser, dest), value)
+    return shlex.join(words)
+
+
 def parse_with_preset(parser, presets, argv=None):
-    """`parser.parse_args(argv)` with the defaults of the chosen `--preset`."""
+    """`parser.parse_args(argv)` with the defaults of the chosen `--preset`.
+
+    Call it once every flag is added: it also writes into `--preset`'s help
+    the flags each preset stands for.
+    """
+    preset = _action(parser, "preset")
+    lines = [
+        f"{name}: {preset_flags(parser, values)}"
+        for name, values in presets.items()
+    ]
+    preset.help = (
+        preset.help.split(";")[0] + "; " + "; ".join(lines).replace("%", "%%")
+    )
     probe = Parser(add_help=False, prog=parser.prog)
     probe.add_argument("--preset", choices=list(presets))
     known, _ = probe.parse_known_args(argv)
