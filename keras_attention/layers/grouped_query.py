@@ -27,13 +27,12 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
     `value`, `attention_output`, in that order and shape), so
     `ours.set_weights(keras_layer.get_weights())` gives Keras's outputs and
     scores. The K/V heads are never repeated in memory (Keras repeats
-    them): the query heads of a group are folded into the query axis of
-    the fused kernel `keras_attention.ops.dot_product_attention`, or, when
-    the weights are returned, with dropout or mods, broadcast inside
-    `keras_attention.ops.flex_attention`, whose blocks take long sequences
-    (memory linear in the length). Beyond Keras: a pluggable `score` (as
+    them): every kernel of the engine (fused, dense, blocks, whose memory
+    is linear in the length) broadcasts them over the query heads of
+    their group. Beyond Keras: a pluggable `score` (as
     on `MultiHeadAttention`), `score_mod` / `mask_mod`,
-    `chunk_size`, `rotary_embedding`, a key/value cache for decoding, and
+    `chunk_size`, `rotary_embedding`, attention sinks, a key/value cache
+    for decoding, and
     a query whose keys are all masked gets zero weights and a zero context
     (Keras: uniform weights). The projections' `kernel_initializer`,
     `bias_initializer`, `kernel_regularizer`, `bias_regularizer`,

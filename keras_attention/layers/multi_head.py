@@ -121,25 +121,21 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
             `"bilinear"`, `"additive"`, `"concat"`), a score config dict or a
             `keras_attention.scores.Score` instance, shared by the heads.
             Defaults to `"scaled_dot"`.
-        chunk_size: Memory-efficient attention for long sequences
-            (`keras_attention.ops.chunked_attention`: blocks of queries and
-            keys with an online softmax and a recomputing backward pass, so
-            memory grows linearly with the length). `None` (default) uses it
-            by itself when the dense weights (batch × heads × Tq × Tk
-            floats, with batch 1 when it is not static) would take 2 GiB
-            or more (times `units` for an additive score; on a GPU or TPU
-            a quarter of its memory), or for a causal
-            dot-product call traced by TensorFlow (`tf.function`, XLA) with
-            2048 or more queries and keys, where skipping the future's
-            blocks makes it faster than dense; and when the lengths are
-            static, the score can be chunked (every score but
-            `"location"`), no attention scores are requested, no dropout
-            is active and there is no `attention_mask`; otherwise the
-            dense path. `0` is always dense. A positive value is the block
-            size, and then an unsupported combination raises `ValueError`.
-            Both paths give the same outputs and gradients (to float32
-            rounding). The chunked path takes a sliding window (it skips
-            the blocks outside it) but not `attention_activation` or
+        chunk_size: Memory-efficient attention for long sequences: the
+            block kernel (blocks of queries and keys with an online
+            softmax and a recomputing backward pass, so memory grows
+            linearly with the length). `None` (default) lets
+            `keras_attention.ops.plan_attention` choose once per call: the
+            blocks where one dense step would hold more than 1 GiB of
+            `(Tq, Tk)` tensors (on a GPU or TPU a quarter of its memory)
+            or where a band or a mask leaves few pairs of blocks to
+            visit, else dense; never with attention scores requested or
+            dropout active. `0` is always dense. A positive value is the
+            block size, and then an unsupported combination raises
+            `ValueError`. Both paths give the same outputs and gradients
+            (to float32 rounding). The blocks take every score but
+            `"location"`, masks, mods, windows (skipping the blocks
+            outside them) and a cache, but not `attention_activation` or
             `penalty_coefficient`: with those `None` is dense and a
             positive value raises `ValueError`.
         attention_activation: Optional activation (name or callable)
@@ -156,9 +152,9 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
             `keras_attention.RelativePositionBias`), saved in the config.
             Defaults to `None`.
         mask_mod: Optional mask mod `mask_mod(batch, head, q_idx, kv_idx)`,
-            ANDed with the other masks, saved in the config. With either
-            mod the heads attend through `keras_attention.ops.flex_attention`
-            (dense, or in blocks with `chunk_size`). Defaults to `None`.
+            ANDed with the other masks, saved in the config; every
+            kernel but the fused one applies the mods (dense, or in
+            blocks with `chunk_size`). Defaults to `None`.
         rotary_embedding: Optional `keras_attention.RotaryEmbedding`,
             applied to the projected queries and keys at their positions
             (which follow `cache_update_index`). Defaults to `None`.

@@ -132,20 +132,24 @@ def _softmax(call, logits, mask):
     return ops.reshape(weights, shape)
 
 
-def fused(call, plan):
-    """`keras_attention.ops.dot_product_attention` of the transformed
-    query and key (grouped heads folded by the kernel)."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
-    q_len, k_len = call.shapes[2:]
-    mask = call.masks.dense(
+def _tensor_mask(call, q, k):
+    """The call's masks as one tensor `(B, H | 1, Tq, Tk)`, the band at
+    the call's positions (the fused and flash kernels read no mods)."""
+    return call.masks.dense(
         ops.shape(q)[1],
         ops.shape(k)[1],
         heads_axis=True,
         query_offset=call.query_offset,
     )
+
+
+def fused(call, plan):
+    """`keras_attention.ops.dot_product_attention` of the transformed
+    query and key (grouped heads broadcast by the kernel)."""
+    q, k, scale = call.score.dot_product_form(call.query, call.key)
     want_lse = call.lse or call.sinks is not None
     out = keras_attention.ops.dot_product_attention(
-        q, k, call.value, mask, scale, return_lse=want_lse
+        q, k, call.value, _tensor_mask(call, q, k), scale, return_lse=want_lse
     )
     return Result(out[0], None, out[1]) if want_lse else Result(out)
 
@@ -153,12 +157,7 @@ def fused(call, plan):
 def flash(call, plan):
     """`keras.ops.dot_product_attention` with `flash_attention=True`."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
-    mask = call.masks.dense(
-        ops.shape(q)[1],
-        ops.shape(k)[1],
-        heads_axis=True,
-        query_offset=call.query_offset,
-    )
+    mask = _tensor_mask(call, q, k)
     if mask is not None:
         mask = _layout.four_d(ops.cast(mask, "bool"))
     dtype = call.value.dtype
@@ -227,7 +226,6 @@ def blocks(call, plan):
     score_mod, mask_mod, limits = _block_mods(call)
     mod_tensors = list(getattr(score_mod, "tensors", ()) or ())
     bind = score_mod.with_tensors if mod_tensors else (lambda _: score_mod)
-    q_len, k_len = call.shapes[2:]
     kinds = _kinds(call, mask_mod, plan.block_size)
     spec = _kernel.Spec(
         scale=scale,

@@ -33,7 +33,6 @@ class ScaledDot:
 
     form = "dot"
     dense_bytes_per_logit = 4
-    name = "scaled_dot"
 
     def __init__(self, scale):
         self.scale = scale
@@ -47,7 +46,6 @@ class Additive:
     `scale · Σ_u v_u tanh(q_iu + k_ju)` of projected inputs."""
 
     form = "additive"
-    name = "additive"
 
     def __init__(self, v, scale):
         self.v, self.scale = v, scale

@@ -116,7 +116,6 @@ def test_flash_attention_returns_no_scores(rand):
         layer(rand(1, 3, 8), rand(1, 3, 8), return_attention_scores=True)
 
 
-@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
@@ -157,6 +156,7 @@ def test_the_constructors_refuse_what_the_planner_refuses(kwargs, error, match):
             make(**kwargs)
 
 
+@pytest.mark.tensorflow_only
 def test_flash_attention_is_never_silently_ignored(rand):
     # TensorFlow has no fused kernel: Keras's own error, not dense math.
     layer = keras_attention.MultiHeadAttention(2, 4, flash_attention=True)

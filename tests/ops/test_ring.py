@@ -405,6 +405,14 @@ def _layer_checks(report, context, compare, rng):
             use_sinks=True,
         ),
     }
+    plans = []
+    original = ka.ops.plan_attention
+
+    def counting(*args, **kwargs):
+        plans.append(original(*args, **kwargs))
+        return plans[-1]
+
+    ka.ops.plan_attention = counting
     for name, layer in layers.items():
         one_input = name.startswith("MultiHeadLatentAttention")
         args = (x,) if one_input else (x, x)
@@ -419,7 +427,12 @@ def _layer_checks(report, context, compare, rng):
             out, _ = layer.stateless_call(w, [], *args, **kwargs)
             return out
 
+        plans.clear()
         compare(name, call, call, (weights, x, x), context)
+        # One plan per trace of the layer's call: the one-device step's,
+        # then the ring's (the forward is traced once for its gradient).
+        report[name + ": plans"] = [p.path for p in plans]
+    ka.ops.plan_attention = original
 
 
 @pytest.mark.skipif(not JAX, reason="runs in the JAX lane")
@@ -431,11 +444,17 @@ def test_the_ring_on_eight_devices_equals_one_device():
     code = "from tests.ops import test_ring; test_ring.ring_checks()"
     done = processes.run_python(["-c", code], env=env)
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    checked = [k for k in report if not k.endswith("permutes")]
+    checked = [k for k in report if not k.endswith(("permutes", ": plans"))]
     assert len(checked) == 12, report
     for name in checked:
         loss, grads = report[name]
         assert loss < 1e-3 and grads < 1e-4, (name, report[name])
+    # Each layer call was planned once, on one device and in the ring.
+    for name in [k for k in report if k.endswith(": plans")]:
+        assert report[name][-1] == "ring" and len(report[name]) == 2, (
+            name,
+            report[name],
+        )
     # The layers and flex_attention ran the ring: their programs pass the
     # key/value blocks between devices.
     assert all(v for k, v in report.items() if k.endswith("permutes")), report
