@@ -71,16 +71,13 @@ def chained(*score_mods):
     return parts[0] if len(parts) == 1 else mods_lib.chain(*parts)
 
 
-def apply_to_logits(logits, mask, own, call):
-    """A single-head layer's logits `(B, Tq, Tk)` and mask with its mods.
-
-    `own` is the constructor's `(score_mod, mask_mod)`, `call` the call's
-    `(score_mod, mask_mod, attention_bias)`; the bias broadcasts to the
-    logits.
-    """
-    score_mod = chained(own[0], call[0])
-    mask_mod = ka_ops.masks.AttentionMasks(mask_mods=(own[1], call[1]))
-    logits, extra = ka_ops.apply_mods(logits, score_mod, mask_mod.mask_mod())
-    if call[2] is not None:
-        logits = logits + ops.cast(call[2], logits.dtype)
+def apply_to_logits(logits, mask, score_mods=(), mask_mods=(), bias=None):
+    """A single-head layer's logits `(B, Tq, Tk)` and mask with its mods:
+    `score_mods` applied in order (the constructor's, then the call's),
+    `mask_mods` ANDed with `mask`, then `bias` added (it broadcasts to the
+    logits)."""
+    mask_mod = ka_ops.masks.AttentionMasks(mask_mods=mask_mods).mask_mod()
+    logits, extra = ka_ops.apply_mods(logits, chained(*score_mods), mask_mod)
+    if bias is not None:
+        logits = logits + ops.cast(bias, logits.dtype)
     return logits, ka_ops.masks.and_all(mask, extra)

@@ -421,8 +421,9 @@ class Attention(keras.layers.Layer):
         logits, mask = _mods.apply_to_logits(
             logits,
             mask,
-            (self.score_mod, self.mask_mod),
-            (score_mod, mask_mod, attention_bias),
+            score_mods=(self.score_mod, score_mod),
+            mask_mods=(self.mask_mod, mask_mod),
+            bias=attention_bias,
         )
         context, weights = ka_ops.attend(
             logits,
