@@ -132,3 +132,41 @@ def test_frobenius_penalty_is_zero_for_disjoint_one_hot_hops():
     a = np.zeros((1, 3, 5), "float32")
     a[0, 0, 0] = a[0, 1, 2] = a[0, 2, 4] = 1.0
     assert float(ops.convert_to_numpy(ka_ops.frobenius_penalty(a))) == 0.0
+
+
+def test_the_fused_kernels_lse_and_its_gradient(rng):
+    """`dot_product_attention(..., return_lse=True)` on grouped heads: the
+    log-sum-exp of the scaled, masked logits (`-inf` for a row with no
+    kept key), and its gradient joining the output's as autodiff of the
+    dense formula gives it."""
+    q = rng.normal(size=(2, 5, 4, 3)).astype("float32")
+    k = rng.normal(size=(2, 6, 2, 3)).astype("float32")
+    v = rng.normal(size=(2, 6, 2, 2)).astype("float32")
+    mask = rng.random((2, 4, 5, 6)) < 0.7
+    mask[1, :, 2] = False  # a row with no kept key
+    out, lse = ka_ops.dot_product_attention(q, k, v, mask, 0.5, return_lse=True)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, np.repeat(k, 2, 2)) * 0.5
+    with np.errstate(divide="ignore"):
+        want = np.log(np.where(mask, np.exp(logits), 0).sum(-1))
+    got = ops.convert_to_numpy(lse)
+    assert np.all(np.isneginf(got[1, :, 2]))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+    def fused(a, b, c):
+        out, lse = ka_ops.dot_product_attention(
+            a, b, c, mask[:1], 0.5, return_lse=True
+        )
+        return ops.sum(out) + ops.sum(ops.sin(lse))
+
+    def dense(a, b, c):
+        logits = ops.einsum("bqhd,bkhd->bhqk", a, ops.repeat(b, 2, 2)) * 0.5
+        masked = ops.where(mask[:1], logits, -1e30)
+        weights = ops.softmax(masked, axis=-1)
+        out = ops.einsum("bhqk,bkhd->bqhd", weights, ops.repeat(c, 2, 2))
+        return ops.sum(out) + ops.sum(ops.sin(ops.logsumexp(masked, -1)))
+
+    inputs = [q[:1], k[:1], v[:1]]
+    _, got = gradients(fused, inputs)
+    _, want = gradients(dense, inputs)
+    for name, g, w in zip("qkv", got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=2e-5, err_msg=name)

@@ -222,7 +222,7 @@ def test_a_fully_masked_row_with_sinks_gives_zeros(rng):
         assert np.all(np.isfinite(out)) and np.all(out[1] == 0), path
 
 
-@pytest.mark.parametrize("path", ["dense", "blocks"])
+@pytest.mark.parametrize("path", ["dense", "fused", "blocks"])
 def test_the_sinks_gradient_matches_finite_differences(path, rng):
     call, (q, k, v, sinks) = _sink_call(rng)
     upstream = rng.normal(size=(2, 7, 4, 5)).astype("float32")
