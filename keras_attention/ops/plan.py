@@ -545,9 +545,9 @@ def _choose(form, shapes, chunk_size, request, bytes_per_logit):
     if request.weights or request.dropout:
         return _dense(form, request, "")
     if chunk_size is None and form is not None:
-        reason = _blocks_pay(shapes, request, bytes_per_logit)
-        if request.block_mask:
-            reason = "a block mask is given"
+        reason = "a block mask is given"
+        if not request.block_mask:
+            reason = _blocks_pay(shapes, request, bytes_per_logit)
         if reason:
             return Plan("blocks", (AUTO_CHUNK_SIZE,) * 2, reason)
     return _dense(form, request, "chunk_size=0" if chunk_size == 0 else "")
