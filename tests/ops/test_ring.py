@@ -294,7 +294,9 @@ def ring_checks():
     # The log-sum-exp beside the output, and the gradient through it.
     def with_lse(result):
         out, lse = result
-        return out + jnp.transpose(lse, (0, 2, 1))[..., None]
+        # sin: the lse (about log N) would otherwise make the loss large
+        # enough that float32 rounding alone passes the tolerance.
+        return out + jnp.sin(jnp.transpose(lse, (0, 2, 1)))[..., None]
 
     compare(
         "causal, lse",
