@@ -9,6 +9,8 @@ each turns its arguments into one `LayerCall`, which the engine
 import dataclasses
 from typing import Any
 
+from keras_attention.layers import _mods
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LayerCall:
@@ -25,9 +27,12 @@ class LayerCall:
         cache_update_index: Where the call's keys and values are written.
         training: Whether dropout is active.
         return_weights: Whether the weights are returned.
-        score_mod, mask_mod: The call's mods, after the layer's own.
+        score_mod, mask_mod: The call's mods, after the layer's own
+            (checked: callables of the mods' arguments).
         attention_bias: An additive bias of the logits, or `None`.
         layout: A variant's layout of the heads (MLA's `"absorbed"`).
+        names: The layer's names of `query`, `value` and `key`, for the
+            errors (`SelfAttention`'s one input is `inputs`).
     """
 
     query: Any
@@ -46,10 +51,22 @@ class LayerCall:
     mask_mod: Any = None
     attention_bias: Any = None
     layout: str | None = None
+    names: tuple = ("query", "value", "key")
 
     def __post_init__(self):
         if self.key is None:
             object.__setattr__(self, "key", self.value)
+        _mods.check("score_mod", self.score_mod)
+        _mods.check("mask_mod", self.mask_mod)
+
+    def shapes(self):
+        """The inputs' shapes by the layer's names of them."""
+        named = {}
+        for name, x in zip(
+            self.names, (self.query, self.value, self.key), strict=True
+        ):
+            named.setdefault(name, tuple(x.shape))
+        return named
 
     def mask_flags(self):
         """The masks as Keras's `_compute_attention_mask` takes them."""

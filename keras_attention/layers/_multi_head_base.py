@@ -232,6 +232,7 @@ class MultiHeadBase(_projections.HeadProjections):
                 f"{getattr(self, 'attention_axes', None)!r}"
             )
         query, value, key = call.query, call.value, call.key
+        ka_ops.checks.positions(type(self).__name__, **call.shapes())
         if cache is None:
             self._check_masks(
                 query.shape, value.shape, key.shape, call.mask_flags()

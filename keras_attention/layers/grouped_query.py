@@ -4,9 +4,7 @@ fewer key/value heads than query heads, Keras's constructor and names."""
 import keras
 
 from keras_attention import _validation
-from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
-from keras_attention.layers import _mods
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
@@ -251,10 +249,6 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
     ):
         name = type(self).__name__
         _validation.floating_inputs(name, query=query, value=value, key=key)
-        named = {"query": query.shape, "value": value.shape}
-        if key is not None:
-            named["key"] = key.shape
-        ka_ops.checks.positions(name, **named)
         return self._attention_call(
             LayerCall(
                 query,
@@ -269,8 +263,8 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
                 cache_update_index=cache_update_index,
                 training=training,
                 return_weights=return_attention_scores,
-                score_mod=_mods.check("score_mod", score_mod),
-                mask_mod=_mods.check("mask_mod", mask_mod),
+                score_mod=score_mod,
+                mask_mod=mask_mod,
             )
         )
 

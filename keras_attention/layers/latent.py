@@ -7,7 +7,6 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import _validation
-from keras_attention import ops as ka_ops
 from keras_attention.layers import _cache
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
@@ -496,7 +495,6 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         value = query if value is None else value
         _validation.floating_inputs(name, query=query, value=value)
         self._check_shapes(query.shape, value.shape)
-        ka_ops.checks.positions(name, query=query.shape, value=value.shape)
         absorb = cache is not None if absorb is None else bool(absorb)
         return self._attention_call(
             LayerCall(
@@ -510,8 +508,8 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
                 cache_update_index=cache_update_index,
                 training=training,
                 return_weights=return_attention_scores,
-                score_mod=_mods.check("score_mod", score_mod),
-                mask_mod=_mods.check("mask_mod", mask_mod),
+                score_mod=score_mod,
+                mask_mod=mask_mod,
                 attention_bias=attention_bias,
                 layout="absorbed" if absorb else "expanded",
             )

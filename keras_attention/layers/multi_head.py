@@ -9,7 +9,6 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
-from keras_attention.layers import _mods
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
@@ -363,10 +362,6 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         checks.query_value_key_shapes(
             query.shape, value.shape, None if key is None else key.shape
         )
-        named = {"query": query.shape, "value": value.shape}
-        if key is not None:
-            named["key"] = key.shape
-        ka_ops.checks.positions(type(self).__name__, **named)
         return self._attention_call(
             LayerCall(
                 query,
@@ -381,8 +376,8 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
                 cache_update_index=cache_update_index,
                 training=training,
                 return_weights=return_attention_scores,
-                score_mod=_mods.check("score_mod", score_mod),
-                mask_mod=_mods.check("mask_mod", mask_mod),
+                score_mod=score_mod,
+                mask_mod=mask_mod,
                 attention_bias=attention_bias,
             )
         )

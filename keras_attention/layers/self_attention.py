@@ -3,9 +3,7 @@
 import keras
 
 from keras_attention import _validation
-from keras_attention import ops as ka_ops
 from keras_attention.layers import _mask_shapes
-from keras_attention.layers import _mods
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
@@ -182,7 +180,6 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         cache_update_index=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
-        ka_ops.checks.positions(type(self).__name__, inputs=inputs.shape)
         if mask is None:
             mask = inputs_mask
         return self._attention_call(
@@ -197,9 +194,10 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
                 cache_update_index=cache_update_index,
                 training=training,
                 return_weights=return_attention_scores,
-                score_mod=_mods.check("score_mod", score_mod),
-                mask_mod=_mods.check("mask_mod", mask_mod),
+                score_mod=score_mod,
+                mask_mod=mask_mod,
                 attention_bias=attention_bias,
+                names=("inputs",) * 3,
             )
         )
 
