@@ -21,31 +21,17 @@ exits with status 2.
 
 import importlib.util
 import os
+import runpy
 import sys
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def _load_cli():
-    """`keras_attention/models/cli.py`, the scripts' shared command line.
-
-    Loaded from its file (it needs only the standard library): importing
-    `keras_attention.models.cli` would run the package's `__init__`, and
-    with it Keras and TensorFlow, before `--help` or a mistyped flag could
-    answer.
-    """
-    package = importlib.util.find_spec("keras_attention")
-    if package is None:
-        sys.exit("error: keras_attention is not importable: pip install it")
-    (root,) = package.submodule_search_locations
-    path = os.path.join(root, "models", "cli.py")
-    spec = importlib.util.spec_from_file_location("keras_attention_cli", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cli = _load_cli()
+# The scripts' shared command line, run from its file: importing
+# `keras_attention.models.cli` would load Keras before `--help` answers.
+_PACKAGE = os.path.dirname(importlib.util.find_spec("keras_attention").origin)
+cli = types.SimpleNamespace(**runpy.run_path(f"{_PACKAGE}/models/cli.py"))
 
 
 def parse_args(argv=None):

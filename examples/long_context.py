@@ -20,29 +20,14 @@ without accelerators `--cpu-devices N` splits the CPU into N devices
 import importlib.util
 import json
 import os
+import runpy
 import sys
+import types
 
-
-def _load_cli():
-    """`keras_attention/models/cli.py`, the scripts' shared command line.
-
-    Loaded from its file (it needs only the standard library): importing
-    `keras_attention.models.cli` would run the package's `__init__`, and
-    with it Keras and TensorFlow, before `--help` or a mistyped flag could
-    answer.
-    """
-    package = importlib.util.find_spec("keras_attention")
-    if package is None:
-        sys.exit("error: keras_attention is not importable: pip install it")
-    (root,) = package.submodule_search_locations
-    path = os.path.join(root, "models", "cli.py")
-    spec = importlib.util.spec_from_file_location("keras_attention_cli", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cli = _load_cli()
+# The scripts' shared command line, run from its file: importing
+# `keras_attention.models.cli` would load Keras before `--help` answers.
+_PACKAGE = os.path.dirname(importlib.util.find_spec("keras_attention").origin)
+cli = types.SimpleNamespace(**runpy.run_path(f"{_PACKAGE}/models/cli.py"))
 
 # Distinct filler tokens after the key.
 FILLERS = 4
