@@ -49,9 +49,11 @@ MOD_COPIES = 1
 BACKWARD_COPIES = 2
 # Where a band or a block mask leaves at most this share of the pairs of
 # blocks, the blocks skip the rest and are faster than the dense path,
-# which forms every logit (on the CPU: causal 0.91x dense at N = 2048 in
-# a compiled step, 8 documents at N = 8192 0.06x; BENCHMARKS.md) ...
-SPARSE_MAX_SHARE = 0.6
+# which forms every logit (TensorFlow `tf.function`, N = 2048, one
+# training step: causal, which keeps 10 of 16 pairs, 0.65x the fused
+# kernel's time; a window of 256 with ALiBi 0.66x the dense kernel's; 8
+# documents 0.29x; BENCHMARKS.md, "Dense or blocks") ...
+SPARSE_MAX_SHARE = 0.65
 # ... once there are enough pairs of blocks for the skipping to pay:
 # at least this many queries and keys.
 SPARSE_MIN_LENGTH = 2048
