@@ -269,14 +269,22 @@ def dot_product_attention(
     if return_lse:
         # The output is formed in the logits dtype, beside the lse.
         value = ops.cast(value, dtype)
+    kv_heads = key.shape[2]
     if mask is not None:
-        mask = _layout.grouped(ops.cast(mask, "bool"), key.shape[2])
-    q, k, v = _layout.to_layout(query, key, value)
-    out, lse = _fused_attention(q, k[:, :, 0], v[:, :, 0], mask, return_lse)
-    out = ops.cast(_layout.ungroup(out), out_dtype)
+        mask = _layout.grouped(ops.cast(mask, "bool"), kv_heads)
+    batch, q_len, heads, depth = ops.shape(query)
+    groups = heads // kv_heads
+    if groups > 1:
+        # `(B, Tq, Hkv, G, D)`: the query heads of a K/V head side by side
+        # in the memory of `(B, Tq, H, D)` (a free reshape, no transpose).
+        query = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
+    elif mask is not None:
+        mask = ops.squeeze(mask, 2)
+    out, lse = _fused_attention(query, key, value, mask, return_lse)
+    out = ops.cast(ops.reshape(out, (batch, q_len, heads, -1)), out_dtype)
     if not return_lse:
         return out
-    return out, kept_lse(_layout.rows(lse))
+    return out, kept_lse(ops.reshape(lse, (batch, heads, q_len)))
 
 
 def _backend_fused(query, key, value, mask, scale):
@@ -324,28 +332,49 @@ def _backend_fused(query, key, value, mask, scale):
     return ops.cast(_layout.ungroup(out), value.dtype)
 
 
-def _fused_attention(query, key, value, mask, return_lse):
-    """`(output, lse)` of the grouped layout: the query `(B, Hkv, G, Tq,
-    D)` (scaled, in the logits dtype), the key and value `(B, Hkv, Tk,
-    D)`, a mask broadcastable to `(B, Hkv, G, Tq, Tk)`; the lse `(B, Hkv,
-    G, Tq, 1)` or `None`.
+def _equations(grouped):
+    """The fused kernel's einsums: the query `bqh(g)d`, the key and value
+    `bkhd`, the logits `bh(g)qk` (the groups' axis only where there are
+    groups: XLA ran the size-1 axis about 1.2x slower)."""
+    g = "g" if grouped else ""
+    query, logits = f"bqh{g}d", f"bh{g}qk"
+    return {
+        "logits": f"{query},bkhd->{logits}",
+        "output": f"{logits},bkhd->{query}",
+        "keys": f"{query},{logits}->bhdk",
+    }
 
-    The `(Tq, Tk)` tensors are the right-hand operand of the contractions
-    over the query axis: under XLA the swapped order measured about 1.4x
+
+def _fused_attention(query, key, value, mask, return_lse):
+    """`(output, lse)` of the query `(B, Tq, Hkv, [G,] D)` (scaled, in the
+    logits dtype) against the key and value `(B, Tk, Hkv, D)`, a mask
+    broadcastable to the logits `(B, Hkv, [G,] Tq, Tk)`: the output in
+    the query's layout, the lse `(B, Hkv, [G,] Tq, 1)` or `None`.
+
+    The inputs keep the layout of the projections (no transpose); the
+    `(Tq, Tk)` tensors are the right-hand operand of the contractions over
+    the query axis: under XLA the swapped order measured about 1.4x
     slower (see BENCHMARKS.md).
     """
+    equations = _equations(len(query.shape) == 5)
+    rank = len(query.shape)
+    # The lse `(b, h, [g,] q, 1)` beside the output, in the query's layout.
+    to_rows = (0, rank - 2) + tuple(range(1, rank - 2)) + (rank - 1,)
+    from_rows = tuple(to_rows.index(axis) for axis in range(rank))
 
     @ops.custom_gradient
     def fused(query, key, value):
-        logits = ops.einsum("bhgqd,bhkd->bhgqk", query, key)
+        logits = ops.einsum(equations["logits"], query, key)
         weights = masked_softmax(logits, mask)
         cast_weights = ops.cast(weights, value.dtype)
-        output = ops.einsum("bhgqk,bhkd->bhgqd", cast_weights, value)
+        output = ops.einsum(equations["output"], cast_weights, value)
         packed = output
         if return_lse:
             masked = logits if mask is None else mask_logits(logits, mask)
             lse = ops.logsumexp(masked, axis=-1, keepdims=True)
-            packed = ops.concatenate([output, lse], axis=-1)
+            packed = ops.concatenate(
+                [output, ops.transpose(lse, to_rows)], axis=-1
+            )
 
         def grad(*args, upstream=None):
             if upstream is None:
@@ -357,7 +386,7 @@ def _fused_attention(query, key, value, mask, return_lse):
             # and transpose that small result: TensorFlow's einsum would
             # otherwise transpose a `(Tq, Tk)` operand (graph mode about 5%
             # faster over the whole kernel; XLA the same; BENCHMARKS.md).
-            d_value = _keys_last(upstream, cast_weights)
+            d_value = _keys_last(equations, upstream, cast_weights)
             # The row term of the softmax gradient, `d_weights - row`, comes
             # out of one matmul: `[dout, -row] · [v, 1]` (one pass less over
             # the `(Tq, Tk)` tensors; graph mode about 4% faster). Both are
@@ -374,15 +403,15 @@ def _fused_attention(query, key, value, mask, return_lse):
             if d_lse is not None:
                 row = row - ops.cast(d_lse, dtype)
             d_weights_less_row = ops.einsum(
-                "bhgqd,bhkd->bhgqk",
+                equations["logits"],
                 ops.concatenate([upstream_wide, -row], axis=-1),
                 ops.concatenate(
                     [value_wide, ops.ones_like(value_wide[..., :1])], axis=-1
                 ),
             )
             d_logits = weights * d_weights_less_row
-            d_query = ops.einsum("bhgqk,bhkd->bhgqd", d_logits, key)
-            d_key = _keys_last(query, d_logits)
+            d_query = ops.einsum(equations["output"], d_logits, key)
+            d_key = _keys_last(equations, query, d_logits)
             return d_query, d_key, d_value
 
         return packed, grad
@@ -390,13 +419,13 @@ def _fused_attention(query, key, value, mask, return_lse):
     packed = fused(query, key, value)
     if not return_lse:
         return packed, None
-    return packed[..., :-1], packed[..., -1:]
+    return packed[..., :-1], ops.transpose(packed[..., -1:], from_rows)
 
 
-def _keys_last(per_query, weights):
-    """`einsum("bhgqd,bhgqk->bhkd")`, contracted as `(b, h, d, k)` first."""
-    product = ops.einsum("bhgqd,bhgqk->bhdk", per_query, weights)
-    return ops.swapaxes(product, -1, -2)
+def _keys_last(equations, per_query, weights):
+    """The key-side contraction `(b, k, h, d)`, formed as `(b, h, d, k)`."""
+    product = ops.einsum(equations["keys"], per_query, weights)
+    return ops.transpose(product, (0, 3, 1, 2))
 
 
 def frobenius_penalty(weights):
