@@ -75,6 +75,45 @@ def grouped(x, kv_heads: int):
     )
 
 
+def fold(query, kv_heads: int):
+    """`(B, Tq, H, D)` → `(B, Tq · G, Hkv, D)`, query `q · G + g`: the
+    fused kernel's layout, each K/V head attended once by all the queries
+    of its group (a 4-D product: under `jax.jit` the 5-D one with a
+    groups' axis ran GroupedQueryAttention's step 1.7x slower)."""
+    batch, q_len, heads, depth = ops.shape(query)
+    groups = heads // kv_heads
+    q = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
+    q = ops.swapaxes(q, 2, 3)
+    return ops.reshape(q, (batch, q_len * groups, kv_heads, depth))
+
+
+def unfold(x, groups: int):
+    """Inverse of `fold` for the output: `(B, Tq · G, Hkv, D)` → `(B, Tq,
+    H, D)`."""
+    batch, rows, kv_heads, depth = ops.shape(x)
+    x = ops.reshape(x, (batch, rows // groups, groups, kv_heads, depth))
+    x = ops.swapaxes(x, 2, 3)
+    return ops.reshape(x, (batch, rows // groups, kv_heads * groups, depth))
+
+
+def fold_mask(mask):
+    """A grouped mask `(B | 1, Hkv | 1, G | 1, Tq, Tk)` in `fold`'s layout,
+    `(B | 1, Hkv | 1, Tq · G, Tk)`."""
+    lead, groups = tuple(ops.shape(mask)[:2]), mask.shape[2]
+    q_len, k_len = ops.shape(mask)[3], ops.shape(mask)[4]
+    mask = ops.swapaxes(mask, 2, 3)
+    return ops.reshape(mask, lead + (q_len * groups, k_len))
+
+
+def unfold_rows(lse, groups: int):
+    """The fused kernel's per-query values `(B, Hkv, Tq · G, 1)` → `(B,
+    H, Tq)`."""
+    batch, kv_heads, rows, _ = ops.shape(lse)
+    lse = ops.reshape(lse, (batch, kv_heads, rows // groups, groups))
+    lse = ops.swapaxes(lse, 2, 3)
+    return ops.reshape(lse, (batch, kv_heads * groups, rows // groups))
+
+
 def index_tensors(batch, kv_heads, groups, q_pos, kv_pos):
     """`(batch, head, q_idx, kv_idx)` broadcasting to `(B, Hkv, G, Tq, Tk)`:
     the index tensors a mod reads; `head` is the query head."""

@@ -270,21 +270,22 @@ def dot_product_attention(
         # The output is formed in the logits dtype, beside the lse.
         value = ops.cast(value, dtype)
     kv_heads = key.shape[2]
+    groups = query.shape[2] // kv_heads
     if mask is not None:
         mask = _layout.grouped(ops.cast(mask, "bool"), kv_heads)
-    batch, q_len, heads, depth = ops.shape(query)
-    groups = heads // kv_heads
-    if groups > 1:
-        # `(B, Tq, Hkv, G, D)`: the query heads of a K/V head side by side
-        # in the memory of `(B, Tq, H, D)` (a free reshape, no transpose).
-        query = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
-    elif mask is not None:
-        mask = ops.squeeze(mask, 2)
-    out, lse = _fused_attention(query, key, value, mask, return_lse)
-    out = ops.cast(ops.reshape(out, (batch, q_len, heads, -1)), out_dtype)
+        if mask.shape[2] == 1 and mask.shape[3] == 1:
+            mask = ops.squeeze(mask, 2)  # the same for every folded query
+        else:
+            full = (groups, ops.shape(query)[1], ops.shape(key)[1])
+            mask = ops.broadcast_to(mask, tuple(ops.shape(mask)[:2]) + full)
+            mask = _layout.fold_mask(mask)
+    out, lse = _fused_attention(
+        _layout.fold(query, kv_heads), key, value, mask, return_lse
+    )
+    out = ops.cast(_layout.unfold(out, groups), out_dtype)
     if not return_lse:
         return out
-    return out, kept_lse(ops.reshape(lse, (batch, heads, q_len)))
+    return out, kept_lse(_layout.unfold_rows(lse, groups))
 
 
 def _backend_fused(query, key, value, mask, scale):
@@ -332,48 +333,31 @@ def _backend_fused(query, key, value, mask, scale):
     return ops.cast(_layout.ungroup(out), value.dtype)
 
 
-def _equations(grouped):
-    """The fused kernel's einsums: the query `bqh(g)d`, the key and value
-    `bkhd`, the logits `bh(g)qk` (the groups' axis only where there are
-    groups: XLA ran the size-1 axis about 1.2x slower)."""
-    g = "g" if grouped else ""
-    query, logits = f"bqh{g}d", f"bh{g}qk"
-    return {
-        "logits": f"{query},bkhd->{logits}",
-        "output": f"{logits},bkhd->{query}",
-        "keys": f"{query},{logits}->bhdk",
-    }
-
-
 def _fused_attention(query, key, value, mask, return_lse):
-    """`(output, lse)` of the query `(B, Tq, Hkv, [G,] D)` (scaled, in the
-    logits dtype) against the key and value `(B, Tk, Hkv, D)`, a mask
-    broadcastable to the logits `(B, Hkv, [G,] Tq, Tk)`: the output in
-    the query's layout, the lse `(B, Hkv, [G,] Tq, 1)` or `None`.
+    """`(output, lse)` of the query `(B, Tq', Hkv, D)` (its groups folded
+    in, `_layout.fold`; scaled, in the logits dtype) against the key and
+    value `(B, Tk, Hkv, D)`, a mask broadcastable to the logits `(B, Hkv,
+    Tq', Tk)`: the output `(B, Tq', Hkv, Dv)`, the lse `(B, Hkv, Tq', 1)`
+    or `None`.
 
-    The inputs keep the layout of the projections (no transpose); the
-    `(Tq, Tk)` tensors are the right-hand operand of the contractions over
-    the query axis: under XLA the swapped order measured about 1.4x
-    slower (see BENCHMARKS.md).
+    The inputs keep the layout of the projections; the `(Tq, Tk)` tensors
+    are the right-hand operand of the contractions over the query axis:
+    under XLA the swapped order measured about 1.4x slower (see
+    BENCHMARKS.md).
     """
-    equations = _equations(len(query.shape) == 5)
-    rank = len(query.shape)
-    # The lse `(b, h, [g,] q, 1)` beside the output, in the query's layout.
-    to_rows = (0, rank - 2) + tuple(range(1, rank - 2)) + (rank - 1,)
-    from_rows = tuple(to_rows.index(axis) for axis in range(rank))
 
     @ops.custom_gradient
     def fused(query, key, value):
-        logits = ops.einsum(equations["logits"], query, key)
+        logits = ops.einsum("bqnd,bknd->bnqk", query, key)
         weights = masked_softmax(logits, mask)
         cast_weights = ops.cast(weights, value.dtype)
-        output = ops.einsum(equations["output"], cast_weights, value)
+        output = ops.einsum("bnqk,bknd->bqnd", cast_weights, value)
         packed = output
         if return_lse:
             masked = logits if mask is None else mask_logits(logits, mask)
             lse = ops.logsumexp(masked, axis=-1, keepdims=True)
             packed = ops.concatenate(
-                [output, ops.transpose(lse, to_rows)], axis=-1
+                [output, ops.transpose(lse, (0, 2, 1, 3))], axis=-1
             )
 
         def grad(*args, upstream=None):
@@ -382,11 +366,11 @@ def _fused_attention(query, key, value, mask, return_lse):
             d_lse = None
             if return_lse:
                 upstream, d_lse = upstream[..., :-1], upstream[..., -1:]
-            # The contractions over the query axis produce `(b, h, d, k)`
+            # The contractions over the query axis produce `(b, n, d, k)`
             # and transpose that small result: TensorFlow's einsum would
             # otherwise transpose a `(Tq, Tk)` operand (graph mode about 5%
             # faster over the whole kernel; XLA the same; BENCHMARKS.md).
-            d_value = _keys_last(equations, upstream, cast_weights)
+            d_value = _keys_last(upstream, cast_weights)
             # The row term of the softmax gradient, `d_weights - row`, comes
             # out of one matmul: `[dout, -row] · [v, 1]` (one pass less over
             # the `(Tq, Tk)` tensors; graph mode about 4% faster). Both are
@@ -403,15 +387,15 @@ def _fused_attention(query, key, value, mask, return_lse):
             if d_lse is not None:
                 row = row - ops.cast(d_lse, dtype)
             d_weights_less_row = ops.einsum(
-                equations["logits"],
+                "bqnd,bknd->bnqk",
                 ops.concatenate([upstream_wide, -row], axis=-1),
                 ops.concatenate(
                     [value_wide, ops.ones_like(value_wide[..., :1])], axis=-1
                 ),
             )
             d_logits = weights * d_weights_less_row
-            d_query = ops.einsum(equations["output"], d_logits, key)
-            d_key = _keys_last(equations, query, d_logits)
+            d_query = ops.einsum("bnqk,bknd->bqnd", d_logits, key)
+            d_key = _keys_last(query, d_logits)
             return d_query, d_key, d_value
 
         return packed, grad
@@ -419,12 +403,12 @@ def _fused_attention(query, key, value, mask, return_lse):
     packed = fused(query, key, value)
     if not return_lse:
         return packed, None
-    return packed[..., :-1], ops.transpose(packed[..., -1:], from_rows)
+    return packed[..., :-1], ops.transpose(packed[..., -1:], (0, 2, 1, 3))
 
 
-def _keys_last(equations, per_query, weights):
-    """The key-side contraction `(b, k, h, d)`, formed as `(b, h, d, k)`."""
-    product = ops.einsum(equations["keys"], per_query, weights)
+def _keys_last(per_query, weights):
+    """`einsum("bqnd,bnqk->bknd")`, contracted as `(b, n, d, k)` first."""
+    product = ops.einsum("bqnd,bnqk->bndk", per_query, weights)
     return ops.transpose(product, (0, 3, 1, 2))
 
 
