@@ -55,9 +55,15 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
         use_gate: Whether a sigmoid gate of the query multiplies each
             head's output (Keras's `gate` projection). Defaults to `False`.
         seed: Seed of the dropout. Defaults to `None`.
-        kernel_initializer, bias_initializer, kernel_regularizer,
-            bias_regularizer, activity_regularizer, kernel_constraint,
-            bias_constraint: Keras's arguments of the projections.
+        kernel_initializer: Initializer of the projection kernels.
+            Defaults to `"glorot_uniform"`.
+        bias_initializer: Initializer of the biases. Defaults to `"zeros"`.
+        kernel_regularizer: Optional regularizer of the kernels.
+        bias_regularizer: Optional regularizer of the biases.
+        activity_regularizer: Optional regularizer of each projection's
+            output, as in Keras.
+        kernel_constraint: Optional constraint of the kernels.
+        bias_constraint: Optional constraint of the biases.
         score: The score of `MultiHeadAttention`: a name (`"scaled_dot"`,
             `"dot"`, `"cosine"`, `"bilinear"`, `"additive"`, `"concat"`),
             a score config dict or a `keras_attention.scores.Score`,
