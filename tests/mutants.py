@@ -189,6 +189,28 @@ def _plant(copy, mutant):
         f.write(source.replace(mutant.old, mutant.new))
 
 
+def _check_imports_the_copy(copy, environment):
+    """Fails unless a script in the copy's examples/ imports the copy."""
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import keras_attention; print(keras_attention.__file__)",
+        ],
+        cwd=os.path.join(copy, "examples"),
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    expected = os.path.join(copy, "keras_attention", "__init__.py")
+    if os.path.realpath(found) != os.path.realpath(expected):
+        raise SystemExit(
+            f"error: a subprocess in the copy imports {found}, not the "
+            f"copy's {expected}"
+        )
+
+
 def run(mutant, pytest_args, environment):
     """Runs the suite against `mutant`: (failed test ids, seconds, output)."""
     with tempfile.TemporaryDirectory() as parent:
@@ -199,6 +221,12 @@ def run(mutant, pytest_args, environment):
         if os.path.isdir(shared):
             os.symlink(shared, os.path.join(parent, "shared"))
         _plant(copy, mutant)
+        # The copy's package, not the installed one (an editable install
+        # points at some checkout), in pytest and in every subprocess the
+        # tests start: the examples run as scripts, whose own folder is
+        # first on their path.
+        environment = dict(environment, PYTHONPATH=copy)
+        _check_imports_the_copy(copy, environment)
         start = time.monotonic()
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-rf", *pytest_args],
@@ -238,8 +266,6 @@ def main(argv=None):
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     environment = dict(os.environ, KERAS_BACKEND=args.backend)
     environment.setdefault("HYPOTHESIS_PROFILE", "mutants")
-    # The copy's package must be the one imported, not the installed one.
-    environment["PYTHONPATH"] = ""
     survivors = []
     for mutant in chosen:
         failed, seconds, output = run(mutant, pytest_args, environment)
