@@ -229,7 +229,7 @@ def run(mutant, pytest_args, environment):
         _check_imports_the_copy(copy, environment)
         start = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-rf", *pytest_args],
+            [sys.executable, "-m", "pytest", "-q", "-rfE", *pytest_args],
             cwd=copy,
             env=environment,
             capture_output=True,
@@ -237,7 +237,11 @@ def run(mutant, pytest_args, environment):
         )
         seconds = time.monotonic() - start
     output = result.stdout + result.stderr
-    failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.M)))
+    # "FAILED id - message": an id may hold spaces (parameters), so it ends
+    # at the " - " of the message or at the end of the line.
+    failed = sorted(
+        set(re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - |$)", output, re.M))
+    )
     if result.returncode not in (0, 1):
         failed.append(f"(pytest exit {result.returncode})")
     return failed, seconds, output
