@@ -2,12 +2,13 @@
 
 The README's test command runs the suite once per Keras backend (a lane):
 
-- TensorFlow: every test.
+- TensorFlow: every test but those marked `jax_lane` (deselected: costly,
+  and a cheaper test that their docstring names covers the same code on
+  the other backends).
 - JAX: every test but those marked `tensorflow_only` (skipped, with the
   reason), `backend_independent` (deselected: they check documentation,
   data files or argument parsing, which the TensorFlow lane already proves)
-  and `tensorflow_lane` (deselected: costly, and a cheaper test that their
-  docstring names covers the same code on the other backends).
+  and `tensorflow_lane` (deselected, as `jax_lane` in the TensorFlow lane).
 - PyTorch: the tests of the library itself, which do not need TensorFlow
   (`TORCH_LANE` below); the examples, their data pipelines and the
   TensorFlow-only features are deselected.
@@ -111,12 +112,14 @@ def rand(rng):
 
 def _in_lane(item) -> bool:
     if BACKEND == "tensorflow":
-        return True
+        return "jax_lane" not in item.keywords
     if "backend_independent" in item.keywords:
         return False
     if "tensorflow_lane" in item.keywords:
         return False
     if BACKEND == "torch":
+        if "jax_lane" in item.keywords:
+            return False
         path = os.path.relpath(str(item.path), str(item.config.rootpath))
         return path.replace(os.sep, "/").startswith(TORCH_LANE)
     return True

@@ -33,6 +33,7 @@ CHILD_TIMEOUT_S = 240
 RTOL = ATOL = 1e-5
 
 pytestmark = [
+    pytest.mark.heavy,
     # The parent saves under TensorFlow; the JAX side runs in the child.
     pytest.mark.tensorflow_only,
     pytest.mark.skipif(

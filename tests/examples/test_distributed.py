@@ -34,6 +34,7 @@ def _check_run_dir(name, output):
         return json.load(f)
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("name", ["sentiment", "translation"])
 def test_multi_worker_mirrored_strategy_with_two_workers(name, tmp_path):
@@ -72,6 +73,7 @@ MIRRORED = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("name", ["sentiment", "translation"])
 def test_mirrored_strategy_over_two_logical_cpus(name, tmp_path):
@@ -102,6 +104,7 @@ jax_lane = pytest.mark.skipif(
 )
 
 
+@pytest.mark.heavy
 @jax_lane
 def test_jax_data_parallel_over_two_local_devices(tmp_path):
     output = str(tmp_path / "run")
@@ -124,6 +127,7 @@ def test_jax_data_parallel_over_two_local_devices(tmp_path):
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
 
 
+@pytest.mark.heavy
 @jax_lane
 def test_jax_model_parallel_over_four_local_devices(tmp_path):
     # --distribution (the spelling) is --distribute's alias. The
@@ -189,6 +193,7 @@ def test_even_batches_pads_rows_with_zero_weights():
     assert distribute.even_batches(dataset, 4, None) is dataset
 
 
+@pytest.mark.heavy
 @jax_lane
 def test_jax_multi_process_data_parallel_with_two_processes(tmp_path):
     # keras.distribution.initialize() over gloo, CPU only: two processes

@@ -16,7 +16,7 @@ import pytest
 from keras_attention.models import sentiment
 from tests import subprocesses as processes
 
-pytestmark = pytest.mark.tensorflow_lane
+pytestmark = [pytest.mark.tensorflow_lane, pytest.mark.heavy]
 
 EPOCHS = 6
 # `fit(verbose=2)` prints one line per finished epoch: "38/38 - 2s - ...".

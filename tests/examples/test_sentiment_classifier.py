@@ -39,6 +39,7 @@ def synthetic_run(tmp_path_factory):
     return output, metrics
 
 
+@pytest.mark.heavy
 @pytest.mark.backend_independent
 def test_help_lists_the_options():
     result = subprocesses.run_python([SCRIPT, "--help"])
@@ -119,6 +120,7 @@ def test_presets_without_their_data_are_a_one_line_error(tmp_path, capsys):
         assert fragment in lines[0]
 
 
+@pytest.mark.heavy
 def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
     output, metrics = synthetic_run
     for name in (
@@ -138,6 +140,7 @@ def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
     assert not os.path.exists(os.path.join(output, "backup"))
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_only
 def test_saved_model_takes_raw_strings(synthetic_run):
     output, _ = synthetic_run
@@ -151,6 +154,7 @@ def test_saved_model_takes_raw_strings(synthetic_run):
     assert outputs["attention"].shape == (2, 2, 2)
 
 
+@pytest.mark.heavy
 def test_saved_model_predicts_with_predict_sentiment(synthetic_run):
     from keras_attention.models.sentiment import predict_sentiment
 
@@ -181,6 +185,7 @@ def _with_neutral(path, count):
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_three_class_tsv_files_under_mirrored_strategy(tmp_path):
     """Three labels from TSV files: the data path is the same on every backend.

@@ -58,6 +58,7 @@ def synthetic_run(tmp_path_factory):
     return output, metrics
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_synthetic_transformer_run_translates_and_attends(tmp_path):
     # On JAX and PyTorch tests/seq2seq/transformer/ cover the model, its
@@ -115,6 +116,7 @@ def test_help_lists_the_options(capsys):
     assert "multi30k-transformer: --train" in " ".join(text.split())
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_synthetic_run_translates_and_attends_to_the_right_words(
     synthetic_run,
@@ -136,6 +138,7 @@ def test_synthetic_run_translates_and_attends_to_the_right_words(
     assert not os.path.exists(os.path.join(output, "backup"))
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_translate_mode_uses_the_saved_model(synthetic_run, capsys):
     from keras_attention.data.translation import SYNTHETIC_LEXICON
@@ -149,6 +152,7 @@ def test_translate_mode_uses_the_saved_model(synthetic_run, capsys):
     assert printed == " ".join(SYNTHETIC_LEXICON[w] for w in sentence.split())
 
 
+@pytest.mark.heavy
 def test_parallel_files_run(tmp_path):
     from keras_attention.data.translation import make_synthetic_translation
 
@@ -267,6 +271,7 @@ FILES_RUN = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_held_out_pairs_score_the_same_from_a_file(tmp_path):
     # Issue 39 asked whether the --test path (reading, vocabulary, casing)
@@ -305,6 +310,7 @@ def test_held_out_pairs_score_the_same_from_a_file(tmp_path):
     assert files["time_limit_stopped"] is False
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_a_time_cap_that_stops_the_run_is_recorded(tmp_path):
     metrics = _example().main(

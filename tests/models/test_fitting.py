@@ -73,6 +73,7 @@ class _KillAfterSecondEpoch(keras.callbacks.Callback):
             raise _Killed()
 
 
+@pytest.mark.heavy
 def test_interrupted_training_resumes_from_backup(tmp_path):
     splits = load_sentiment_splits("synthetic", num_examples=100)
     kwargs = dict(epochs=4, batch_size=16, verbose=0, **TINY_MODEL)
@@ -114,6 +115,7 @@ def test_interrupted_training_resumes_from_backup(tmp_path):
     assert isinstance(result, fitting.FitResult)
 
 
+@pytest.mark.heavy
 def test_evaluate_and_report(tmp_path):
     splits = load_sentiment_splits("synthetic", num_examples=60)
     result = sentiment.train_sentiment_classifier(

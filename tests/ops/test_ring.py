@@ -346,6 +346,7 @@ def _layer_checks(report, context, compare, rng):
         compare(name, call, call, (weights, x, x), context)
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not JAX, reason="runs in the JAX lane")
 def test_the_ring_on_eight_devices_equals_one_device():
     env = processes.environment(

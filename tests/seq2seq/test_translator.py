@@ -58,6 +58,7 @@ def test_vectorize_matches_text_vectorization():
     np.testing.assert_array_equal(model.vectorize_sources(texts), want)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("attention", ["bahdanau", "general", "concat"])
 def test_saved_translator_loads_in_safe_mode_with_same_outputs(
     attention, tmp_path
@@ -175,6 +176,7 @@ def test_target_vocabulary_without_start_token_raises():
         seq2seq.Translator(["", "[UNK]", "a"], ["", "[UNK]", "[end]", "b"])
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
     """Registration on import: Python, the same on every backend.
