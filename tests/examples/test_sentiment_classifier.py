@@ -190,10 +190,11 @@ def _with_neutral(path, count):
 def test_three_class_tsv_files_under_mirrored_strategy(tmp_path):
     """Three labels from TSV files: the data path is the same on every backend.
 
-    Other lanes (15 s on JAX): `tests/examples/test_distributed.py`'s
-    `test_jax_data_parallel_over_two_local_devices` runs the script with
-    `--distribute mirrored` there, and `test_synthetic_run_classifies_and_
-    attends_to_cues` trains, evaluates and saves it.
+    Other lanes (15 s on JAX): `tests/examples/test_distributed.py` runs
+    the script data parallel there (`test_jax_multi_process_data_parallel_
+    with_two_processes`, and the batch axis of `test_jax_data_and_model_
+    parallel_over_four_local_devices`), and `test_synthetic_run_classifies_
+    and_attends_to_cues` trains, evaluates and saves it.
     """
     train = _write_tsv(tmp_path / "train.tsv", make_synthetic_sentiment(120))
     dev = _write_tsv(tmp_path / "dev.tsv", make_synthetic_sentiment(20, 1))
