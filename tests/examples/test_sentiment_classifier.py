@@ -138,6 +138,11 @@ def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
     assert written["test_accuracy"] >= MIN_TEST_ACCURACY
     assert written["attention_on_cues"] >= MIN_ATTENTION_ON_CUES
     assert not os.path.exists(os.path.join(output, "backup"))
+    # A run that restored nothing: its own epochs and seconds are the total
+    # (tests/models/test_fitting.py resumes one).
+    assert written["epochs_restored"] == 0
+    assert written["epochs_total"] == written["epochs_trained"]
+    assert written["train_seconds_total"] == written["train_seconds"]
 
 
 @pytest.mark.heavy
