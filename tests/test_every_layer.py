@@ -28,8 +28,8 @@ Each policy trains in one lane: float32 (this module) and mixed_float16
 on TensorFlow, mixed_bfloat16 on JAX. The cheaper cover of the others in
 each lane: every layer's basics (`tests/layer_basics.py`: a float32
 training step, under `jax.jit` on JAX, and a call under mixed_float16) and
-the property tests (`tests/test_properties.py`, the layers called under
-all three policies).
+the property tests (`tests/test_properties.py`, the layers called under a
+policy drawn from the three).
 """
 
 import dataclasses

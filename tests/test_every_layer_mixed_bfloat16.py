@@ -3,10 +3,10 @@
 The checks and the cases are those of `tests/test_every_layer.py`; this
 module only gives the policy its own pytest-xdist unit (`--dist loadfile`).
 It runs in the JAX lane only (`jax_lane`): each policy's training runs on
-one backend (float32 and mixed_float16 on TensorFlow). The other lanes
-call the layers under mixed_bfloat16 in the property tests
-(`tests/test_properties.py`), and the TensorFlow lane trains them under
-mixed_float16, the same reduced-precision path of Keras's mixed policies.
+one backend (float32 and mixed_float16 on TensorFlow). The TensorFlow lane
+trains the layers under mixed_float16, the same reduced-precision path of
+Keras's mixed policies; in every lane the property tests
+(`tests/test_properties.py`) draw mixed_bfloat16 among their policies.
 """
 
 import pytest
