@@ -2,12 +2,13 @@
 
 The README's test command runs the suite once per Keras backend (a lane):
 
-- TensorFlow: every test.
+- TensorFlow: every test but those marked `jax_lane` (deselected: costly,
+  and a cheaper test that their docstring names covers the same code on
+  the other backends).
 - JAX: every test but those marked `tensorflow_only` (skipped, with the
   reason), `backend_independent` (deselected: they check documentation,
   data files or argument parsing, which the TensorFlow lane already proves)
-  and `tensorflow_lane` (deselected: costly, and a cheaper test that their
-  docstring names covers the same code on the other backends).
+  and `tensorflow_lane` (deselected, as `jax_lane` in the TensorFlow lane).
 - PyTorch: the tests of the library itself, which do not need TensorFlow
   (`TORCH_LANE` below); the examples, their data pipelines and the
   TensorFlow-only features are deselected.
@@ -20,6 +21,8 @@ only with `--legacy`.
 
 import os
 import pathlib
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -126,15 +129,30 @@ def plans(monkeypatch):
 
 def _in_lane(item) -> bool:
     if BACKEND == "tensorflow":
-        return True
+        return "jax_lane" not in item.keywords
     if "backend_independent" in item.keywords:
         return False
     if "tensorflow_lane" in item.keywords:
         return False
     if BACKEND == "torch":
+        if "jax_lane" in item.keywords:
+            return False
         path = os.path.relpath(str(item.path), str(item.config.rootpath))
         return path.replace(os.sep, "/").startswith(TORCH_LANE)
     return True
+
+
+def _heavy_modules_first(items):
+    """Modules with a `heavy` test first, each module's order kept.
+
+    pytest-xdist (`--dist loadfile`, `--no-loadscope-reorder` in
+    `setup.cfg`) hands the modules out in this order: the long ones start
+    while the cheap ones fill in beside them, instead of one long module
+    running alone at the end of the lane. (Its own reorder, by number of
+    tests, put the examples' few long tests last.)
+    """
+    heavy = {item.path for item in items if "heavy" in item.keywords}
+    items.sort(key=lambda item: item.path not in heavy)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -143,6 +161,7 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if _in_lane(item)]
+    _heavy_modules_first(items)
     if BACKEND == "tensorflow":
         return
     skip = pytest.mark.skip(
@@ -151,6 +170,43 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tensorflow_only" in item.keywords:
             item.add_marker(skip)
+
+
+# JAX's persistent compilation cache, shared by the lane's processes: tests
+# that build the same model (the same HLO) compile it once per lane instead
+# of once per test and worker. A new, empty folder for each run (a fresh
+# clone's run is no faster than any other), removed at the end; set
+# JAX_COMPILATION_CACHE_DIR to keep one.
+_JAX_CACHE = {
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+}
+
+
+def _share_jax_compilations(config):
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+        # The first process (pytest-xdist's controller, or a run without
+        # it) makes the folder; the workers and the examples' subprocesses
+        # inherit the variables.
+        folder = tempfile.mkdtemp(prefix="keras-attention-jax-cache-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+        for name, value in _JAX_CACHE.items():
+            os.environ.setdefault(name, value)
+    import jax
+
+    # This process imported JAX before the variables were set.
+    jax.config.update(
+        "jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"]
+    )
+    for name in _JAX_CACHE:
+        kind = type(getattr(jax.config, name.lower()))
+        jax.config.update(name.lower(), kind(os.environ[name]))
+
+
+def pytest_configure(config):
+    if BACKEND == "jax":
+        _share_jax_compilations(config)
 
 
 def pytest_report_header(config):

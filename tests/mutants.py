@@ -7,11 +7,20 @@ catches is a hole in the suite.
 
     python -m tests.mutants                   # every mutant, TF lane
     python -m tests.mutants NAME -- ARGS...   # one mutant, pytest ARGS
+    python -m tests.mutants --reach           # each on the modules it reaches
+
+With `--reach`, a first run of the lane in a copy with a probe before each
+mutant's statement records which test modules execute it (in the test's
+process or in a subprocess it starts); each mutant then runs those modules
+only, whole. A test elsewhere never runs the mutated code, so it cannot
+fail from it. A mutated statement outside any function, or reached where
+no test is known (at import, say), runs the whole lane.
 
 Not collected by pytest (the file name has no `test_` prefix).
 """
 
 import argparse
+import ast
 import dataclasses
 import os
 import re
@@ -31,6 +40,9 @@ class Mutant:
     path: str
     old: str
     new: str
+    # For --reach, when `old` is not inside a function: the statements of
+    # the code that reads it, where the probes go instead.
+    reach: tuple = ()
 
 
 MUTANTS = (
@@ -42,6 +54,10 @@ MUTANTS = (
         '(_ANY + r"attention_output/kernel", (_MODEL,), "heads", True),',
         '(_ANY + r"attention_output/kernel", (None, None, _MODEL), "heads", '
         "True),",
+        reach=(
+            "    for rule in _RULES:\n",
+            "    for pattern, axes, _, _ in _RULES:\n",
+        ),
     ),
     Mutant(
         "masked_softmax",
@@ -223,19 +239,178 @@ def _plant(copy, mutant):
         f.write(source.replace(mutant.old, mutant.new))
 
 
+# Where the probes of a --reach run write, in the copy.
+PROBES = ".mutant-probes.tsv"
+_HITS = set()
+
+
+def hit(name):
+    """Records that mutant `name`'s statement ran, once per test module.
+
+    The probes of a `--reach` run call it. The test is pytest's current
+    one, which subprocesses inherit in their environment, else the test
+    module on the stack (a module's import); "" if neither is known.
+    """
+    where = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]
+    if not where:
+        frame = sys._getframe(1)
+        while frame is not None and not where:
+            path = os.path.relpath(frame.f_code.co_filename, ROOT)
+            if path.startswith("tests" + os.sep) and os.path.basename(
+                path
+            ).startswith("test_"):
+                where = path.replace(os.sep, "/")
+            frame = frame.f_back
+    if (name, where) in _HITS:
+        return
+    _HITS.add((name, where))
+    with open(os.path.join(ROOT, PROBES), "a", encoding="utf-8") as f:
+        f.write(f"{name}\t{where}\n")
+
+
+def _probe_lines(source, mutant):
+    """Line numbers (from 1) before which `mutant`'s probes go, or None.
+
+    The innermost statement holding `old` (or each of `reach`), if it
+    starts a line inside a function; None for one outside any function,
+    which runs at import.
+    """
+    if mutant.reach:
+        offsets = [source.index(text) for text in mutant.reach]
+    else:
+        offsets = [source.index(mutant.old)]
+    tree = ast.parse(source)
+    parents = {
+        child: node
+        for node in ast.walk(tree)
+        for child in ast.iter_child_nodes(node)
+    }
+    lines = source.split("\n")
+    found = []
+    for offset in offsets:
+        line = source.count("\n", 0, offset) + 1
+        holding = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.stmt)
+            and node.lineno <= line <= node.end_lineno
+        ]
+        statement = max(holding, key=lambda n: (n.lineno, -n.end_lineno))
+        if lines[statement.lineno - 1][: statement.col_offset].strip():
+            return None
+        node = statement
+        while node in parents and not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef)
+        ):
+            node = parents[node]
+        if node not in parents:
+            return None
+        found.append((statement.lineno, statement.col_offset))
+    return found
+
+
+def _plant_probes(copy, mutants):
+    """Puts each mutant's probes into `copy`: the names without a site."""
+    unplaced = []
+    sites = {}
+    for mutant in mutants:
+        path = os.path.join(copy, mutant.path)
+        with open(path, encoding="utf-8") as f:
+            lines = _probe_lines(f.read(), mutant)
+        if lines is None:
+            unplaced.append(mutant.name)
+            continue
+        for line, indent in lines:
+            sites.setdefault(path, []).append((line, indent, mutant.name))
+    for path, places in sites.items():
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for line, indent, name in sorted(places, reverse=True):
+            probe = f'__import__("tests.mutants").mutants.hit({name!r})'
+            lines.insert(line - 1, " " * indent + probe)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+    return unplaced
+
+
+def reach(mutants, pytest_args, environment):
+    """`{name: test modules that run its statement, or None: all}`.
+
+    One run of the lane in a copy with the probes; its failures are not
+    looked at.
+    """
+    with tempfile.TemporaryDirectory() as parent:
+        copy = _prepare_copy(parent)
+        unplaced = _plant_probes(copy, mutants)
+        environment = dict(environment, PYTHONPATH=copy)
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", *pytest_args],
+            cwd=copy,
+            env=environment,
+            capture_output=True,
+            text=True,
+        )
+        probes = os.path.join(copy, PROBES)
+        rows = []
+        if os.path.exists(probes):
+            with open(probes, encoding="utf-8") as f:
+                rows = [line.split("\t") for line in f.read().splitlines()]
+    reached = {m.name: set() for m in mutants}
+    for name, where in rows:
+        if reached[name] is not None:
+            reached[name] = None if not where else reached[name] | {where}
+    for name in unplaced:
+        reached[name] = None
+    return reached
+
+
+def _prepare_copy(parent):
+    """Copies the repository into `parent`/repo, shared/ beside it."""
+    copy = os.path.join(parent, "repo")
+    _copy_repository(copy)
+    # shared/ beside the repository, as in a checkout.
+    shared = os.path.join(os.path.dirname(ROOT), "shared")
+    if os.path.isdir(shared):
+        os.symlink(shared, os.path.join(parent, "shared"))
+    return copy
+
+
+def _check_imports_the_copy(copy, environment):
+    """Fails unless a script in the copy's examples/ imports the copy."""
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import keras_attention; print(keras_attention.__file__)",
+        ],
+        cwd=os.path.join(copy, "examples"),
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    expected = os.path.join(copy, "keras_attention", "__init__.py")
+    if os.path.realpath(found) != os.path.realpath(expected):
+        raise SystemExit(
+            f"error: a subprocess in the copy imports {found}, not the "
+            f"copy's {expected}"
+        )
+
+
 def run(mutant, pytest_args, environment):
     """Runs the suite against `mutant`: (failed test ids, seconds, output)."""
     with tempfile.TemporaryDirectory() as parent:
-        copy = os.path.join(parent, "repo")
-        _copy_repository(copy)
-        # shared/ beside the repository, as in a checkout.
-        shared = os.path.join(os.path.dirname(ROOT), "shared")
-        if os.path.isdir(shared):
-            os.symlink(shared, os.path.join(parent, "shared"))
+        copy = _prepare_copy(parent)
         _plant(copy, mutant)
+        # The copy's package, not the installed one (an editable install
+        # points at some checkout), in pytest and in every subprocess the
+        # tests start: the examples run as scripts, whose own folder is
+        # first on their path.
+        environment = dict(environment, PYTHONPATH=copy)
+        _check_imports_the_copy(copy, environment)
         start = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-rf", *pytest_args],
+            [sys.executable, "-m", "pytest", "-q", "-rfE", *pytest_args],
             cwd=copy,
             env=environment,
             capture_output=True,
@@ -243,7 +418,11 @@ def run(mutant, pytest_args, environment):
         )
         seconds = time.monotonic() - start
     output = result.stdout + result.stderr
-    failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.M)))
+    # "FAILED id - message": an id may hold spaces (parameters), so it ends
+    # at the " - " of the message or at the end of the line.
+    failed = sorted(
+        set(re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - |$)", output, re.M))
+    )
     if result.returncode not in (0, 1):
         failed.append(f"(pytest exit {result.returncode})")
     return failed, seconds, output
@@ -262,6 +441,12 @@ def main(argv=None):
         default="tensorflow",
         help="KERAS_BACKEND of the lane to run (default: %(default)s)",
     )
+    parser.add_argument(
+        "--reach",
+        action="store_true",
+        help="run each mutant on the test modules that execute its "
+        "statement (found by a first, probed run of the lane)",
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
@@ -272,11 +457,21 @@ def main(argv=None):
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     environment = dict(os.environ, KERAS_BACKEND=args.backend)
     environment.setdefault("HYPOTHESIS_PROFILE", "mutants")
-    # The copy's package must be the one imported, not the installed one.
-    environment["PYTHONPATH"] = ""
+    reached = {}
+    if args.reach:
+        reached = reach(chosen, pytest_args, environment)
     survivors = []
     for mutant in chosen:
-        failed, seconds, output = run(mutant, pytest_args, environment)
+        modules = reached.get(mutant.name)
+        if args.reach:
+            where = "the whole lane" if modules is None else sorted(modules)
+            print(f"## {mutant.name} is reached by: {where}")
+        if modules == set():
+            survivors.append(mutant.name)
+            continue
+        failed, seconds, output = run(
+            mutant, [*pytest_args, *sorted(modules or ())], environment
+        )
         print(f"## {mutant.name}: {mutant.what} ({seconds:.0f} s)")
         print(f"   {len(failed)} failing tests")
         for test in failed:

@@ -230,11 +230,13 @@ def first_use():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 def test_importing_the_package_loads_no_example_code(first_use):
     loaded, _, _ = first_use
     assert loaded == []
 
 
+@pytest.mark.heavy
 def test_example_subpackages_load_on_first_use(first_use):
     _, used, has_nope = first_use
     assert used == [True, True, True]

@@ -1,9 +1,12 @@
 """`python -m keras_attention.check`, the quick install check."""
 
+import pytest
+
 from keras_attention import check
 from keras_attention import ops
 
 
+@pytest.mark.heavy
 def test_every_check_passes_on_this_install(capsys):
     assert check.main() == 0
     printed = capsys.readouterr().out

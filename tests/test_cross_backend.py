@@ -8,6 +8,10 @@ predicts on the same inputs. The child also builds the same model under JAX
 and saves it, and the parent loads that one under TensorFlow: both
 directions must reproduce the saving backend's outputs.
 
+The child first loads a `seq2seq.Translator` the parent saved: a subclassed
+model is registered by the bare `import keras_attention`, in a process
+that has built nothing else.
+
 The child is this module itself: `python -m tests.test_cross_backend DIR`,
 run from the repository root.
 """
@@ -33,6 +37,7 @@ CHILD_TIMEOUT_S = 240
 RTOL = ATOL = 1e-5
 
 pytestmark = [
+    pytest.mark.heavy,
     # The parent saves under TensorFlow; the JAX side runs in the child.
     pytest.mark.tensorflow_only,
     pytest.mark.skipif(
@@ -157,8 +162,22 @@ def _assert_same(got, want, what):
         )
 
 
+def _translator():
+    return seq2seq.Translator(
+        ["", "[UNK]", "ein", "hund"],
+        ["", "[UNK]", "[start]", "[end]", "a", "dog"],
+        embedding_dim=4,
+        units=4,
+        max_output_length=3,
+    )
+
+
 def child(directory):
-    """Loads the parent's model, predicts; builds and saves its own."""
+    """Loads the parent's models, predicts; builds and saves its own."""
+    translator = keras.saving.load_model(
+        os.path.join(directory, "translator.keras"), safe_mode=True
+    )
+    print(f"loaded a {type(translator).__name__}")
     inputs = _inputs()
     model = keras.saving.load_model(
         os.path.join(directory, "parent.keras"), safe_mode=True
@@ -178,6 +197,7 @@ def test_model_with_every_layer_loads_across_backends(tmp_path):
     model = build_model()
     expected = _predict(model, inputs)
     model.save(os.path.join(tmp_path, "parent.keras"))
+    _translator().save(os.path.join(tmp_path, "translator.keras"))
 
     env = subprocesses.environment(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
     done = subprocesses.run_python(
@@ -185,6 +205,7 @@ def test_model_with_every_layer_loads_across_backends(tmp_path):
         env=env,
         timeout=CHILD_TIMEOUT_S,
     )
+    assert "loaded a Translator" in done.stdout, done.stdout
     assert "jax" in done.stdout, done.stdout
 
     # Saved under TensorFlow, predicted under JAX.

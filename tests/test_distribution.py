@@ -213,6 +213,7 @@ def one_step_on_eight_devices():
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(
     keras.backend.backend() != "jax", reason="runs in the JAX lane"
 )

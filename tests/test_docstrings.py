@@ -31,16 +31,21 @@ PUBLIC_CLASSES = sorted(
 # Modules whose examples need TensorFlow itself: models that take raw
 # strings (TextVectorization inside the model) run only there.
 TENSORFLOW_ONLY_MODULES = {"keras_attention.models.sentiment"}
+# Their examples train a model.
+HEAVY_MODULES = {"keras_attention.models.sentiment.model"}
+
+
+def _marks(module_name):
+    marks = []
+    if module_name in TENSORFLOW_ONLY_MODULES:
+        marks.append(pytest.mark.tensorflow_only)
+    if module_name in HEAVY_MODULES:
+        marks.append(pytest.mark.heavy)
+    return marks
 
 
 @pytest.mark.parametrize(
-    "module_name",
-    [
-        pytest.param(m, marks=pytest.mark.tensorflow_only)
-        if m in TENSORFLOW_ONLY_MODULES
-        else m
-        for m in MODULES
-    ],
+    "module_name", [pytest.param(m, marks=_marks(m)) for m in MODULES]
 )
 def test_docstring_examples_run(module_name):
     module = importlib.import_module(module_name)

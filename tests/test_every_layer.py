@@ -6,8 +6,9 @@ chunked paths of `MultiHeadAttention` and `SelfAttention`,
 `StructuredSelfAttention` with its penalty, and the seq2seq mechanisms on
 their own and through `AttentionDecoder`) a small functional branch is
 fitted with `jit_compile=True` under the `float32`, `mixed_float16` and
-`mixed_bfloat16` policies; each decoder runs under one of them, as its
-recurrent loop is the costliest to compile. Each test checks, for its
+`mixed_bfloat16` policies: one layer of each family under all three, the
+rest of the family (and each decoder, whose recurrent loop is the
+costliest to compile) under one (`ONE_POLICY`). Each test checks, for its
 layer and policy, that
 
 - the training loss is finite, and the layer's error on an easy fixed
@@ -23,8 +24,12 @@ models (one model of all of them compiles for longer than the four), the
 first time a test of that group runs. If that joint run raises, each test
 of the group trains its own branch alone, so the error names the layer.
 
-The float32 test runs in the TensorFlow lane only; on JAX the layers whose
-one policy is float32 train under mixed_bfloat16 instead (see `CASES`).
+Each policy trains in one lane: float32 (this module) and mixed_float16
+on TensorFlow, mixed_bfloat16 on JAX. The cheaper cover of the others in
+each lane: every layer's basics (`tests/layer_basics.py`: a float32
+training step, under `jax.jit` on JAX, and a call under mixed_float16) and
+the property tests (`tests/test_properties.py`, the layers called under a
+policy drawn from the three).
 """
 
 import dataclasses
@@ -522,55 +527,65 @@ def _train(policy, names):
     return results
 
 
-# Compiling a decoder's recurrent loop costs the most, so each decoder runs
-# under one policy (every mechanism also trains on its own under all three).
-DECODER_POLICY = {
+# Each policy trains on one backend, in its own module: float32
+# (`tensorflow_lane`, this module) and mixed_float16 (`tensorflow_lane`)
+# on TensorFlow, mixed_bfloat16 (`jax_lane`) on JAX. The layers below
+# train under the one policy given here; the others (one of each family:
+# an Attention score, the hard layers, the multi-head engine dense and in
+# blocks, StructuredSelfAttention, a Bahdanau and a Luong mechanism) under
+# all three. A layer here shares its code path with its family's member
+# that trains under all three (another score through Attention, another
+# estimator or mode, the same engine through SelfAttention, another
+# mechanism); compiling a decoder's recurrent loop costs the most, so each
+# decoder runs under one policy, two of them (one with an attention layer,
+# one without) under mixed_bfloat16.
+ONE_POLICY = {
+    "attention_dot": "mixed_bfloat16",
+    "attention_scaled_dot": "mixed_float16",
+    "attention_bilinear": "float32",
+    "attention_concat": "mixed_bfloat16",
+    "attention_location": "mixed_float16",
+    "attention_without_key": "float32",
+    "attention_single_query": "mixed_bfloat16",
+    "hard_argmax_straight_through": "float32",
+    "hard_argmax_reinforce": "mixed_float16",
+    "hard_sample_reinforce": "mixed_bfloat16",
+    "self_attention_dense": "mixed_bfloat16",
+    "self_attention_chunked": "mixed_float16",
+    "multi_head_additive": "mixed_bfloat16",
+    "mechanism_bahdanau_normalized": "mixed_bfloat16",
+    "mechanism_luong_dot": "float32",
+    "mechanism_luong_concat": "mixed_bfloat16",
+    "mechanism_luong_location": "float32",
+    "mechanism_bahdanau_sparsemax": "mixed_bfloat16",
     "decoder_bahdanau": "float32",
     "decoder_luong_general": "float32",
+    "decoder_luong_monotonic": "float32",
     "decoder_bahdanau_normalized": "mixed_float16",
     "decoder_luong_concat": "mixed_float16",
+    "decoder_bahdanau_monotonic": "mixed_float16",
     "decoder_luong_dot": "mixed_bfloat16",
     "decoder_luong_location": "mixed_bfloat16",
-    "decoder_bahdanau_monotonic": "mixed_float16",
-    "decoder_luong_monotonic": "float32",
     # Layers whose attention runs through code the three-policy cases
-    # already cover (the Attention and multi-head paths, the mechanisms'
-    # probability functions) run under one policy each, spread out.
-    "multi_head_additive": "mixed_bfloat16",
+    # already cover (the Attention and multi-head paths), spread out.
     "attention_self_local": "float32",
     "self_attention_local": "mixed_float16",
     "attention_pooling_learned": "mixed_bfloat16",
     "attention_pooling_last": "float32",
     "multi_head_wrapper": "mixed_float16",
-    "mechanism_bahdanau_sparsemax": "mixed_bfloat16",
-    # Issue 29's: GroupedQueryAttention and RotaryEmbedding under
-    # mixed_float16, the TensorFlow lane only (in the JAX lane's joint
-    # mixed_bfloat16 model the two added 35 s of compiling); the other two
-    # train in every lane.
+    # Issue 29's and 38's layers.
     "grouped_query": "mixed_float16",
     "additive_attention": "float32",
     "relative_position_bias": "mixed_bfloat16",
     "rotary_embedding": "mixed_float16",
-    # Under mixed_float16 as GroupedQueryAttention, for the JAX lane's
-    # time; tests/layers/test_latent.py checks mixed_bfloat16 everywhere.
+    # tests/layers/test_latent.py checks mixed_bfloat16 on every backend.
     "latent_attention": "mixed_float16",
 }
-# The float32 test runs in the TensorFlow lane only (`tensorflow_lane`):
-# on JAX each joint model compiles for most of a minute in the loaded
-# lane, and mixed_bfloat16 checks the same training there, in reduced
-# precision, so the layers whose one policy is float32 train under
-# mixed_bfloat16 on JAX instead. (Float32 training steps under `jax.jit`
-# also run in every layer's basics, `tests/layer_basics.py`.)
-if keras.backend.backend() != "tensorflow":
-    DECODER_POLICY = {
-        name: "mixed_bfloat16" if policy == "float32" else policy
-        for name, policy in DECODER_POLICY.items()
-    }
 CASES = [
     (name, policy)
     for name in sorted(LAYERS)
     for policy in POLICIES
-    if DECODER_POLICY.get(name, policy) == policy
+    if ONE_POLICY.get(name, policy) == policy
 ]
 
 _JOINT = {}
@@ -621,6 +636,7 @@ def policy_test(policy):
     quantization test) to different workers.
     """
 
+    @pytest.mark.heavy
     @pytest.mark.parametrize("name", [n for n, p in CASES if p == policy])
     def test_layer_trains_under_xla_and_policy(name):
         check_layer_trains(name, policy)

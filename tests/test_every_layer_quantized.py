@@ -19,7 +19,7 @@ from tests.test_every_layer import _data
 from tests.test_every_layer import _input_names
 from tests.test_every_layer import _predict
 
-pytestmark = pytest.mark.tensorflow_lane
+pytestmark = [pytest.mark.tensorflow_lane, pytest.mark.heavy]
 
 
 def test_every_layer_survives_int8_quantization_and_saving(tmp_path):

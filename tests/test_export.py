@@ -83,6 +83,7 @@ def _numpy(outputs):
     return {k: np.asarray(v) for k, v in outputs.items()}
 
 
+@pytest.mark.heavy
 @tensorflow_only
 def test_sentiment_signature_takes_strings_and_matches_keras(sentiment):
     import tensorflow as tf
@@ -107,6 +108,7 @@ def test_sentiment_signature_takes_strings_and_matches_keras(sentiment):
             )
 
 
+@pytest.mark.heavy
 @tensorflow_only
 def test_sentiment_export_handles_another_batch(sentiment):
     import tensorflow as tf
@@ -133,6 +135,7 @@ def _check_decoded(got, expected):
     )
 
 
+@pytest.mark.heavy
 @tensorflow_only
 def test_translator_serve_signature_decodes_greedily(
     translator, translator_export
@@ -148,6 +151,7 @@ def test_translator_serve_signature_decodes_greedily(
     _check_decoded(_numpy(default(source_ids=tf.constant(ids))), expected)
 
 
+@pytest.mark.heavy
 @tensorflow_only
 def test_translator_translate_signature_matches_keras(
     translator, translator_export
@@ -170,6 +174,7 @@ def test_translator_translate_signature_matches_keras(
     _check_decoded(got, translator.decode(ids, beam_width=1))
 
 
+@pytest.mark.heavy
 @tensorflow_only
 def test_translator_beam_search_export(translator, tmp_path):
     import tensorflow as tf
@@ -182,6 +187,7 @@ def test_translator_beam_search_export(translator, tmp_path):
     _check_decoded(got, translator.decode(ids, beam_width=3))
 
 
+@pytest.mark.heavy
 def test_functional_model_of_package_layers_exports(tmp_path):
     """On JAX, Keras converts the model with jax2tf; TensorFlow loads it."""
     import tensorflow as tf
@@ -239,6 +245,7 @@ def test_script_reports_a_broken_model_file(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.heavy
 @tensorflow_only
 def test_serving_doc_python_blocks_run(tmp_path, monkeypatch):
     """docs/serving.md's Python blocks, in order, from a scratch folder."""

@@ -71,6 +71,7 @@ def _write(folder, name, text):
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help_imports_no_tensorflow_and_shows_every_default(script):
     result = subprocesses.run_python(
@@ -209,6 +210,7 @@ def test_sentiment_bad_files(tmp_path):
         assert fragment in _error("sentiment_classifier.py", *args)
 
 
+@pytest.mark.heavy
 def test_an_error_after_loading_tensorflow_is_all_stderr_says(tmp_path):
     # In a fresh process, so TensorFlow loads with the script: TF 2.21
     # printed six lines of C++ INFO logging at import whatever

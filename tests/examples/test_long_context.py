@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "long_context.py")
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(
     keras.backend.backend() != "jax", reason="runs in the JAX lane"
 )
@@ -45,6 +46,7 @@ def test_the_key_crosses_the_ring_of_four_devices(tmp_path):
     assert metrics["test_accuracy"] > 0.95, metrics
 
 
+@pytest.mark.heavy
 @pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "args, backend, fragment",

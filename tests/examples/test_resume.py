@@ -1,27 +1,38 @@
 """A run of each example killed with SIGKILL resumes where it stopped.
 
+Each run splits the CPU into two logical devices and trains under
+`MirroredStrategy` on both (`--cpu-devices 2 --distribute mirrored`): the
+CPU is split before the strategy picks its devices, and with more than one
+replica string inputs (sentiment) and the optimizer's variables used to
+break the first step. One run of each example asserts both.
+
 The TensorFlow lane only (`tensorflow_lane`): both examples resume through
 the one training scaffold, which `tests/models/test_fitting.py` kills and
-resumes in-process on every backend.
+resumes in-process on every backend, and `MirroredStrategy` is
+TensorFlow's (the JAX lane runs the examples over several devices in
+`tests/examples/test_distributed.py`).
 """
 
 import json
+import math
 import os
 import re
 import time
 
 import keras
+import numpy as np
 import pytest
 
 from keras_attention.models import sentiment
 from tests import subprocesses as processes
 
-pytestmark = pytest.mark.tensorflow_lane
+pytestmark = [pytest.mark.tensorflow_lane, pytest.mark.heavy]
 
 EPOCHS = 6
 # `fit(verbose=2)` prints one line per finished epoch: "38/38 - 2s - ...".
 _EPOCH_DONE = re.compile(r"^\d+/\d+ - .*loss", re.MULTILINE)
 _EPOCH_START = re.compile(r"^Epoch (\d+)/\d+", re.MULTILINE)
+_LOSS = re.compile(r" loss: ([-+.\deE]+|nan)")
 
 
 def _backed_up_epochs(path):
@@ -40,6 +51,7 @@ def test_killed_run_resumes_and_loses_at_most_one_epoch(name, tmp_path):
     # No early stopping: every epoch runs, so the count is exact.
     args = [*processes.SMALL[name], "--epochs", str(EPOCHS)]
     args += ["--patience", str(EPOCHS), "--output", output]
+    args += ["--cpu-devices", "2", "--distribute", "mirrored"]
     metadata = os.path.join(output, "backup", "training_metadata.json")
     first_log = tmp_path / "first.log"
     process = processes.start(name, args, first_log)
@@ -66,6 +78,11 @@ def test_killed_run_resumes_and_loses_at_most_one_epoch(name, tmp_path):
     assert not os.path.exists(os.path.join(output, "model.keras"))
 
     printed = processes.run(name, args, tmp_path / "second.log")
+    assert "replicas: 2" in first_log.read_text()
+    assert "replicas: 2" in printed
+    # The killed run may stop before it prints its first epoch's line.
+    losses = _LOSS.findall(printed)
+    assert losses and all(math.isfinite(float(v)) for v in losses)
     started = [int(e) for e in _EPOCH_START.findall(printed)]
     assert started == list(range(backed_up + 1, EPOCHS + 1))
     with open(os.path.join(output, "metrics.json")) as f:
@@ -82,6 +99,7 @@ def test_killed_run_resumes_and_loses_at_most_one_epoch(name, tmp_path):
     if name == "sentiment":
         probabilities, _ = sentiment.predict_sentiment(model, ["not bad"])
         assert probabilities.shape == (1, 2)
+        np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
         assert 0.0 <= metrics["test_accuracy"] <= 1.0
     else:
         assert isinstance(model.translate(["de tumi zefa poro"])[0], str)

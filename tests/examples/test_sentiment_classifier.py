@@ -39,6 +39,7 @@ def synthetic_run(tmp_path_factory):
     return output, metrics
 
 
+@pytest.mark.heavy
 @pytest.mark.backend_independent
 def test_help_lists_the_options():
     result = subprocesses.run_python([SCRIPT, "--help"])
@@ -119,6 +120,7 @@ def test_presets_without_their_data_are_a_one_line_error(tmp_path, capsys):
         assert fragment in lines[0]
 
 
+@pytest.mark.heavy
 def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
     output, metrics = synthetic_run
     for name in (
@@ -136,8 +138,14 @@ def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
     assert written["test_accuracy"] >= MIN_TEST_ACCURACY
     assert written["attention_on_cues"] >= MIN_ATTENTION_ON_CUES
     assert not os.path.exists(os.path.join(output, "backup"))
+    # A run that restored nothing: its own epochs and seconds are the total
+    # (tests/models/test_fitting.py resumes one).
+    assert written["epochs_restored"] == 0
+    assert written["epochs_total"] == written["epochs_trained"]
+    assert written["train_seconds_total"] == written["train_seconds"]
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_only
 def test_saved_model_takes_raw_strings(synthetic_run):
     output, _ = synthetic_run
@@ -151,6 +159,7 @@ def test_saved_model_takes_raw_strings(synthetic_run):
     assert outputs["attention"].shape == (2, 2, 2)
 
 
+@pytest.mark.heavy
 def test_saved_model_predicts_with_predict_sentiment(synthetic_run):
     from keras_attention.models.sentiment import predict_sentiment
 
@@ -181,14 +190,16 @@ def _with_neutral(path, count):
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_three_class_tsv_files_under_mirrored_strategy(tmp_path):
     """Three labels from TSV files: the data path is the same on every backend.
 
-    Other lanes (15 s on JAX): `tests/examples/test_distributed.py`'s
-    `test_jax_data_parallel_over_two_local_devices` runs the script with
-    `--distribute mirrored` there, and `test_synthetic_run_classifies_and_
-    attends_to_cues` trains, evaluates and saves it.
+    Other lanes (15 s on JAX): `tests/examples/test_distributed.py` runs
+    the script data parallel there (`test_jax_multi_process_data_parallel_
+    with_two_processes`, and the batch axis of `test_jax_data_and_model_
+    parallel_over_four_local_devices`), and `test_synthetic_run_classifies_
+    and_attends_to_cues` trains, evaluates and saves it.
     """
     train = _write_tsv(tmp_path / "train.tsv", make_synthetic_sentiment(120))
     dev = _write_tsv(tmp_path / "dev.tsv", make_synthetic_sentiment(20, 1))

@@ -58,6 +58,7 @@ def synthetic_run(tmp_path_factory):
     return output, metrics
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_synthetic_transformer_run_translates_and_attends(tmp_path):
     # On JAX and PyTorch tests/seq2seq/transformer/ cover the model, its
@@ -115,6 +116,7 @@ def test_help_lists_the_options(capsys):
     assert "multi30k-transformer: --train" in " ".join(text.split())
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_synthetic_run_translates_and_attends_to_the_right_words(
     synthetic_run,
@@ -136,6 +138,7 @@ def test_synthetic_run_translates_and_attends_to_the_right_words(
     assert not os.path.exists(os.path.join(output, "backup"))
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_translate_mode_uses_the_saved_model(synthetic_run, capsys):
     from keras_attention.data.translation import SYNTHETIC_LEXICON
@@ -149,6 +152,7 @@ def test_translate_mode_uses_the_saved_model(synthetic_run, capsys):
     assert printed == " ".join(SYNTHETIC_LEXICON[w] for w in sentence.split())
 
 
+@pytest.mark.heavy
 def test_parallel_files_run(tmp_path):
     from keras_attention.data.translation import make_synthetic_translation
 
@@ -172,8 +176,14 @@ def test_parallel_files_run(tmp_path):
             str(tmp_path / "val"),
             "--test",
             str(tmp_path / "test"),
+            # A time cap that ends the run after its first step (of 3 in
+            # each of 2 epochs) is recorded.
             "--epochs",
-            "1",
+            "2",
+            "--batch-size",
+            "16",
+            "--max-minutes",
+            "0.0001",
             "--units",
             "8",
             "--embedding-dim",
@@ -189,6 +199,9 @@ def test_parallel_files_run(tmp_path):
             output,
         ]
     )
+    assert metrics["time_limit_stopped"] is True
+    assert metrics["epochs_trained"] == 1 and metrics["train_steps"] == 1
+    assert metrics["max_minutes"] == 0.0001
     assert 0.0 <= metrics["bleu"] <= 100.0
     assert "alignment_accuracy" not in metrics
     assert metrics["beam_width"] == 2
@@ -267,6 +280,7 @@ FILES_RUN = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_held_out_pairs_score_the_same_from_a_file(tmp_path):
     # Issue 39 asked whether the --test path (reading, vocabulary, casing)
@@ -303,17 +317,6 @@ def test_held_out_pairs_score_the_same_from_a_file(tmp_path):
     assert files["decoding"] == "greedy" and files["max_output_length"] > 0
     assert files["dtype_policy"] == "float32"
     assert files["time_limit_stopped"] is False
-
-
-@pytest.mark.tensorflow_lane
-def test_a_time_cap_that_stops_the_run_is_recorded(tmp_path):
-    metrics = _example().main(
-        ["--num-examples", "300", "--epochs", "3", "--max-minutes", "0.0001"]
-        + ["--units", "8", "--quiet", "--output", str(tmp_path)]
-    )
-    assert metrics["time_limit_stopped"] is True
-    assert metrics["epochs_trained"] == 1 and metrics["train_steps"] == 1
-    assert metrics["max_minutes"] == 0.0001
 
 
 @pytest.mark.backend_independent

@@ -312,6 +312,7 @@ class Decoder(keras.Model):
         )
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(
     keras.backend.backend() == "torch",
     reason="jit_compile=True is Dynamo on PyTorch, not XLA",

@@ -133,6 +133,7 @@ def test_dynamic_length_model_with_chunks(rand):
     )
 
 
+@pytest.mark.heavy
 def test_xla_training_step_with_chunks(rand):
     if keras.backend.backend() == "torch":
         # `jit_compile=True` is `torch.compile` there, not XLA: it traced

@@ -149,6 +149,7 @@ def _selection_accuracy(layer, query, x, where):
     return float(np.mean(to_np(w).argmax(-1) == where))
 
 
+@pytest.mark.heavy
 def test_straight_through_gumbel_learns_to_select():
     keras.utils.set_random_seed(0)
     query, x, y, where = _marker_task(512)
@@ -170,6 +171,7 @@ def test_straight_through_gumbel_learns_to_select():
     assert after > 0.95, (before, after)
 
 
+@pytest.mark.heavy
 def test_reinforce_learns_to_select():
     keras.utils.set_random_seed(0)
     query, x, y, where = _marker_task(512)

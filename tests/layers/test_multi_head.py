@@ -439,6 +439,7 @@ def test_mixed_float16_with_large_inputs_stays_finite(rand):
 # and 18 s (Attention) of that lane, which leaves out the XLA training
 # tests (docs/testing.md); every layer trains one step there in its
 # basics (`tests/layer_basics.py`).
+@pytest.mark.heavy
 @pytest.mark.skipif(
     keras.backend.backend() == "torch",
     reason="jit_compile=True is Dynamo on PyTorch, not XLA",

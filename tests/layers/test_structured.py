@@ -178,6 +178,7 @@ def test_output_carries_no_mask():
         assert getattr(out, "_keras_mask", None) is None
 
 
+@pytest.mark.heavy
 def test_sequential_model_has_one_output_and_trains():
     model = keras.Sequential(
         [

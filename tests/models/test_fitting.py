@@ -73,17 +73,29 @@ class _KillAfterSecondEpoch(keras.callbacks.Callback):
             raise _Killed()
 
 
-def test_interrupted_training_resumes_from_backup(tmp_path):
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """A run of 4 epochs killed after its second, then resumed.
+
+    Returns `(splits, output directory, whether the kill left a backup,
+    the resumed run's FitResult)`; one training for the tests below.
+    """
+    output = tmp_path_factory.mktemp("resumed")
     splits = load_sentiment_splits("synthetic", num_examples=100)
     kwargs = dict(epochs=4, batch_size=16, verbose=0, **TINY_MODEL)
     with pytest.raises(_Killed):
         sentiment.train_sentiment_classifier(
-            splits, str(tmp_path), callbacks=[_KillAfterSecondEpoch()], **kwargs
+            splits, str(output), callbacks=[_KillAfterSecondEpoch()], **kwargs
         )
-    assert os.path.exists(tmp_path / "backup")
-    result = sentiment.train_sentiment_classifier(
-        splits, str(tmp_path), **kwargs
-    )
+    backed_up = os.path.exists(output / "backup")
+    result = sentiment.train_sentiment_classifier(splits, str(output), **kwargs)
+    return splits, output, backed_up, result
+
+
+@pytest.mark.heavy
+def test_interrupted_training_resumes_from_backup(resumed):
+    _, output, backed_up, result = resumed
+    assert backed_up
     # Epochs 1 and 2 were backed up; only epochs 3 and 4 run again.
     assert result.epochs_trained == 2
     assert result.epochs_restored == 2
@@ -109,20 +121,16 @@ def test_interrupted_training_resumes_from_backup(tmp_path):
         "steps_per_second": round(10 / result.train_seconds, 4),
         "time_limit_stopped": False,
     }
-    assert not os.path.exists(tmp_path / "backup")
-    assert os.path.exists(tmp_path / "checkpoint.weights.h5")
+    assert not os.path.exists(output / "backup")
+    assert os.path.exists(output / "checkpoint.weights.h5")
     assert isinstance(result, fitting.FitResult)
 
 
-def test_evaluate_and_report(tmp_path):
-    splits = load_sentiment_splits("synthetic", num_examples=60)
-    result = sentiment.train_sentiment_classifier(
-        splits, str(tmp_path), epochs=1, verbose=0, **TINY_MODEL
-    )
-    # A run that restored nothing: its own epochs and seconds are the total.
-    assert (result.epochs_restored, result.epochs_total) == (0, 1)
-    assert result.restored_seconds == 0
-    assert result.train_seconds_total == result.train_seconds
+@pytest.mark.heavy
+def test_evaluate_and_report(resumed, tmp_path):
+    # A run that restored nothing (its own epochs and seconds are the
+    # total): the examples' synthetic sentiment run's metrics.json.
+    splits, _, _, result = resumed
     metrics, probabilities, attention = sentiment.evaluate_sentiment_classifier(
         result.model, splits["test"]
     )
@@ -133,7 +141,10 @@ def test_evaluate_and_report(tmp_path):
         "attention_on_cues",
     }
     assert 0 <= metrics["attention_on_cues"] <= 1
-    assert probabilities.shape == (6, 2) and len(attention) == 6
+    examples = len(splits["test"].sentences)
+    assert metrics["examples"] == examples
+    assert probabilities.shape == (examples, 2)
+    assert len(attention) == examples
     paths = sentiment.save_attention_report(
         result.model, splits["test"], probabilities, attention, tmp_path
     )

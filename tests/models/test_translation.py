@@ -34,6 +34,7 @@ def test_vocabularies_start_with_padding_and_hold_start_end_tokens():
     assert len(limited) == 5
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_lane
 def test_decode_corpus_beam_width_one_equals_greedy_predict():
     """`decode_corpus`'s settings swap: Python, the same on every backend.

@@ -321,6 +321,7 @@ def _compiled_outputs_and_grads(fn):
     pytest.skip(f"XLA compiles TensorFlow and JAX, not {backend}")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("causal", [False, True])
 def test_custom_scale_and_xla_gradient(causal, rng):
     q, k, v = (rng.normal(size=(1, 10, 2, 4)).astype("float32") for _ in "qkv")

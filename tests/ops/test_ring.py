@@ -437,6 +437,7 @@ def _layer_checks(report, context, compare, rng):
     ka.ops.plan_attention = original
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not JAX, reason="runs in the JAX lane")
 def test_the_ring_on_eight_devices_equals_one_device():
     env = processes.environment(

@@ -11,7 +11,6 @@ from keras_attention.data.translation import make_synthetic_translation
 from keras_attention.seq2seq.translator import target_text
 from keras_attention.text import make_vectorizer
 from keras_attention.text import tokenize
-from tests import subprocesses
 from tests.seq2seq._arrays import assert_allclose
 from tests.seq2seq._arrays import to_numpy
 
@@ -58,6 +57,7 @@ def test_vectorize_matches_text_vectorization():
     np.testing.assert_array_equal(model.vectorize_sources(texts), want)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("attention", ["bahdanau", "general", "concat"])
 def test_saved_translator_loads_in_safe_mode_with_same_outputs(
     attention, tmp_path
@@ -173,24 +173,6 @@ def test_invalid_translator_arguments_raise(kwargs, match):
 def test_target_vocabulary_without_start_token_raises():
     with pytest.raises(ValueError, match=r"no '\[start\]' token"):
         seq2seq.Translator(["", "[UNK]", "a"], ["", "[UNK]", "[end]", "b"])
-
-
-@pytest.mark.tensorflow_lane
-def test_saved_translator_loads_after_importing_only_keras_attention(tmp_path):
-    """Registration on import: Python, the same on every backend.
-
-    Other lanes: `test_saved_translator_loads_in_safe_mode_with_same_outputs`
-    loads the file there, in process (a child process cost 10 s on JAX).
-    """
-    path = os.path.join(tmp_path, "translator.keras")
-    _model().save(path)
-    code = (
-        "import keras, keras_attention\n"
-        f"model = keras.saving.load_model({path!r}, safe_mode=True)\n"
-        "print(type(model).__name__)\n"
-    )
-    done = subprocesses.run_python(["-c", code])
-    assert done.stdout.strip().endswith("Translator")
 
 
 @pytest.mark.tensorflow_lane

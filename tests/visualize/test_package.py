@@ -7,6 +7,7 @@ from tests import subprocesses
 pytestmark = pytest.mark.backend_independent
 
 
+@pytest.mark.heavy
 def test_package_imports_without_matplotlib_networkx_or_tfds():
     # Keras itself imports matplotlib when it can, so "not in sys.modules"
     # proves nothing; blocking them makes any import of them by our

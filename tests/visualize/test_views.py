@@ -78,6 +78,7 @@ def _check_not_blank(png):
     assert len(colours) > 20
 
 
+@pytest.mark.heavy
 def test_head_view_in_the_browser(tmp_path, weights, chromium):
     path = visualize.head_view(
         weights, TOKENS, tmp_path / "head.html", title="label: positive"
@@ -96,6 +97,7 @@ def test_head_view_in_the_browser(tmp_path, weights, chromium):
     assert report["focused_after_leave"] == 0
 
 
+@pytest.mark.heavy
 def test_model_view_in_the_browser(tmp_path, weights, chromium):
     path = visualize.model_view(weights, TOKENS, tmp_path / "model.html")
     rendered = browser.render(chromium, path, "#selftest")
@@ -108,6 +110,7 @@ def test_model_view_in_the_browser(tmp_path, weights, chromium):
     assert report["enlarged_tokens"] == 2 * len(TOKENS)
 
 
+@pytest.mark.heavy
 def test_alignment_view_in_the_browser(tmp_path, chromium):
     rng = np.random.default_rng(4)
     alignments = [_stochastic(rng, 5, 5), _stochastic(rng, 3, 2)]
@@ -126,6 +129,7 @@ def test_alignment_view_in_the_browser(tmp_path, chromium):
     assert report["focused"] == _lines(alignments[0][0])
 
 
+@pytest.mark.heavy
 def test_a_long_sentence_scrolls_in_its_panel(tmp_path, chromium):
     rng = np.random.default_rng(5)
     tokens = [f"word{i}" for i in range(80)]

@@ -31,6 +31,7 @@ def test_save_and_load_then_predict_sentiment_on_any_backend(tmp_path):
     assert [w.shape[1] for w in attention] == [3, 5, 5, 4, 3]
 
 
+@pytest.mark.heavy
 def test_token_id_model_shares_weights_and_penalty():
     model = _model(penalty=1.0)
     view = sentiment.token_id_model(model, probabilities_only=True)

@@ -90,6 +90,7 @@ def test_spatial_dropout_drops_whole_channels_and_keeps_the_mask():
     assert np.all(kept | dropped) and dropped.any() and kept.any()
 
 
+@pytest.mark.heavy
 @pytest.mark.tensorflow_only
 def test_classifier_for_training_shares_weights_and_penalty():
     model = _model(penalty=1.0)
