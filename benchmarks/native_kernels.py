@@ -19,18 +19,19 @@ and memory. One process per backend (`KERAS_BACKEND`), one table:
 Heads in bfloat16 (`mixed_bfloat16` for the layers) on a GPU: cuDNN takes
 half precision only. Times are medians of wall time, every step waited
 for; memory is the GPU's: PyTorch's `max_memory_allocated` over the step,
-JAX's compiled `memory_analysis()` (temporaries and outputs). `--table
-cpu-inference` is the CPU figure of BENCHMARKS.md: inference with 8
-documents, PyTorch's compiled FlexAttention against ours.
+JAX's compiled `memory_analysis()` (temporaries and outputs). Before
+the timings, `--table check` runs our layers on the native kernels
+against the same layers on our dense kernel: outputs and gradients, the
+backward passes that only a GPU runs. (The CPU figure, PyTorch's compiled
+FlexAttention for inference, is `flex_attention.py --measure native`.)
 
     KERAS_BACKEND=torch python benchmarks/native_kernels.py
     KERAS_BACKEND=jax python benchmarks/native_kernels.py --lengths 8192
     KERAS_BACKEND=torch python benchmarks/native_kernels.py --cpu-smoke
-    KERAS_BACKEND=torch python benchmarks/native_kernels.py \\
-        --table cpu-inference
 """
 
 import argparse
+import contextlib
 import functools
 import os
 import statistics
@@ -57,9 +58,11 @@ def parse_args(argv=None):
     add = parser.add_argument
     add(
         "--table",
-        choices=["kernels", "cpu-inference"],
-        default="kernels",
-        help="what to measure (default: kernels)",
+        nargs="+",
+        choices=["check", "kernels"],
+        default=["check", "kernels"],
+        help="what to run: our layers on the native kernels against our "
+        "dense kernel, and the timings (default: both)",
     )
     add(
         "--cases",
@@ -364,8 +367,9 @@ def kernels(args, gpu):
                 )
 
 
-def plan_of(args, case, n):
-    """The kernel our call is planned on (the planner asked once more)."""
+@contextlib.contextmanager
+def recorded_plans():
+    """The plans made inside the block (`plan_attention` recorded)."""
     plans = []
     original = keras_attention.ops.plan_attention
 
@@ -375,27 +379,32 @@ def plan_of(args, case, n):
 
     keras_attention.ops.plan_attention = recording
     try:
-        dtype = "bfloat16" if on_gpu() else "float32"
-        x = keras.ops.zeros((1, n, args.heads, args.depth), dtype)
-        score_mod, mask_mod = our_mods(case, n, args.heads, args.window)
+        yield plans
+    finally:
+        keras_attention.ops.plan_attention = original
+
+
+def plan_of(args, case, n):
+    """The kernel our call is planned on (the planner asked once more)."""
+    dtype = "bfloat16" if on_gpu() else "float32"
+    x = keras.ops.zeros((1, n, args.heads, args.depth), dtype)
+    score_mod, mask_mod = our_mods(case, n, args.heads, args.window)
+
+    def call(x):
+        return keras_attention.ops.flex_attention(
+            x, x, x, score_mod=score_mod, mask_mod=mask_mod
+        )
+
+    with recorded_plans() as plans:
         if BACKEND == "torch":
             import torch
 
             with torch.no_grad():
-                keras_attention.ops.flex_attention(
-                    x, x, x, score_mod=score_mod, mask_mod=mask_mod
-                )
+                call(x)
         else:
             import jax
 
-            jax.eval_shape(
-                lambda x: keras_attention.ops.flex_attention(
-                    x, x, x, score_mod=score_mod, mask_mod=mask_mod
-                ),
-                x,
-            )
-    finally:
-        keras_attention.ops.plan_attention = original
+            jax.eval_shape(call, x)
     return plans[-1].path if plans else "-"
 
 
@@ -455,47 +464,86 @@ def _mha_seconds(args, gpu):
     }
 
 
-def cpu_inference(args):
-    """PyTorch's compiled FlexAttention against ours, inference on the
-    CPU, 8 documents: the kernel alone, with its block mask made per call,
-    and our calls (the planner's default, the blocks, dense)."""
-    import torch
-
-    n = args.lengths[0]
-    shape = (1, n, args.heads, args.depth)
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(shape, generator=gen) for _ in range(3))
-    heads_first = [t.transpose(1, 2).contiguous() for t in (q, k, v)]
-    reference = torch_reference("documents", n, args.heads, 0, "cpu")
-    document = mods.document(segments(n))
-
-    def ours(chunk_size):
-        return lambda: keras_attention.ops.flex_attention(
-            q, k, v, mask_mod=document, chunk_size=chunk_size
-        )
-
-    steps = {
-        "PyTorch compiled flex_attention (block mask made once)": lambda: (
-            reference(*heads_first)
+def check(args, gpu):
+    """Our layers on the native kernels against the same layers on our
+    dense kernel (`chunk_size=0`, same weights): the output and the
+    gradients of the input and every weight, as relative differences."""
+    n = 256 if args.cpu_smoke else 1024
+    if gpu and BACKEND == "jax":
+        keras.config.set_dtype_policy("mixed_bfloat16")  # cuDNN: half only
+    heads, depth = args.heads, args.depth
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, n, heads * depth)).astype("float32")
+    upstream = rng.normal(size=x.shape).astype("float32")
+    document = dict(mask_mod=mods.document(segments(n).repeat(2, 0)))
+    causal = dict(use_causal_mask=True)
+    mha = keras_attention.MultiHeadAttention
+    cases = {
+        "causal": (dict(), causal),
+        "causal, sinks": (dict(use_sinks=True), causal),
+        "documents": (dict(), document),
+        "documents, T5 bias": (
+            dict(score_mod=keras_attention.RelativePositionBias(heads)),
+            document,
         ),
-        "ours, chunk_size=None (the planner: torch_flex)": ours(None),
-        "ours, chunk_size=512 (this package's blocks)": ours(512),
-        "ours, chunk_size=0 (dense)": ours(0),
     }
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-        f"N = {n}, {args.heads} heads of {args.depth}, 8 documents"
-    )
-    print("| call | median s | / PyTorch's |")
-    print("|---|---|---|")
-    base = None
-    with torch.no_grad():
-        for name, step in steps.items():
-            seconds = median_seconds(step, args.repeats)
-            base = base or seconds
-            print(
-                f"| {name} | {seconds:.3f} | {seconds / base:.2f} |", flush=True
+    print("| backend | layer call | N | our kernel | output | gradients |")
+    print("|---|---|---|---|---|---|")
+    for name, (options, call) in cases.items():
+        native = mha(heads, depth, **options)
+        if "score_mod" in options:
+            options = dict(
+                score_mod=keras_attention.RelativePositionBias(heads)
             )
+        dense = mha(heads, depth, chunk_size=0, **options)
+        native(x, x, **call)
+        dense(x, x, **call)
+        dense.set_weights(native.get_weights())
+        with recorded_plans() as plans:
+            got = _output_and_gradients(native, x, upstream, call)
+        want = _output_and_gradients(dense, x, upstream, call)
+        errors = [
+            float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-30))
+            for g, w in zip(got, want, strict=True)
+        ]
+        print(
+            f"| {BACKEND} | MultiHeadAttention, {name} | {n} | "
+            f"{plans[0].path} | {errors[0]:.1e} | {max(errors[1:]):.1e} |",
+            flush=True,
+        )
+    keras.config.set_dtype_policy("float32")
+
+
+def _output_and_gradients(layer, x, upstream, call):
+    """NumPy arrays: the output, then the gradients of `sum(output ·
+    upstream)` with respect to the input and each trainable weight."""
+    if BACKEND == "torch":
+        import torch
+
+        xt = torch.tensor(x, device=keras.ops.zeros(()).device)
+        xt.requires_grad_(True)
+        for v in layer.trainable_variables:
+            v.value.grad = None
+        out = layer(xt, xt, **call)
+        g = torch.tensor(upstream, device=xt.device)
+        (out.float() * g).sum().backward()
+        grads = [xt.grad] + [v.value.grad for v in layer.trainable_variables]
+        arrays = [out] + grads
+        return [a.detach().float().cpu().numpy() for a in arrays]
+    import jax
+
+    others = [v.value for v in layer.non_trainable_variables]
+
+    def loss(weights, x):
+        out, _ = layer.stateless_call(weights, others, x, x, **call)
+        value = jax.numpy.sum(out.astype("float32") * upstream)
+        return value, out
+
+    weights = [v.value for v in layer.trainable_variables]
+    grad = jax.grad(loss, argnums=(0, 1), has_aux=True)
+    (d_weights, d_x), out = grad(weights, jax.numpy.asarray(x))
+    arrays = [out, d_x, *d_weights]
+    return [np.asarray(a, "float32") for a in arrays]
 
 
 def main(argv=None):
@@ -504,19 +552,13 @@ def main(argv=None):
         print("error: KERAS_BACKEND must be torch or jax", file=sys.stderr)
         return 2
     gpu = on_gpu()
-    if args.table == "cpu-inference":
-        if BACKEND != "torch" or gpu:
-            print(
-                "error: --table cpu-inference runs on PyTorch on a CPU",
-                file=sys.stderr,
-            )
-            return 2
-        cpu_inference(args)
-        return 0
     print(f"Keras {keras.__version__}, backend {BACKEND}, GPU: {gpu}")
-    kernels(args, gpu)
-    if args.mha_length:
-        mha(args, gpu)
+    if "check" in args.table:
+        check(args, gpu)
+    if "kernels" in args.table:
+        kernels(args, gpu)
+        if args.mha_length:
+            mha(args, gpu)
     return 0
 
 
