@@ -166,7 +166,7 @@ def _ours_only(form, chunk_size, request):
     if request.weights or request.dropout:
         return "the weights are returned or dropped out"
     if request.logits_hook or request.hook:
-        return f"{request.logits_hook or request.hook} needs this package's"
+        return f"{request.logits_hook or request.hook} needs the logits"
     if chunk_size is not None:
         return f"chunk_size={chunk_size} asks for this package's kernels"
     if form != "dot":
