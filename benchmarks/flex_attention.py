@@ -15,11 +15,18 @@ key and value) in one process, on the Keras backend that runs it:
   eagerly. Where JAX or PyTorch computes on a GPU, the peaks are the GPU's
   (JAX's `peak_bytes_in_use`, PyTorch's `max_memory_allocated`), and the
   header says so.
+- `native` (PyTorch on a CPU, not in the default list): inference with
+  the document mask, PyTorch's compiled `flex_attention` (its block mask
+  made once, and made in each call) against ours: `chunk_size=None`
+  (the planner, which takes PyTorch's compiled FlexAttention there),
+  `512` (this package's blocks) and `0` (dense).
 
 Example:
 
     python benchmarks/flex_attention.py --quick
     python benchmarks/flex_attention.py --measure document --length 8192
+    KERAS_BACKEND=torch python benchmarks/flex_attention.py --measure \\
+        native --length 8192 --depth 256 --heads 4
     KERAS_BACKEND=jax python benchmarks/flex_attention.py --measure memory
 """
 
@@ -47,10 +54,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--measure",
-        choices=["document", "memory"],
+        choices=["document", "memory", "native"],
         nargs="+",
         default=["document", "memory"],
-        help="what to measure (default: both)",
+        help="what to measure (default: document memory)",
     )
     parser.add_argument(
         "--length",
@@ -227,6 +234,60 @@ def memory(args, length):
         )
 
 
+def native(args, length):
+    """Inference with 8 documents: PyTorch's compiled FlexAttention against
+    our calls, median seconds and the ratio to PyTorch's kernel."""
+    import torch
+    from torch.nn.attention import flex_attention as fa
+
+    flex, create = (
+        torch.compile(fa.flex_attention),
+        torch.compile(fa.create_block_mask),
+    )
+    q, k, v = _inputs(length, args.depth, args.heads)
+    first = [t.transpose(1, 2).contiguous() for t in (q, k, v)]
+    ids = np.repeat(np.arange(8), -(-length // 8))[:length]
+    seg = torch.tensor(ids)
+
+    def mask(b, h, i, j):
+        return seg[i] == seg[j]
+
+    def made():
+        return create(mask, None, None, length, length, device="cpu")
+
+    once = made()
+    document = mods.document(ids[None])
+    steps = {
+        "PyTorch's compiled flex_attention, block mask made once": (
+            lambda q, k, v: flex(*first, block_mask=once)
+        ),
+        "PyTorch's, its compiled create_block_mask in each call": (
+            lambda q, k, v: flex(*first, block_mask=made())
+        ),
+    }
+
+    def ours(chunk_size):
+        def call(q, k, v):
+            return ka_ops.flex_attention(
+                q, k, v, mask_mod=document, chunk_size=chunk_size
+            )
+
+        return call
+
+    for chunk_size in (None, 512, 0):
+        steps[f"ours, chunk_size={chunk_size}"] = ours(chunk_size)
+    base = None
+    with torch.no_grad():
+        for name, step in steps.items():
+            seconds = _time(step, (q, k, v), args.repeats)
+            base = base or seconds
+            print(
+                f"| {name} | {length} | {args.depth} | {args.heads} | "
+                f"{seconds:.3f} | {seconds / base:.2f} |",
+                flush=True,
+            )
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.quick:
@@ -251,6 +312,14 @@ def main(argv=None):
         )
         print("|---|---|---|---|---|---|---|---|---|")
         memory(args, length)
+    if "native" in args.measure:
+        length = args.length or (256 if args.quick else 8192)
+        print()
+        print(
+            "| call (inference, 8 documents) | N | D | H | median s | ratio |"
+        )
+        print("|---|---|---|---|---|---|")
+        native(args, length)
 
 
 if __name__ == "__main__":

@@ -474,6 +474,10 @@ ROWS.update(
         ),
         "ops.BlockMask": exempt(RESULT),
         "ops.Plan": exempt(RESULT),
+        "ops.NativeCall": exempt(
+            "a record of plain fields that the engine makes, checked by "
+            "plan_attention(native=...): tests/ops/test_native_plan.py"
+        ),
         "ops.and_masks": exempt(
             "combines mask mods (callables): tests/ops/test_mask_mods.py"
         ),

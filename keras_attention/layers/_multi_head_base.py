@@ -348,11 +348,12 @@ class MultiHeadBase(_projections.HeadProjections):
 
     def _attend(self, call, heads, cache):
         """`(context, weights)` of the heads on the planned kernel: the
-        blocks and the ring directly, the dense kernels through Keras's
-        hooks `_compute_attention_mask` and `_compute_attention`."""
+        blocks, the ring and the backend's own kernels directly, the dense
+        kernels through Keras's hooks `_compute_attention_mask` and
+        `_compute_attention`."""
         record = self._record(call, heads, cache)
         plan = self._plan(record, call.training, cache is not None)
-        if plan.path in ("blocks", "ring"):
+        if plan.path in ("blocks", "ring", *ka_ops.plan.NATIVE_PATHS):
             context = engine.run(record, plan).output
             return context, None
         if cache is None:

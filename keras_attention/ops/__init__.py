@@ -20,7 +20,9 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   linear in the sequence length.
 - `plan`: `plan_attention`, the one path planner (flash, fused, dense or
   blocks, and their block sizes; every "X needs Y" refusal), with the one
-  threshold and byte estimate.
+  threshold and byte estimate; given a call's `NativeCall`, the backend's
+  own fused kernel where the call fits it (PyTorch's FlexAttention and
+  SDPA, cuDNN and Pallas on JAX).
 - `ring`: `ring_attention`, context parallelism: the sequence sharded
   over the devices of a `ContextParallel` (JAX), the key/value blocks
   passed round a ring with the online softmax across devices.
@@ -39,6 +41,7 @@ are all masked gets all-zero weights (never NaN, never uniform).
 """
 
 from keras_attention.ops import mods as mods  # noqa: E402
+from keras_attention.ops._native_plan import NativeCall as NativeCall
 from keras_attention.ops.attend import attend as attend
 from keras_attention.ops.attend import attention as attention
 from keras_attention.ops.attend import dot_product as dot_product

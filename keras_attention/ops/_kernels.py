@@ -16,6 +16,9 @@ own.
   length, the blocks a band or a `BlockMask` empties skipped.
 - `ring`: `keras_attention.ops.ring_attention` over the devices of the
   active `ContextParallel`.
+
+The backends' own fused kernels (`torch_flex`, `sdpa`, `cudnn`, `pallas`)
+are registered here from `ops/_native.py`.
 """
 
 from typing import Any
@@ -26,6 +29,7 @@ from keras import ops
 import keras_attention.ops
 from keras_attention.ops import _kernel
 from keras_attention.ops import _layout
+from keras_attention.ops import _native
 from keras_attention.ops import mods as mods_lib
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
@@ -172,7 +176,7 @@ def flash(call, plan):
     return Result(out)
 
 
-def _block_mods(call):
+def block_mods(call):
     """`(score_mod, mask_mod, limits)` of the blocks: the positional ones
     shifted to absolute positions, the bias and the explicit mask read at
     the call's own."""
@@ -223,7 +227,7 @@ def blocks(call, plan):
     the band or the block mask empties skipped."""
     dtype = logits_dtype(call.value.dtype)
     tensors, scale = _forms(call, dtype)
-    score_mod, mask_mod, limits = _block_mods(call)
+    score_mod, mask_mod, limits = block_mods(call)
     mod_tensors = list(getattr(score_mod, "tensors", ()) or ())
     bind = score_mod.with_tensors if mod_tensors else (lambda _: score_mod)
     kinds = _kinds(call, mask_mod, plan.block_size)
@@ -266,7 +270,7 @@ def ring(call, plan):
     """`keras_attention.ops.ring_attention`: the blocks on every device
     of the active `ContextParallel`, the key/value blocks passed round."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
-    score_mod, mask_mod, _ = _block_mods(call)
+    score_mod, mask_mod, _ = block_mods(call)
     out, lse = keras_attention.ops.ring_attention(
         q,
         k,
@@ -288,4 +292,5 @@ KERNELS = {
     "flash": flash,
     "blocks": blocks,
     "ring": ring,
+    **_native.KERNELS,
 }

@@ -5,6 +5,7 @@ configs."""
 
 import math
 
+import keras
 from keras import ops
 
 from keras_attention.ops._mod_base import Mod
@@ -12,11 +13,34 @@ from keras_attention.ops._mod_base import TensorMod
 from keras_attention.ops._mod_base import positive_integer
 
 
-def _gather_rows(table, batch, position):
-    """`table[batch, position]` of a `(B, T)` tensor, by broadcasting."""
-    length = ops.shape(table)[1]
-    flat = ops.reshape(table, (-1,))
-    return ops.take(flat, ops.cast(batch, "int32") * length + position)
+def gather(tensor, *indices):
+    """`tensor[indices]`, one integer index tensor per axis, the indices
+    broadcasting together; an axis of size 1 is read at 0 (it
+    broadcasts). Only the first axis may be dynamic.
+
+    On PyTorch it indexes: a pointwise load, which PyTorch's compiled
+    FlexAttention lowers inside a mod. `keras.ops.take` reshapes its index
+    first, which that compiler refuses, or, for an index computed from the
+    positions, lowers to wrong values (torch 2.13, CPU). Elsewhere it is
+    one `keras.ops.take` of the flattened tensor.
+    """
+    static = tuple(tensor.shape)
+    if keras.backend.backend() == "torch":
+        tensor = ops.convert_to_tensor(tensor)
+        return tensor[
+            tuple(
+                0 if size == 1 else ops.cast(index, "int32")
+                for size, index in zip(static, indices, strict=True)
+            )
+        ]
+    dynamic = ops.shape(tensor)
+    flat_index, stride = 0, 1
+    for axis in range(len(static) - 1, -1, -1):
+        if static[axis] != 1:
+            position = ops.cast(indices[axis], "int32")
+            flat_index = flat_index + position * stride
+        stride = stride * dynamic[axis]
+    return ops.take(ops.reshape(tensor, (-1,)), flat_index)
 
 
 class Document(TensorMod):
@@ -32,8 +56,8 @@ class Document(TensorMod):
 
     def __call__(self, batch, head, q_idx, kv_idx):
         return ops.equal(
-            _gather_rows(self.segment_ids, batch, q_idx),
-            _gather_rows(self.kv_segment_ids, batch, kv_idx),
+            gather(self.segment_ids, batch, q_idx),
+            gather(self.kv_segment_ids, batch, kv_idx),
         )
 
 
@@ -55,7 +79,7 @@ class Padding(TensorMod):
         self.lengths = ops.cast(ops.convert_to_tensor(lengths), "int32")
 
     def __call__(self, batch, head, q_idx, kv_idx):
-        return ops.less(kv_idx, ops.take(self.lengths, batch))
+        return ops.less(kv_idx, gather(self.lengths, batch))
 
 
 def padding(lengths):
@@ -126,9 +150,8 @@ class RelativePositionBias(Mod):
             self.max_distance,
             self.bidirectional,
         )
-        heads = ops.shape(self.table)[1]
-        flat = ops.reshape(ops.cast(self.table, score.dtype), (-1,))
-        return score + ops.take(flat, bucket * heads + head)
+        bias = gather(self.table, bucket, head)
+        return score + ops.cast(bias, score.dtype)
 
     get_config = TensorMod.get_config
     __eq__ = TensorMod.__eq__
@@ -151,20 +174,6 @@ def relative_position_bias(
             own buckets. Defaults to `True`.
     """
     return RelativePositionBias(table, num_buckets, max_distance, bidirectional)
-
-
-def _gather(tensor, batch, head, q_idx, kv_idx):
-    """`tensor[batch, head, q_idx, kv_idx]` of a tensor broadcastable to
-    `(B, H, Tq, Tk)`, by a row-major flat index (an axis of size 1
-    broadcasts: index 0). Only the batch axis may be dynamic."""
-    static, dynamic = tuple(tensor.shape), ops.shape(tensor)
-    index, stride = 0, 1
-    for axis in range(3, -1, -1):
-        position = (batch, head, q_idx, kv_idx)[axis]
-        if static[axis] != 1:
-            index = index + ops.cast(position, "int32") * stride
-        stride = stride * dynamic[axis]
-    return ops.take(ops.reshape(tensor, (-1,)), index)
 
 
 def _check_rank4(tensor, name):
@@ -192,8 +201,8 @@ class Bias(TensorMod):
         return Bias(tensors[0])
 
     def __call__(self, score, batch, head, q_idx, kv_idx):
-        tensor = ops.cast(self.tensor, score.dtype)
-        return score + _gather(tensor, batch, head, q_idx, kv_idx)
+        bias = gather(self.tensor, batch, head, q_idx, kv_idx)
+        return score + ops.cast(bias, score.dtype)
 
 
 class BooleanMask(TensorMod):
@@ -204,7 +213,7 @@ class BooleanMask(TensorMod):
         _check_rank4(self.mask, "mask")
 
     def __call__(self, batch, head, q_idx, kv_idx):
-        return _gather(self.mask, batch, head, q_idx, kv_idx)
+        return gather(self.mask, batch, head, q_idx, kv_idx)
 
 
 def boolean_mask(mask):

@@ -19,6 +19,7 @@ from keras import ops
 
 import keras_attention.ops
 from keras_attention.ops import _kernels
+from keras_attention.ops import _native
 from keras_attention.ops import plan as plan_lib
 from keras_attention.ops._kernels import Result
 from keras_attention.ops.masks import AttentionMasks
@@ -159,7 +160,8 @@ def plan_call(call, chunk_size=None, backward=True, **layer_flags):
     """`keras_attention.ops.plan_attention` for `call`: the one plan of
     one call. `layer_flags` are what a layer adds (`flash`,
     `native_flash`, `logits_hook`, `dropout` as a rate, `weights` for a
-    penalty, `cached`, `ring`)."""
+    penalty, `cached`, `ring`). The call's `NativeCall` goes with it, so
+    that the backend's own kernel runs where the call fits it."""
     score = call.score
     block = (chunk_size, chunk_size) if chunk_size else None
     flags = dict(
@@ -172,6 +174,7 @@ def plan_call(call, chunk_size=None, backward=True, **layer_flags):
         backward=backward,
         kept=kept_share(call, block),
         lse=call.lse or call.sinks is not None,
+        native=_native.describe(call, backward),
     )
     for name in ("weights", "dropout"):
         flags[name] = flags[name] or bool(layer_flags.pop(name, False))

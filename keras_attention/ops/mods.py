@@ -138,11 +138,15 @@ class ALiBi(Mod):
         self.num_heads = positive_integer(num_heads, "num_heads")
 
     def __call__(self, score, batch, head, q_idx, kv_idx):
-        slopes = ops.convert_to_tensor(
-            alibi_slopes(self.num_heads), dtype=score.dtype
+        # The slope from the head index, not gathered from a tensor made
+        # here: a pointwise function of the indices, which PyTorch's
+        # compiled FlexAttention can lower (it cannot lower a constant
+        # tensor made inside a mod).
+        slope = 2.0 ** (
+            ops.cast(head + 1, score.dtype) * (-8.0 / self.num_heads)
         )
         distance = ops.cast(ops.abs(q_idx - kv_idx), score.dtype)
-        return score - ops.take(slopes, head) * distance
+        return score - slope * distance
 
     def get_config(self):
         return {"num_heads": self.num_heads}

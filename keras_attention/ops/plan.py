@@ -15,12 +15,17 @@ that runs:
   band or a `BlockMask` empties skipped.
 - `"ring"`: the blocks of `ring_attention`, the sequence sharded over
   the devices of a `ContextParallel` (asked for with `ring=True`).
+- `"torch_flex"`, `"sdpa"`, `"cudnn"`, `"pallas"`: the backend's own
+  fused kernels where the call fits them (`ops/_native_plan.py`).
 """
 
 import dataclasses
 import functools
 
 import keras
+
+from keras_attention.ops import _native_plan
+from keras_attention.ops._native_plan import NATIVE_PATHS
 
 # With `chunk_size=None`, on a CPU, the blocks are taken when one step of
 # the dense path would hold more than this many bytes of `(Tq, Tk)`
@@ -61,7 +66,7 @@ SPARSE_MIN_LENGTH = 2048
 # traced, or holds traced tensors): assumed to keep this share.
 UNKNOWN_SHARE = 0.5
 
-PATHS = ("flash", "fused", "dense", "blocks", "ring")
+PATHS = ("flash", "fused", "dense", "blocks", "ring", *NATIVE_PATHS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,10 +75,11 @@ class Plan:
 
     Attributes:
         path: The kernel that runs: `"flash"`, `"fused"`, `"dense"`,
-            `"blocks"` or `"ring"`.
+            `"blocks"`, `"ring"`, or a native one (`"torch_flex"`,
+            `"sdpa"`, `"cudnn"`, `"pallas"`).
         block_size: `(queries, keys)` per block on `"blocks"` and
             `"ring"` (per device), else `None`.
-        reason: Why this kernel, in a few words.
+        reason: Why this kernel (and why no native one), in a few words.
 
     Example:
 
@@ -423,6 +429,7 @@ def plan_attention(
     kept=None,
     lse=False,
     block_size=None,
+    native=None,
 ):
     """The kernel of one attention call, its block sizes, or a refusal.
 
@@ -470,6 +477,9 @@ def plan_attention(
             call brings: with `chunk_size=None` the blocks are taken, of
             this size (a positive `chunk_size` must match it). Defaults to
             `None`, no block mask.
+        native: The call's `NativeCall` (made by the engine): the
+            backend's fused kernels where the call fits them. Defaults to
+            `None`, this package's kernels only.
 
     Returns:
         A `Plan`.
@@ -512,7 +522,7 @@ def plan_attention(
     plan = _choose(form, shapes, chunk_size, request, bytes_per_logit)
     if plan.path == "blocks":
         plan = dataclasses.replace(plan, block_size=sizes)
-    return plan
+    return _native_plan.choose(plan, form, shapes, chunk_size, request, native)
 
 
 def _block_size(chunk_size, block_size):

@@ -1,0 +1,249 @@
+"""The planner's decision for the backends' own fused kernels (private).
+
+`keras_attention.ops.plan_attention` first plans this package's kernels
+(`plan._choose`); `choose` then hands the call to a kernel of the backend
+wherever the call can be expressed in it, and otherwise keeps this
+package's, saying why in `Plan.reason`:
+
+- `"torch_flex"`: PyTorch's compiled FlexAttention
+  (`torch.nn.attention.flex_attention` under `torch.compile`): the score
+  mods, mask mods, masks and block masks of any call, on CUDA; on the CPU
+  for inference only (PyTorch compiles no backward pass and no
+  log-sum-exp there), where this package's kernel would take the blocks.
+- `"sdpa"`: PyTorch's `scaled_dot_product_attention` on CUDA, for a call
+  with no mask or a causal one (its FlashAttention kernel).
+- `"cudnn"`: `jax.nn.dot_product_attention(implementation="cudnn")` on a
+  GPU: causal, causal windows, key lengths (`mods.padding`) and a bias, in
+  float16 or bfloat16.
+- `"pallas"`: JAX's Pallas flash kernel with segment ids
+  (`jax.experimental.pallas.ops.gpu.attention.mha`) on a GPU: documents
+  (`mods.document`), causal or not.
+
+The rules the native kernels break are this package's to keep: returned
+or dropped-out weights, the logits hooks and an explicit `chunk_size` keep
+this package's kernels; a kernel that gives no log-sum-exp is not chosen
+when the call needs it (sinks); the kernels bridge fully masked rows to
+zeros. The device is read once, by `platform()`, which the tests replace.
+"""
+
+import dataclasses
+import functools
+
+import keras
+
+TORCH_FLEX, SDPA, CUDNN, PALLAS = "torch_flex", "sdpa", "cudnn", "pallas"
+NATIVE_PATHS = (TORCH_FLEX, SDPA, CUDNN, PALLAS)
+
+# The kernels tried, in order, on each `(backend, device)` of `platform()`.
+KERNELS = {
+    ("torch", "gpu"): (SDPA, TORCH_FLEX),
+    ("torch", "cpu"): (TORCH_FLEX,),
+    ("jax", "gpu"): (CUDNN, PALLAS),
+}
+# On the CPU PyTorch's compiled FlexAttention pays only where this
+# package's kernel takes the blocks, and from this many queries and keys
+# (below, its compilation costs more than the call).
+CPU_FLEX_MIN_LENGTH = 2048
+# cuDNN's flash attention: head sizes up to this, multiples of 8 (256 on
+# Hopper and later, which is not probed), in these dtypes.
+CUDNN_MAX_HEAD = 128
+CUDNN_DTYPES = ("float16", "bfloat16")
+# The Pallas kernel's blocks of queries and keys, which must divide the
+# lengths.
+PALLAS_BLOCK = 128
+
+_REASONS = {
+    TORCH_FLEX: "PyTorch's compiled FlexAttention",
+    SDPA: "PyTorch's scaled_dot_product_attention",
+    CUDNN: "cuDNN's flash attention (jax.nn.dot_product_attention)",
+    PALLAS: "JAX's Pallas flash kernel with segment ids",
+}
+
+
+@functools.cache
+def platform():
+    """`(backend, device)`: the Keras backend and where it computes,
+    `"cpu"`, `"gpu"` or `"tpu"` (read once per process)."""
+    backend = keras.backend.backend()
+    if backend == "torch":
+        device = keras.ops.zeros(()).device.type
+        return backend, "gpu" if device == "cuda" else device
+    if backend == "jax":
+        import jax
+
+        return backend, jax.devices()[0].platform
+    return backend, "cpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeCall:
+    """What the native kernels need to know of a call, beyond the plan's
+    flags (`ops/_native.py`'s `describe` makes it from the call record).
+
+    Attributes:
+        masks: The kinds of mask of the call, sorted: `"causal"`,
+            `"causal_window"` (the `w` most recent keys), `"band"` (any
+            other band), `"query_padding"`, `"key_padding"`,
+            `"attention_mask"`, `"lengths"` (`mods.padding`), `"document"`
+            (`mods.document` of self-attention) and `"mask_mod"` (any other
+            mask mod).
+        score_mod: A score mod is given.
+        bias: An additive bias is given.
+        offset: The queries begin after position 0 (a cache).
+        lowers: Whether PyTorch's compiler lowers the call's mods and masks
+            (`None`: not probed).
+        dtype: The dtype of the query heads.
+        head_dim: The query and key heads' size.
+        value_dim: The value heads' size.
+        grouped: The key/value heads are fewer than the query heads.
+        backward: Whether the call is differentiated (on PyTorch: whether
+            autograd records it).
+
+    Example:
+
+    >>> from keras_attention.ops import NativeCall, plan_attention
+    >>> native = NativeCall(
+    ...     masks=("causal",), dtype="bfloat16", head_dim=64, value_dim=64
+    ... )
+    >>> plan = plan_attention("dot", (1, 8, 1024, 1024), native=native)
+    >>> plan.path in ("fused", "sdpa", "cudnn")  # by the device
+    True
+    """
+
+    masks: tuple = ()
+    score_mod: bool = False
+    bias: bool = False
+    offset: bool = False
+    lowers: bool | None = None
+    dtype: str = "float32"
+    head_dim: int | None = None
+    value_dim: int | None = None
+    grouped: bool = False
+    backward: bool = True
+
+
+def choose(ours, form, shapes, chunk_size, request, native):
+    """The native kernel of the call, or `ours` (this package's kernel's
+    plan) with why no native kernel runs added to its reason.
+
+    `native` is the call's `NativeCall`; `None` (a constructor's check, a
+    direct `plan_attention`) plans this package's kernels only.
+    """
+    if native is None:
+        return ours
+    if not isinstance(native, NativeCall):
+        raise TypeError(
+            "Expected `native` to be None or a `NativeCall` (made by the "
+            f"engine for one call). Received: native={native!r}"
+        )
+    backend, device = platform()
+    kernels = KERNELS.get((backend, device), ())
+    if not kernels:
+        return _ours(ours, f"no native kernel on {backend} ({device})")
+    why = _ours_only(form, chunk_size, request)
+    if why:
+        return _ours(ours, why)
+    refusals = []
+    for kernel in kernels:
+        why = _CHECKS[kernel](ours, shapes, request, native, device)
+        if not why:
+            where = " (inference on the CPU)" if device == "cpu" else ""
+            return type(ours)(kernel, None, _REASONS[kernel] + where)
+        refusals.append(f"{kernel}: {why}")
+    return _ours(ours, "; ".join(refusals))
+
+
+def _ours(plan, why):
+    return dataclasses.replace(plan, reason=f"{plan.reason}; ours: {why}")
+
+
+def _ours_only(form, chunk_size, request):
+    """Why the call keeps this package's kernels whatever the backend."""
+    if request.ring:
+        return "a ContextParallel is active"
+    if request.flash:
+        return "flash_attention=True asks for Keras's kernel"
+    if request.weights or request.dropout:
+        return "the weights are returned or dropped out"
+    if request.logits_hook or request.hook:
+        return f"{request.logits_hook or request.hook} needs the logits"
+    if chunk_size is not None:
+        return f"chunk_size={chunk_size} asks for this package's kernels"
+    if form != "dot":
+        return "the score is not a dot product"
+    return ""
+
+
+def _sdpa(ours, shapes, request, native, device):
+    mods = request.mods or native.score_mod or native.bias
+    if mods or set(native.masks) - {"causal"}:
+        return "masks or mods beyond causal"
+    if native.offset and native.masks:
+        return "a causal mask after a cache's positions"
+    if request.lse:
+        return "it returns no log-sum-exp (sinks)"
+    return ""
+
+
+def _torch_flex(ours, shapes, request, native, device):
+    if not native.lowers:
+        return "PyTorch's compiler cannot lower the mods (docs/flex.md)"
+    if native.dtype == "float64":
+        return "float64"
+    if device != "cpu":
+        return ""
+    if native.backward:
+        return "no backward pass on the CPU (training)"
+    if request.lse:
+        return "no log-sum-exp on the CPU (sinks)"
+    if ours.path != "blocks":
+        return "the dense step is faster on the CPU"
+    if min(n or 0 for n in shapes[2:]) < CPU_FLEX_MIN_LENGTH:
+        return f"fewer than {CPU_FLEX_MIN_LENGTH} queries or keys"
+    return ""
+
+
+def _cudnn(ours, shapes, request, native, device):
+    allowed = {"causal", "causal_window", "lengths"}
+    if native.dtype not in CUDNN_DTYPES:
+        return f"float16 or bfloat16 only, not {native.dtype}"
+    head = native.head_dim
+    if head is None or head > CUDNN_MAX_HEAD or head % 8:
+        return f"head size {head} (at most {CUDNN_MAX_HEAD}, a multiple of 8)"
+    if native.value_dim != head:
+        return "value heads of another size"
+    if native.score_mod or set(native.masks) - allowed:
+        return "masks or mods beyond causal, windows, lengths and a bias"
+    if native.offset and native.masks:
+        return "a mask after a cache's positions"
+    if native.bias and native.backward and any(n % 2 for n in shapes[2:]):
+        return "a bias in training with an odd length"
+    if request.lse:
+        return "the log-sum-exp (sinks)"
+    return ""
+
+
+def _pallas(ours, shapes, request, native, device):
+    if native.score_mod or native.bias or native.offset:
+        return "mods, a bias or a cache"
+    if "document" not in native.masks or set(native.masks) - {
+        "document",
+        "causal",
+    }:
+        return "documents, causal or not, only"
+    if native.grouped or native.value_dim != native.head_dim:
+        return "grouped or differently sized heads"
+    _, _, q_len, k_len = shapes
+    if q_len != k_len or not isinstance(q_len, int) or q_len % PALLAS_BLOCK:
+        return f"equal lengths that are multiples of {PALLAS_BLOCK}"
+    if request.lse:
+        return "the log-sum-exp (sinks)"
+    return ""
+
+
+_CHECKS = {
+    TORCH_FLEX: _torch_flex,
+    SDPA: _sdpa,
+    CUDNN: _cudnn,
+    PALLAS: _pallas,
+}

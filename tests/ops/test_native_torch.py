@@ -1,0 +1,224 @@
+"""ops/_native_torch.py: PyTorch's kernels equal to this package's.
+
+PyTorch lane only. What runs on this CPU: SDPA itself; FlexAttention's
+forward, uncompiled (`COMPILE` off: the path's mods, masks, block mask,
+lse and bridges without a compile) and compiled (`heavy`: PyTorch's
+inductor kernel, as the planner runs it for inference on the CPU, through
+`flex_attention` and a layer). `lowers` and `records_gradients`, which the
+planner reads, are checked on their own.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_attention
+from keras_attention.ops import engine
+from keras_attention.ops import mods
+from keras_attention.ops.masks import attention_masks
+from keras_attention.ops.plan import Plan
+from tests.conftest import BACKEND
+from tests.ops.test_flex import _mod_cases
+
+pytestmark = pytest.mark.skipif(BACKEND != "torch", reason="PyTorch only")
+
+SEGMENTS = np.repeat(np.arange(4), 4)[None].repeat(2, 0)
+SEGMENTS[1, :3] = 7
+
+
+@pytest.fixture
+def torch_native():
+    from keras_attention.ops import _native_torch
+
+    return _native_torch
+
+
+@pytest.fixture
+def eager(torch_native, monkeypatch):
+    """FlexAttention and its block masks uncompiled."""
+    monkeypatch.setattr(torch_native, "COMPILE", False)
+
+
+def _cases(rand):
+    table, tensor = rand(8, 4), rand(1, 4, 16, 16)
+    lengths = np.array([0, 11])  # the first example has no key at all
+    return _mod_cases(table, tensor, SEGMENTS, lengths)
+
+
+def _flex_call(rand, score_mod=None, mask_mod=None, **fields):
+    q, k, v = rand(2, 16, 4, 8), rand(2, 16, 2, 8), rand(2, 16, 2, 8)
+    masks = attention_masks(mask_mods=(mask_mod,))
+    return engine.AttentionCall(
+        q,
+        k,
+        v,
+        engine.ScaledDot(0.35),
+        masks=masks,
+        score_mod=score_mod,
+        **fields,
+    )
+
+
+def _equal_to_ours(call, path, atol=2e-6, lse=False):
+    """The native kernel's `Result` against the dense kernel's."""
+    import torch
+
+    with torch.no_grad():
+        got = engine.run(call, Plan(path))
+        want = engine.run(call, Plan("dense"))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got.output),
+        ops.convert_to_numpy(want.output),
+        atol=atol,
+    )
+    if lse:
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(got.lse),
+            ops.convert_to_numpy(want.lse),
+            atol=atol,
+        )
+    return got
+
+
+def test_our_mods_lower_and_a_take_does_not(rand, torch_native):
+    for name, (score_mod, mask_mod) in _cases(rand).items():
+        assert torch_native.lowers(score_mod, mask_mod), name
+    table = ops.convert_to_tensor(rand(4))
+    refused = {
+        "take": lambda s, b, h, q, kv: s + ops.take(table, h),
+        "cast of a table": lambda s, b, h, q, kv: (
+            s + ops.cast(table, "float16")[0]
+        ),
+        "raises": lambda s, b, h, q, kv: s + table.shape[5],
+    }
+    for name, score_mod in refused.items():
+        assert not torch_native.lowers(score_mod, None), name
+    layer = keras_attention.RelativePositionBias(num_heads=4)
+    assert torch_native.lowers(layer, None)
+
+
+def test_records_gradients_is_autograd(rand, torch_native):
+    import torch
+
+    call = _flex_call(rand)
+    assert not torch_native.records_gradients(call)  # plain arrays
+    query = torch.tensor(call.query, requires_grad=True)
+    call = dataclasses.replace(call, query=query)
+    assert torch_native.records_gradients(call)
+    with torch.no_grad():
+        assert not torch_native.records_gradients(call)
+    table = keras.Variable(rand(8, 4))
+    call = _flex_call(
+        rand, score_mod=mods.relative_position_bias(table, 8, 16, True)
+    )
+    assert torch_native.records_gradients(call)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_len", [16, 9])
+def test_sdpa_equals_ours(rand, causal, q_len):
+    masks = attention_masks(use_causal_mask=causal)
+    q, k = rand(2, q_len, 4, 8), rand(2, 16, 2, 8)
+    call = engine.AttentionCall(
+        q, k, rand(2, 16, 2, 6), engine.ScaledDot(0.35), masks=masks
+    )
+    _equal_to_ours(call, "sdpa")
+
+
+def test_flex_equals_ours_for_every_mod(rand, eager):
+    for name, (score_mod, mask_mod) in _cases(rand).items():
+        call = _flex_call(rand, score_mod, mask_mod)
+        got = _equal_to_ours(call, "torch_flex")
+        if name == "padding":  # no key in the first example: zeros
+            assert np.all(ops.convert_to_numpy(got.output)[0] == 0)
+
+
+def test_flex_takes_a_layer_call(rand, rng, eager):
+    """Padding masks, an explicit mask, a band, a bias and the query
+    offset of a cache (positions 1-5 of 6 keys); and sinks through the
+    lse, which the GPU kernel returns."""
+    masks = attention_masks(
+        query_mask=rng.random((2, 5)) > 0.2,
+        key_mask=rng.random((2, 6)) > 0.2,
+        attention_mask=rng.random((2, 5, 6)) > 0.1,
+        use_causal_mask=True,
+        sliding_window=3,
+    )
+    kv = rand(2, 6, 2, 8)
+    call = engine.AttentionCall(
+        rand(2, 5, 4, 8),
+        kv,
+        kv,
+        engine.ScaledDot(0.35),
+        masks=masks,
+        score_mod=mods.soft_cap(3.0),
+        bias=rand(2, 1, 5, 6),
+        query_offset=1,
+        sinks=rand(4),
+        lse=True,
+    )
+    _equal_to_ours(call, "torch_flex", lse=True)
+
+
+def test_flex_keeps_float32_logits_under_mixed_precision(rand, eager):
+    """bfloat16 heads: the CPU kernel computes in float32 and returns
+    bfloat16, as ours."""
+    score_mod, mask_mod = _cases(rand)["chain"]
+    call = _flex_call(rand, score_mod, mask_mod)
+    half = dataclasses.replace(
+        call,
+        **{
+            n: ops.cast(getattr(call, n), "bfloat16")
+            for n in "query key value".split()
+        },
+    )
+    got = _equal_to_ours(half, "torch_flex", atol=2e-2)
+    assert keras.backend.standardize_dtype(got.output.dtype) == "bfloat16"
+    exact = engine.run(call, Plan("dense")).output
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ops.cast(got.output, "float32")),
+        ops.convert_to_numpy(exact),
+        atol=3e-2,
+    )
+
+
+@pytest.mark.heavy
+def test_compiled_flex_runs_inference_and_equals_ours(rand, plans):
+    """The planner's CPU case: inference at N = 2048 with 8 documents, on
+    `flex_attention` and on a layer in `predict`, compiled by PyTorch's
+    inductor; and the kernel compiled on small calls of the gathering
+    mods, a fully masked row included."""
+    import torch
+
+    n = 2048
+    q = ops.convert_to_tensor(rand(1, n, 2, 16))
+    segments = np.repeat(np.arange(8), n // 8)[None]
+    document = mods.document(segments)
+    with torch.no_grad():
+        out = keras_attention.ops.flex_attention(q, q, q, mask_mod=document)
+        assert plans[-1].path == "torch_flex", plans[-1].reason
+        want = keras_attention.ops.flex_attention(
+            q, q, q, mask_mod=document, chunk_size=0
+        )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(out), ops.convert_to_numpy(want), atol=1e-5
+    )
+    # A causal window of 128 keys leaves 7 of the 16 pairs of blocks.
+    x = ops.convert_to_tensor(rand(1, n, 16))
+    layer = keras_attention.SelfAttention(2, attention_width=128)
+    dense = keras_attention.SelfAttention(2, attention_width=128, chunk_size=0)
+    dense(x[:, :4])
+    layer(x[:, :4])
+    dense.set_weights(layer.get_weights())
+    with torch.no_grad():
+        got = layer(x, use_causal_mask=True, training=False)
+        assert plans[-1].path == "torch_flex", plans[-1].reason
+        want = dense(x, use_causal_mask=True, training=False)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=2e-5
+    )
+    for name in ("t5", "padding"):
+        _equal_to_ours(_flex_call(rand, *_cases(rand)[name]), "torch_flex")
