@@ -31,6 +31,7 @@ from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
+from keras_attention.ops.mask_mods import PARTIAL
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import create_block_mask
 
@@ -250,18 +251,29 @@ def blocks(call, plan):
 def _kinds(call, mask_mod, block_size):
     """The kinds of the blocks: the call's `BlockMask`, or one made of a
     mask mod other than a band where the lengths are static (so that the
-    blocks it empties are skipped and those it keeps whole not masked)."""
+    blocks it empties are skipped and those it keeps whole not masked).
+    With padding masks, which the mask mod does not hold, a block the mod
+    keeps whole is still masked (partial)."""
     if call.block_mask is not None:
-        return call.block_mask.kinds
-    q_len, k_len = call.shapes[2:]
-    others = call.masks.mask_mods or call.masks.attention_mask is not None
-    static = isinstance(q_len, int) and isinstance(k_len, int)
-    if mask_mod is None or not others or not static:
-        return None
-    sizes = (min(block_size[0], q_len), min(block_size[1], k_len))
-    batch = ops.shape(call.query)[0]
-    heads = call.query.shape[2]
-    return create_block_mask(mask_mod, batch, heads, q_len, k_len, sizes).kinds
+        kinds = call.block_mask.kinds
+    else:
+        q_len, k_len = call.shapes[2:]
+        others = call.masks.mask_mods or call.masks.attention_mask is not None
+        static = isinstance(q_len, int) and isinstance(k_len, int)
+        if mask_mod is None or not others or not static:
+            return None
+        sizes = (min(block_size[0], q_len), min(block_size[1], k_len))
+        batch = ops.shape(call.query)[0]
+        heads = call.query.shape[2]
+        kinds = create_block_mask(
+            mask_mod, batch, heads, q_len, k_len, sizes
+        ).kinds
+    padded = (
+        call.masks.query_mask is not None or call.masks.key_mask is not None
+    )
+    if padded:
+        kinds = ops.minimum(kinds, PARTIAL)
+    return kinds
 
 
 def ring(call, plan):

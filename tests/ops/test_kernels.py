@@ -156,3 +156,25 @@ def test_the_fused_kernel_folds_a_per_head_mask_onto_its_query_heads(rng):
     got = keras_attention.ops.dot_product_attention(q, k, v, per_head, 0.5)
     want = _numpy(q, k, v, per_head, 0.5)[0]
     np.testing.assert_allclose(ops.convert_to_numpy(got), want, atol=1e-5)
+
+
+def test_padding_is_masked_in_blocks_a_mask_mod_keeps_whole(rng):
+    """A block that the mask mod keeps whole still has its padded keys
+    masked (before, a layer with `value_mask` and a `mask_mod` in blocks
+    attended to padded keys: 0.08 off the dense path)."""
+    q, k, v, _, _ = _inputs(rng)
+    key_mask = np.ones((B, TK), bool)
+    key_mask[:, 1] = False  # inside the first key block
+
+    def every_key(b, h, q_idx, kv_idx):
+        return kv_idx >= 0
+
+    masks = keras_attention.ops.masks.attention_masks(
+        key_mask=key_mask, mask_mods=(every_key,)
+    )
+    call = engine.AttentionCall(q, k, v, engine.ScaledDot(0.5), masks=masks)
+    got = _kernels.blocks(call, plan_lib.Plan("blocks", (TQ, 3)))
+    want = _numpy(q, k, v, key_mask[:, None, None, :], 0.5)[0]
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got.output), want, atol=1e-5
+    )
