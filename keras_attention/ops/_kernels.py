@@ -46,21 +46,38 @@ class Result(NamedTuple):
     lse: Any = None
 
 
+def _at_positions(call, mod):
+    """`mod` read at the call's absolute positions: the queries from
+    `query_offset`, the keys at `key_positions`."""
+    return mods_lib.shifted(
+        mod, call.query_offset, key_positions=call.key_positions
+    )
+
+
 def _positional(call):
     """The band and the mask mods at absolute positions, one mask mod."""
     parts = [call.masks.band, *call.masks.mask_mods]
-    parts = [mods_lib.shifted(p, call.query_offset) for p in parts if p]
+    parts = [_at_positions(call, p) for p in parts if p]
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else and_masks(*parts)
 
 
-def _dense_mask(call, q_len, k_len):
-    """The tensor masks of the call (padding, explicit, the band at its
-    positions) in the grouped layout, or `None`."""
-    mask = call.masks.dense(
-        q_len, k_len, heads_axis=True, query_offset=call.query_offset
+def _tensor_mask(call, q_len, k_len):
+    """The call's masks as one tensor `(B | 1, H | 1, Tq, Tk)` (padding,
+    explicit, the band at its positions; not the mask mods), or `None`."""
+    return call.masks.dense(
+        q_len,
+        k_len,
+        heads_axis=True,
+        query_offset=call.query_offset,
+        key_positions=call.key_positions,
     )
+
+
+def _dense_mask(call, q_len, k_len):
+    """The tensor masks of the call in the grouped layout, or `None`."""
+    mask = _tensor_mask(call, q_len, k_len)
     return None if mask is None else _layout.grouped(mask, call.key.shape[2])
 
 
@@ -95,7 +112,7 @@ def dense(call, plan):
     idx = _layout.index_tensors(
         batch, kv_heads, groups, ops.arange(q_len), ops.arange(k_len)
     )
-    score_mod = mods_lib.shifted(call.score_mod, call.query_offset)
+    score_mod = _at_positions(call, call.score_mod)
     if score_mod is not None:
         logits = ops.cast(score_mod(logits, *idx), dtype)
     if call.bias is not None:
@@ -104,8 +121,7 @@ def dense(call, plan):
     mask = _dense_mask(call, q_len, k_len)
     if call.masks.mask_mods:
         # The band is in the tensor mask already; the mods are evaluated.
-        shift = call.query_offset
-        mods = [mods_lib.shifted(m, shift) for m in call.masks.mask_mods]
+        mods = [_at_positions(call, m) for m in call.masks.mask_mods]
         kept = ops.cast(and_masks(*mods)(*idx), "bool")
         mask = kept if mask is None else ops.logical_and(mask, kept)
     weights = _softmax(call, logits, mask)
@@ -137,13 +153,7 @@ def fused(call, plan):
     """`keras_attention.ops.dot_product_attention` of the transformed
     query and key (grouped heads folded by the kernel)."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
-    q_len, k_len = call.shapes[2:]
-    mask = call.masks.dense(
-        ops.shape(q)[1],
-        ops.shape(k)[1],
-        heads_axis=True,
-        query_offset=call.query_offset,
-    )
+    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     want_lse = call.lse or call.sinks is not None
     out = keras_attention.ops.dot_product_attention(
         q, k, call.value, mask, scale, return_lse=want_lse
@@ -154,12 +164,7 @@ def fused(call, plan):
 def flash(call, plan):
     """`keras.ops.dot_product_attention` with `flash_attention=True`."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
-    mask = call.masks.dense(
-        ops.shape(q)[1],
-        ops.shape(k)[1],
-        heads_axis=True,
-        query_offset=call.query_offset,
-    )
+    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     if mask is not None:
         mask = _layout.four_d(ops.cast(mask, "bool"))
     dtype = call.value.dtype
@@ -178,7 +183,7 @@ def _block_mods(call):
     """`(score_mod, mask_mod, limits)` of the blocks: the positional ones
     shifted to absolute positions, the bias and the explicit mask read at
     the call's own."""
-    score_mods = [mods_lib.shifted(call.score_mod, call.query_offset)]
+    score_mods = [_at_positions(call, call.score_mod)]
     if call.bias is not None:
         score_mods.append(mods_lib.bias(_layout.four_d(call.bias)))
     score_mods = [m for m in score_mods if m is not None]
@@ -200,7 +205,7 @@ def _block_mods(call):
             mask_mods[0] if len(mask_mods) == 1 else and_masks(*mask_mods)
         )
     limits = (None, None)
-    band = mods_lib.shifted(call.masks.band, call.query_offset)
+    band = _at_positions(call, call.masks.band)
     if band is not None and band.limits is not None:
         limits = band.limits
     return score_mod, mask_mod, limits
@@ -208,7 +213,15 @@ def _block_mods(call):
 
 def _forms(call, dtype):
     """The kernel's first tensors and `(scale, additive)`: the score's dot
-    product or additive form, in the grouped layout."""
+    product or additive form, in the grouped layout. Quantized keys and
+    values stay quantized (the blocks dequantize them; `engine.run` asks
+    this only of a score whose form keeps the keys)."""
+    if call.key_scale is not None:
+        q, _, scale = call.score.dot_product_form(call.query, call.key[:, :0])
+        q = ops.cast(q, dtype)
+        return list(_layout.to_layout(q, call.key, call.value)), (
+            1.0 if scale is None else scale
+        )
     if call.score.form == "dot":
         q, k, scale = call.score.dot_product_form(call.query, call.key)
         extra, scale = [], 1.0 if scale is None else scale
@@ -220,10 +233,23 @@ def _forms(call, dtype):
     return tensors + [ops.cast(t, dtype) for t in extra], scale
 
 
+def _scales(call, dtype):
+    """`(key_scale, value_scale)` of quantized keys and values in the
+    layout of the keys, `(B, Hkv, 1, Tk, 1)`, or `(None, None)`."""
+    if call.key_scale is None:
+        return None, None
+    return tuple(
+        _layout.key_value(ops.cast(s, dtype)[..., None])
+        for s in (call.key_scale, call.value_scale)
+    )
+
+
 def blocks(call, plan):
     """The block kernel: an online softmax over blocks, the pairs that
     the band or the block mask empties skipped."""
-    dtype = logits_dtype(call.value.dtype)
+    quantized = call.key_scale is not None
+    out_dtype = call.query.dtype if quantized else call.value.dtype
+    dtype = logits_dtype(out_dtype)
     tensors, scale = _forms(call, dtype)
     score_mod, mask_mod, limits = _block_mods(call)
     mod_tensors = list(getattr(score_mod, "tensors", ()) or ())
@@ -241,10 +267,11 @@ def blocks(call, plan):
         key_mask=call.masks.key_mask,
         limits=limits,
         kinds=kinds,
+        scales=_scales(call, dtype),
     )
     tensors += [ops.cast(t, dtype) for t in mod_tensors]
     out, lse = _kernel.attend(tensors, spec)
-    output = ops.cast(_layout.ungroup(out), call.value.dtype)
+    output = ops.cast(_layout.ungroup(out), out_dtype)
     return Result(output, None, kept_lse(_layout.rows(lse)))
 
 
