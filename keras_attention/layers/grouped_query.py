@@ -58,9 +58,10 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
         use_gate: Whether a sigmoid gate of the query multiplies each
             head's output (Keras's `gate` projection). Defaults to `False`.
         seed: Seed of the dropout. Defaults to `None`.
-        kernel_initializer, bias_initializer, kernel_regularizer,
-            bias_regularizer, activity_regularizer, kernel_constraint,
-            bias_constraint: Keras's arguments of the projections.
+        kernel_initializer: Keras's argument of the projections, as are
+            `bias_initializer`, `kernel_regularizer`, `bias_regularizer`,
+            `activity_regularizer`, `kernel_constraint` and
+            `bias_constraint`.
         score: The score of `MultiHeadAttention`: a name (`"scaled_dot"`,
             `"dot"`, `"cosine"`, `"bilinear"`, `"additive"`, `"concat"`),
             a score config dict or a `keras_attention.scores.Score`,
@@ -292,16 +293,17 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
     ):
         """The output, then the scores `(B, num_query_heads, Tq, Tk or
         max_length)`, then the cache."""
-        _cache.check_cache(type(self).__name__, cache, cache_update_index)
+        _cache.check_no_index(type(self).__name__, cache, cache_update_index)
         shape = self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape
         )
         dtype = self.compute_dtype
         k_len = (value if key is None else key).shape[1]
-        cache_spec = None
+        cache_spec = _cache.output_spec(cache)
         if cache is not None:
-            k_len = cache.shape[2]
-            cache_spec = keras.KerasTensor(cache.shape, dtype=dtype)
+            # Keras-hub's tensor: its slots; another kind says at the call.
+            tensor = not isinstance(cache, _cache.AttentionCache)
+            k_len = cache.shape[2] if tensor else None
         scores = keras.KerasTensor(
             (query.shape[0], self.num_query_heads, query.shape[1], k_len),
             dtype=dtype,
