@@ -319,8 +319,9 @@ def tensor_argument(cache, name, value, rank=None):
 
 
 def layer_spec(layer, batch_size=None):
-    """`layer.cache_spec()` after checking `batch_size`."""
-    if batch_size is not None:
+    """`layer.cache_spec()` after checking `batch_size` (a positive int,
+    or a scalar tensor: a batch known only when traced)."""
+    if batch_size is not None and not hasattr(batch_size, "dtype"):
         _validation.positive_int("batch_size", batch_size)
     spec = getattr(layer, "cache_spec", None)
     if spec is None:
