@@ -7,6 +7,13 @@ from keras_attention import saving as saving
 from keras_attention import scores as scores
 from keras_attention import seq2seq as seq2seq
 from keras_attention import text as text
+from keras_attention.layers._cache import AttentionCache as AttentionCache
+from keras_attention.layers._cache import KeyValueCache as KeyValueCache
+from keras_attention.layers._paged_cache import PagedCache as PagedCache
+from keras_attention.layers._quantized_cache import (
+    QuantizedCache as QuantizedCache,
+)
+from keras_attention.layers._rolling_cache import RollingCache as RollingCache
 from keras_attention.layers.additive import (
     AdditiveAttention as AdditiveAttention,
 )

@@ -21,10 +21,14 @@ MODULES = sorted(
     )
 )
 
+# An abstract interface (`AttentionCache`) is not constructed: its kinds
+# document their arguments.
 PUBLIC_CLASSES = sorted(
     name
     for name, obj in vars(keras_attention).items()
-    if inspect.isclass(obj) and not name.startswith("_")
+    if inspect.isclass(obj)
+    and not name.startswith("_")
+    and not inspect.isabstract(obj)
 )
 
 

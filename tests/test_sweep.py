@@ -512,6 +512,66 @@ ROWS.update(
     }
 )
 
+
+def _through_a_layer(index):
+    """A cache row's call: a windowed GQA layer (1 K/V head of 2) decodes
+    `query` with the cache at `index`."""
+
+    def call(cache, query):
+        layer = ka.GroupedQueryAttention(2, 2, 1, sliding_window=2)
+        return layer(
+            query,
+            query,
+            cache=cache,
+            cache_update_index=index,
+            use_causal_mask=True,
+        )
+
+    return call
+
+
+def _zeros(*shape, dtype="float32"):
+    return np.zeros(shape, dtype)
+
+
+# The caches (issue 52): each kind through a layer.
+ROWS.update(
+    {
+        "AttentionCache": exempt(
+            "the abstract interface of the cache kinds swept below"
+        ),
+        "KeyValueCache": cls(
+            lambda: {"tensor": _zeros(2, 2, 3, 1, 2)},
+            _through_a_layer(0),
+            query=(2, 1, 4),
+        ),
+        "RollingCache": cls(
+            lambda: {
+                "sinks": _zeros(2, 2, 0, 1, 2),
+                "window": _zeros(2, 2, 2, 1, 2),
+            },
+            _through_a_layer(3),
+            query=(2, 1, 4),
+        ),
+        "QuantizedCache": cls(
+            lambda: {
+                "values": _zeros(2, 2, 3, 1, 2, dtype="int8"),
+                "scales": _zeros(2, 2, 3, 1),
+            },
+            _through_a_layer(0),
+            query=(2, 1, 4),
+        ),
+        "PagedCache": cls(
+            lambda: {
+                "pages": _zeros(2, 4, 2, 1, 2),
+                "block_table": np.array([[0, 1], [2, 3]], "int32"),
+            },
+            _through_a_layer(np.array([1, 0], "int32")),
+            query=(2, 1, 4),
+        ),
+    }
+)
+
 # The data readers (above the core, imported on first use).
 ROWS.update(
     {

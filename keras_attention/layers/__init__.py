@@ -1,5 +1,12 @@
 """The attention layers, one public layer (or small family) per module."""
 
+from keras_attention.layers._cache import AttentionCache as AttentionCache
+from keras_attention.layers._cache import KeyValueCache as KeyValueCache
+from keras_attention.layers._paged_cache import PagedCache as PagedCache
+from keras_attention.layers._quantized_cache import (
+    QuantizedCache as QuantizedCache,
+)
+from keras_attention.layers._rolling_cache import RollingCache as RollingCache
 from keras_attention.layers.additive import (
     AdditiveAttention as AdditiveAttention,
 )

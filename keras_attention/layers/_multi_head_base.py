@@ -24,6 +24,7 @@ from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers._caching import CachedAttention
 from keras_attention.ops import engine
 from keras_attention.ops import ring as ring_lib
 
@@ -61,7 +62,7 @@ class _Sinks(keras.layers.Layer):
         self.built = True
 
 
-class MultiHeadBase(_projections.HeadProjections):
+class MultiHeadBase(CachedAttention, _projections.HeadProjections):
     """The multi-head engine: `num_heads` query heads over
     `num_key_value_heads` key/value heads (as many by default).
 
@@ -219,9 +220,7 @@ class MultiHeadBase(_projections.HeadProjections):
         """The one call of a `LayerCall`: project, rotate and update the
         cache, attend on the planned kernel, project out. Returns
         keras-hub's `output[, scores][, cache]`."""
-        cache = self._open_cache(
-            call.cache, call.cache_update_index, self.compute_dtype
-        )
+        cache = self._open_cache(call)
         axes = self._axes
         flat = axes is None or axes.is_plain
         if not flat and (cache or self.rotary_embedding is not None):
@@ -237,6 +236,8 @@ class MultiHeadBase(_projections.HeadProjections):
             self._check_masks(
                 query.shape, value.shape, key.shape, call.mask_flags()
             )
+        else:
+            self._check_cached_masks(call, cache)
         heads = self._project(query, value, key, cache, call.layout)
         if flat:
             context, weights = self._attend(call, heads, cache)
@@ -250,15 +251,8 @@ class MultiHeadBase(_projections.HeadProjections):
             context = axes.context(context, query.shape)
             weights = axes.weights(weights, query.shape, key.shape)
         output = self._project_out(context, query, call.layout)
-        tensor = None if cache is None else cache.tensor
-        return _cache.outputs(output, weights, tensor, call.return_weights)
-
-    def _open_cache(self, cache, index, dtype=None):
-        """The call's `_cache.AttentionCache` (keras-hub's layout), or
-        `None`; a layout of another variant overrides it."""
-        return _cache.KeyValueCache.open(
-            type(self).__name__, cache, index, dtype
-        )
+        returned = None if cache is None else cache.output
+        return _cache.outputs(output, weights, returned, call.return_weights)
 
     def _project(self, query, value, key, cache, layout=None):
         """The heads `(q, k, v)`: projected, rotated at their positions,
@@ -287,19 +281,22 @@ class MultiHeadBase(_projections.HeadProjections):
         """The call's one `ops.engine.AttentionCall`."""
         causal = bool(call.use_causal_mask)
         own_score, own_mask = self._mods_holder.value
-        padding = {}
+        attended = _cache.Attended(heads[1:])
         if cache is None:
             padding = dict(
                 query_mask=call.query_mask,
                 value_mask=call.value_mask,
                 key_mask=call.key_mask,
             )
+        else:
+            attended = cache.attended
+            padding = dict(key_mask=attended.key_mask)
         masks = ka_ops.masks.attention_masks(
             **padding,
             attention_mask=call.attention_mask,
             use_causal_mask=causal,
             band=self._band(causal),
-            mask_mods=(own_mask, call.mask_mod),
+            mask_mods=(own_mask, call.mask_mod, *attended.mask_mods),
         )
         score_mod = _mods.chained(own_score, call.score_mod)
         dropout = None
@@ -318,6 +315,10 @@ class MultiHeadBase(_projections.HeadProjections):
             score_mod=score_mod,
             bias=call.attention_bias,
             query_offset=0 if cache is None else cache.start,
+            key_positions=attended.key_positions,
+            key_scale=None if attended.scales is None else attended.scales[0],
+            value_scale=None if attended.scales is None else attended.scales[1],
+            block_mask=attended.block_mask,
             dropout=dropout,
             weights=bool(call.return_weights) or self.penalty_coefficient > 0,
             sinks=self.sinks if self.use_sinks else None,
@@ -327,12 +328,14 @@ class MultiHeadBase(_projections.HeadProjections):
 
     def _plan(self, record, training=None, cached=False):
         """The one `ops.plan_attention` of a call."""
+        block_mask = record.block_mask
         return engine.plan_call(
             record,
             self.chunk_size,
             backward=training is not False,
             cached=cached,
             ring=ring_lib.current() is not None,
+            block_size=None if block_mask is None else block_mask.block_size,
             **self._plan_flags(),
         )
 
@@ -356,6 +359,9 @@ class MultiHeadBase(_projections.HeadProjections):
         if plan.path in ("blocks", "ring", *ka_ops.plan.NATIVE_PATHS):
             context = engine.run(record, plan).output
             return context, None
+        # Keras's hooks take floating-point heads.
+        record = engine.dequantize(record)
+        heads = (record.query, record.key, record.value)
         if cache is None:
             mask = self._compute_attention_mask(
                 call.query, call.value, **call.mask_flags()
@@ -366,6 +372,7 @@ class MultiHeadBase(_projections.HeadProjections):
                 ops.shape(heads[1])[1],
                 heads_axis=True,
                 query_offset=record.query_offset,
+                key_positions=record.key_positions,
             )
         self._running.value = (record, plan)
         try:

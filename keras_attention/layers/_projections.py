@@ -116,6 +116,8 @@ class HeadProjections(keras.layers.Layer):
     ):
         """Creates the variables in the order of Keras's layer."""
         _sharding.check_heads(self, self.num_heads, self._kv_heads)
+        # The heads' sizes, which a cache must match.
+        self._head_dims = (key_dim, value_dim)
         self._query_dense = self._projection("query", query_shape, key_dim)
         kv_heads = self._kv_heads
         self._key_dense = self._projection(

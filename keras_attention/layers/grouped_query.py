@@ -291,16 +291,17 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
     ):
         """The output, then the scores `(B, num_query_heads, Tq, Tk or
         max_length)`, then the cache."""
-        _cache.check_cache(type(self).__name__, cache, cache_update_index)
+        _cache.check_no_index(type(self).__name__, cache, cache_update_index)
         shape = self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape
         )
         dtype = self.compute_dtype
         k_len = (value if key is None else key).shape[1]
-        cache_spec = None
+        cache_spec = _cache.output_spec(cache)
         if cache is not None:
-            k_len = cache.shape[2]
-            cache_spec = keras.KerasTensor(cache.shape, dtype=dtype)
+            # Keras-hub's tensor: its slots; another kind says at the call.
+            tensor = not isinstance(cache, _cache.AttentionCache)
+            k_len = cache.shape[2] if tensor else None
         scores = keras.KerasTensor(
             (query.shape[0], self.num_query_heads, query.shape[1], k_len),
             dtype=dtype,

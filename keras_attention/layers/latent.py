@@ -12,6 +12,7 @@ from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
 from keras_attention.layers import _sharding
+from keras_attention.layers._latent_cache import LatentCache
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 from keras_attention.layers.rotary import RotaryEmbedding
@@ -40,32 +41,6 @@ def _even(name, value):
             name, value, "an even positive integer (rotary pairs)"
         )
     return value
-
-
-class LatentCache(_cache.AttentionCache):
-    """MLA's cache `(batch_size, max_length, kv_lora_rank +
-    qk_rope_head_dim)`: each position's latent and rotated key, written at
-    `cache_update_index`; the mods and masks see the offsets of
-    `_cache.AttentionCache`."""
-
-    def __init__(self, layer_name, tensor, index, dtype=None, width=None):
-        self.width = width
-        super().__init__(layer_name, tensor, index, dtype)
-
-    def check_shape(self, shape):
-        if len(shape) != 3 or shape[-1] != self.width:
-            raise ValueError(
-                f"{self.layer_name} expects `cache` of shape `(batch_size, "
-                "max_length, kv_lora_rank + qk_rope_head_dim)` = `(..., "
-                f"{self.width})`. Received: cache.shape={shape}"
-            )
-
-    def update(self, project):
-        """The latents over the slots, the call's written first."""
-        if self.index is not None:
-            start = [0, self.index, 0]
-            self.tensor = ops.slice_update(self.tensor, start, project())
-        return self.tensor
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -396,14 +371,12 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
                 f"value.shape={tuple(value_shape)}"
             )
 
-    def _open_cache(self, cache, cache_update_index, dtype=None):
-        return LatentCache.open(
-            type(self).__name__,
-            cache,
-            cache_update_index,
-            dtype,
-            width=self.cache_dim,
-        )
+    cache_kinds = (LatentCache,)
+
+    def cache_spec(self):
+        """What its cache must match: `(batch_size, max_length,
+        cache_dim)`."""
+        return _cache.CacheSpec(type(self).__name__, width=self.cache_dim)
 
     def _queries(self, query, start):
         """`(q_nope, q_rope)`, `(B, Tq, H, ·)`, the rotary part rotated."""
@@ -449,7 +422,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         if cache is None:
             latents = self._latents(value, start)
         else:
-            latents = cache.update(lambda: self._latents(value, start))
+            (latents,) = cache.update(lambda: self._latents(value, start))
         q, k, v = self._heads(q_nope, q_rope, latents, layout == "absorbed")
         scale = 1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim)
         # Only the queries are scaled: by YaRN's m², so the logits are.
@@ -529,7 +502,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
     ):
         value = query if value is None else value
         self._check_shapes(query.shape, value.shape)
-        self._open_cache(cache, cache_update_index)
+        _cache.check_no_index(type(self).__name__, cache, cache_update_index)
         dtype = self.compute_dtype
         output = keras.KerasTensor(
             self.compute_output_shape(query.shape), dtype=dtype
@@ -539,7 +512,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             (query.shape[0], self.num_heads, query.shape[1], key_length),
             dtype=dtype,
         )
-        cache = None if cache is None else keras.KerasTensor(cache.shape, dtype)
+        cache = _cache.output_spec(cache)
         return _cache.outputs(output, weights, cache, return_attention_scores)
 
     def get_config(self):

@@ -26,7 +26,14 @@ def to_blocks(x, size: int, num_blocks: int):
     """`(..., T, D)` → `(num_blocks, ..., size, D)`, zero-padded in T."""
     rank = len(x.shape)
     pad = num_blocks * size - ops.shape(x)[-2]
-    x = ops.pad(x, [[0, 0]] * (rank - 2) + [[0, pad], [0, 0]])
+    if isinstance(pad, int) and "float8" in str(x.dtype):
+        # TensorFlow pads no float8 tensor (a quantized cache's): zeros
+        # are concatenated instead.
+        if pad:
+            zeros = ops.zeros(tuple(ops.shape(x)[:-2]) + (pad, x.shape[-1]))
+            x = ops.concatenate([x, ops.cast(zeros, x.dtype)], axis=-2)
+    else:
+        x = ops.pad(x, [[0, 0]] * (rank - 2) + [[0, pad], [0, 0]])
     lead = tuple(ops.shape(x)[:-2])
     x = ops.reshape(x, lead + (num_blocks, size, ops.shape(x)[-1]))
     order = (rank - 2,) + tuple(range(rank - 2)) + (rank - 1, rank)

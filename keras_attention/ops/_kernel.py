@@ -46,6 +46,10 @@ class Spec(NamedTuple):
         limits: `(left, right)` of a band whose outside blocks are skipped
             (the mask itself is the mask mod's).
         kinds: The kinds of a `BlockMask` made for every mask, or `None`.
+        scales: `(key_scale, value_scale)` `(B, Hkv, 1, Tk, 1)` of
+            quantized (int8, float8) keys and values, dequantized block by
+            block (the forward pass only: no gradient flows into them), or
+            `(None, None)`.
     """
 
     scale: float
@@ -58,6 +62,7 @@ class Spec(NamedTuple):
     key_mask: object = None
     limits: tuple = (None, None)
     kinds: object = None
+    scales: tuple = (None, None)
 
 
 def vjp(fn, primals, cotangent_fn):
@@ -153,6 +158,10 @@ class Blocks:
         self.q = _blocks.to_blocks(q, self.qc, self.nq)
         self.k = _blocks.to_blocks(k, self.kc, self.nk)
         self.v = _blocks.to_blocks(v, self.kc, self.nk)
+        self.k_scale, self.v_scale = (
+            None if x is None else _blocks.to_blocks(x, self.kc, self.nk)
+            for x in spec.scales
+        )
         # Transposed copies (O(N·D) memory), so that no product in the
         # loops transposes a block: `s = q kᵀ`, `dp = dO vᵀ`, `dkᵀ = qᵀ ds`.
         self.v_t = ops.swapaxes(self.v, -1, -2)
@@ -177,9 +186,23 @@ class Blocks:
 
     def key_block(self, j):
         """What the logits need of key block j: the block (additive) or its
-        transpose (dot product), taken once per block by the loops."""
+        transpose (dot product), taken once per block by the loops;
+        dequantized here if quantized."""
         keys = self.k if self.additive_v is not None else self.k_t
-        return ops.take(keys, j, axis=0)
+        block = ops.take(keys, j, axis=0)
+        if self.k_scale is None:
+            return block
+        scale = ops.take(self.k_scale, j, axis=0)
+        if self.additive_v is None:
+            scale = ops.swapaxes(scale, -1, -2)
+        return ops.cast(block, self.dtype) * scale
+
+    def value_block(self, j):
+        """Value block j, dequantized if quantized."""
+        block = ops.take(self.v, j, axis=0)
+        if self.v_scale is None:
+            return block
+        return ops.cast(block, self.dtype) * ops.take(self.v_scale, j, axis=0)
 
     def logits(self, q_i, k_j):
         """Logits of query block `q_i` against `key_block(j)`, and the
@@ -276,7 +299,7 @@ def forward(blocks):
             j = block_of(n)
             s, _ = blocks.logits(q_i, blocks.key_block(j))
             s = blocks.masked_logits(blocks.score(s, i, j), i, j, full_of(n))
-            return _blocks.merge_block(carry, s, ops.take(blocks.v, j, axis=0))
+            return _blocks.merge_block(carry, s, blocks.value_block(j))
 
         lse, out = _blocks.sequential_loop(first, last, body, (lse, out))
         if blocks.masked:
@@ -458,5 +481,12 @@ def attend(tensors, spec):
         packed = ops.concatenate([out_blocks, lse], axis=-1)
         return _blocks.from_blocks(packed, blocks.q_len), grad
 
-    packed = run(*tensors)
+    if spec.scales[0] is not None:
+        # Quantized keys and values: the forward pass alone.
+        blocks = Blocks([ops.stop_gradient(t) for t in tensors], spec)
+        out_blocks, lse = forward(blocks)
+        packed = ops.concatenate([out_blocks, lse], axis=-1)
+        packed = _blocks.from_blocks(packed, blocks.q_len)
+    else:
+        packed = run(*tensors)
     return packed[..., :-1], packed[..., -1:]

@@ -35,6 +35,7 @@ from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
+from keras_attention.ops.mask_mods import PARTIAL
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import create_block_mask
 
@@ -49,21 +50,38 @@ class Result(NamedTuple):
     lse: Any = None
 
 
+def _at_positions(call, mod):
+    """`mod` read at the call's absolute positions: the queries from
+    `query_offset`, the keys at `key_positions`."""
+    return mods_lib.shifted(
+        mod, call.query_offset, key_positions=call.key_positions
+    )
+
+
 def _positional(call):
     """The band and the mask mods at absolute positions, one mask mod."""
     parts = [call.masks.band, *call.masks.mask_mods]
-    parts = [mods_lib.shifted(p, call.query_offset) for p in parts if p]
+    parts = [_at_positions(call, p) for p in parts if p]
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else and_masks(*parts)
 
 
-def _dense_mask(call, q_len, k_len):
-    """The tensor masks of the call (padding, explicit, the band at its
-    positions) in the grouped layout, or `None`."""
-    mask = call.masks.dense(
-        q_len, k_len, heads_axis=True, query_offset=call.query_offset
+def _tensor_mask(call, q_len, k_len):
+    """The call's masks as one tensor `(B | 1, H | 1, Tq, Tk)` (padding,
+    explicit, the band at its positions; not the mask mods), or `None`."""
+    return call.masks.dense(
+        q_len,
+        k_len,
+        heads_axis=True,
+        query_offset=call.query_offset,
+        key_positions=call.key_positions,
     )
+
+
+def _dense_mask(call, q_len, k_len):
+    """The tensor masks of the call in the grouped layout, or `None`."""
+    mask = _tensor_mask(call, q_len, k_len)
     return None if mask is None else _layout.grouped(mask, call.key.shape[2])
 
 
@@ -98,7 +116,7 @@ def dense(call, plan):
     idx = _layout.index_tensors(
         batch, kv_heads, groups, ops.arange(q_len), ops.arange(k_len)
     )
-    score_mod = mods_lib.shifted(call.score_mod, call.query_offset)
+    score_mod = _at_positions(call, call.score_mod)
     if score_mod is not None:
         logits = ops.cast(score_mod(logits, *idx), dtype)
     if call.bias is not None:
@@ -107,8 +125,7 @@ def dense(call, plan):
     mask = _dense_mask(call, q_len, k_len)
     if call.masks.mask_mods:
         # The band is in the tensor mask already; the mods are evaluated.
-        shift = call.query_offset
-        mods = [mods_lib.shifted(m, shift) for m in call.masks.mask_mods]
+        mods = [_at_positions(call, m) for m in call.masks.mask_mods]
         kept = ops.cast(and_masks(*mods)(*idx), "bool")
         mask = kept if mask is None else ops.logical_and(mask, kept)
     weights = _softmax(call, logits, mask)
@@ -136,24 +153,14 @@ def _softmax(call, logits, mask):
     return ops.reshape(weights, shape)
 
 
-def _tensor_mask(call, q, k):
-    """The call's masks as one tensor `(B, H | 1, Tq, Tk)`, the band at
-    the call's positions (the fused and flash kernels read no mods)."""
-    return call.masks.dense(
-        ops.shape(q)[1],
-        ops.shape(k)[1],
-        heads_axis=True,
-        query_offset=call.query_offset,
-    )
-
-
 def fused(call, plan):
     """`keras_attention.ops.dot_product_attention` of the transformed
-    query and key (grouped heads broadcast by the kernel)."""
+    query and key (grouped heads folded by the kernel)."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
+    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     want_lse = call.lse or call.sinks is not None
     out = keras_attention.ops.dot_product_attention(
-        q, k, call.value, _tensor_mask(call, q, k), scale, return_lse=want_lse
+        q, k, call.value, mask, scale, return_lse=want_lse
     )
     return Result(out[0], None, out[1]) if want_lse else Result(out)
 
@@ -161,7 +168,7 @@ def fused(call, plan):
 def flash(call, plan):
     """`keras.ops.dot_product_attention` with `flash_attention=True`."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
-    mask = _tensor_mask(call, q, k)
+    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     if mask is not None:
         mask = _layout.four_d(ops.cast(mask, "bool"))
     dtype = call.value.dtype
@@ -180,7 +187,7 @@ def block_mods(call):
     """`(score_mod, mask_mod, limits)` of the blocks: the positional ones
     shifted to absolute positions, the bias and the explicit mask read at
     the call's own."""
-    score_mods = [mods_lib.shifted(call.score_mod, call.query_offset)]
+    score_mods = [_at_positions(call, call.score_mod)]
     if call.bias is not None:
         score_mods.append(mods_lib.bias(_layout.four_d(call.bias)))
     score_mods = [m for m in score_mods if m is not None]
@@ -202,7 +209,7 @@ def block_mods(call):
             mask_mods[0] if len(mask_mods) == 1 else and_masks(*mask_mods)
         )
     limits = (None, None)
-    band = mods_lib.shifted(call.masks.band, call.query_offset)
+    band = _at_positions(call, call.masks.band)
     if band is not None and band.limits is not None:
         limits = band.limits
     return score_mod, mask_mod, limits
@@ -210,7 +217,15 @@ def block_mods(call):
 
 def _forms(call, dtype):
     """The kernel's first tensors and `(scale, additive)`: the score's dot
-    product or additive form, in the grouped layout."""
+    product or additive form, in the grouped layout. Quantized keys and
+    values stay quantized (the blocks dequantize them; `engine.run` asks
+    this only of a score whose form keeps the keys)."""
+    if call.key_scale is not None:
+        q, _, scale = call.score.dot_product_form(call.query, call.key[:, :0])
+        q = ops.cast(q, dtype)
+        return list(_layout.to_layout(q, call.key, call.value)), (
+            1.0 if scale is None else scale
+        )
     if call.score.form == "dot":
         q, k, scale = call.score.dot_product_form(call.query, call.key)
         extra, scale = [], 1.0 if scale is None else scale
@@ -222,10 +237,23 @@ def _forms(call, dtype):
     return tensors + [ops.cast(t, dtype) for t in extra], scale
 
 
+def _scales(call, dtype):
+    """`(key_scale, value_scale)` of quantized keys and values in the
+    layout of the keys, `(B, Hkv, 1, Tk, 1)`, or `(None, None)`."""
+    if call.key_scale is None:
+        return None, None
+    return tuple(
+        _layout.key_value(ops.cast(s, dtype)[..., None])
+        for s in (call.key_scale, call.value_scale)
+    )
+
+
 def blocks(call, plan):
     """The block kernel: an online softmax over blocks, the pairs that
     the band or the block mask empties skipped."""
-    dtype = logits_dtype(call.value.dtype)
+    quantized = call.key_scale is not None
+    out_dtype = call.query.dtype if quantized else call.value.dtype
+    dtype = logits_dtype(out_dtype)
     tensors, scale = _forms(call, dtype)
     score_mod, mask_mod, limits = block_mods(call)
     mod_tensors = list(getattr(score_mod, "tensors", ()) or ())
@@ -242,28 +270,40 @@ def blocks(call, plan):
         key_mask=call.masks.key_mask,
         limits=limits,
         kinds=kinds,
+        scales=_scales(call, dtype),
     )
     tensors += [ops.cast(t, dtype) for t in mod_tensors]
     out, lse = _kernel.attend(tensors, spec)
-    output = ops.cast(_layout.ungroup(out), call.value.dtype)
+    output = ops.cast(_layout.ungroup(out), out_dtype)
     return Result(output, None, kept_lse(_layout.rows(lse)))
 
 
 def _kinds(call, mask_mod, block_size):
     """The kinds of the blocks: the call's `BlockMask`, or one made of a
     mask mod other than a band where the lengths are static (so that the
-    blocks it empties are skipped and those it keeps whole not masked)."""
+    blocks it empties are skipped and those it keeps whole not masked).
+    With padding masks, which the mask mod does not hold, a block the mod
+    keeps whole is still masked (partial)."""
     if call.block_mask is not None:
-        return call.block_mask.kinds
-    q_len, k_len = call.shapes[2:]
-    others = call.masks.mask_mods or call.masks.attention_mask is not None
-    static = isinstance(q_len, int) and isinstance(k_len, int)
-    if mask_mod is None or not others or not static:
-        return None
-    sizes = (min(block_size[0], q_len), min(block_size[1], k_len))
-    batch = ops.shape(call.query)[0]
-    heads = call.query.shape[2]
-    return create_block_mask(mask_mod, batch, heads, q_len, k_len, sizes).kinds
+        kinds = call.block_mask.kinds
+    else:
+        q_len, k_len = call.shapes[2:]
+        others = call.masks.mask_mods or call.masks.attention_mask is not None
+        static = isinstance(q_len, int) and isinstance(k_len, int)
+        if mask_mod is None or not others or not static:
+            return None
+        sizes = (min(block_size[0], q_len), min(block_size[1], k_len))
+        batch = ops.shape(call.query)[0]
+        heads = call.query.shape[2]
+        kinds = create_block_mask(
+            mask_mod, batch, heads, q_len, k_len, sizes
+        ).kinds
+    padded = (
+        call.masks.query_mask is not None or call.masks.key_mask is not None
+    )
+    if padded:
+        kinds = ops.minimum(kinds, PARTIAL)
+    return kinds
 
 
 def ring(call, plan):

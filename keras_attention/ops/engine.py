@@ -33,6 +33,7 @@ class ScaledDot:
     """
 
     form = "dot"
+    keeps_keys = True
     dense_bytes_per_logit = 4
 
     def __init__(self, scale):
@@ -76,8 +77,18 @@ class AttentionCall:
         bias: An additive bias broadcastable to `(batch, heads, Tq, Tk)`
             (any rank 2-4), at the call's own positions, or `None`.
         query_offset: The absolute position of the first query (a
-            cache's `cache_update_index`); the band and the mods read
-            `q_idx + query_offset`.
+            cache's `cache_update_index`), or of each sequence's first
+            query `(batch,)` (a paged cache's lengths); the band and the
+            mods read `q_idx + query_offset`.
+        key_positions: The absolute position of each key, `(Tk,)` or
+            `(batch, Tk)` integers (a rolling or a paged cache, whose
+            slots are not the positions in order), or `None` for key `j`
+            at position `j`; the band and the mods read them.
+        key_scale: With quantized keys and values (int8 or float8, a
+            `QuantizedCache`), the scale of each key `(batch, Tk,
+            kv_heads)`: key `j` is `key[:, j] · key_scale[:, j]`; else
+            `None`.
+        value_scale: The same for the values.
         block_mask: A `BlockMask` of the mask, or `None`.
         dropout: A function applied to the weights, or `None`.
         weights: Whether the weights `(batch, heads, Tq, Tk)` are wanted.
@@ -98,6 +109,9 @@ class AttentionCall:
     score_mod: Callable | None = None
     bias: Any = None
     query_offset: Any = 0
+    key_positions: Any = None
+    key_scale: Any = None
+    value_scale: Any = None
     block_mask: Any = None
     dropout: Callable | None = None
     weights: bool = False
@@ -133,7 +147,11 @@ def kept_share(call, block_size=None):
     size = block_size or (plan_lib.AUTO_CHUNK_SIZE,) * 2
     shares = []
     band = call.masks.band
-    if band is not None and isinstance(call.query_offset, int):
+    if (
+        band is not None
+        and isinstance(call.query_offset, int)
+        and call.key_positions is None
+    ):
         shares.append(
             plan_lib.band_share(
                 band.limits, (q_len, k_len), size, call.query_offset
@@ -185,9 +203,39 @@ def plan_call(call, chunk_size=None, backward=True, **layer_flags):
     )
 
 
+def dequantize(call):
+    """`call` with its quantized keys and values (`key_scale`) read as
+    floating-point numbers, in the query's dtype; `call` itself if they
+    are not quantized."""
+    if call.key_scale is None:
+        return call
+    dtype = call.query.dtype
+
+    def read(x, scale):
+        x = ops.cast(x, "float32") * ops.cast(scale, "float32")[..., None]
+        return ops.cast(x, dtype)
+
+    return dataclasses.replace(
+        call,
+        key=read(call.key, call.key_scale),
+        value=read(call.value, call.value_scale),
+        key_scale=None,
+        value_scale=None,
+    )
+
+
 def run(call, plan):
     """The `Result` of `call` on the kernel `plan` names; attention sinks
-    corrected through the log-sum-exp."""
+    corrected through the log-sum-exp.
+
+    Quantized keys and values are dequantized block by block in the
+    blocks (for a score whose dot-product form leaves the keys as they
+    are, `keeps_keys`), else whole before the kernel."""
+    blockwise = plan.path == "blocks" and getattr(
+        call.score, "keeps_keys", False
+    )
+    if not blockwise:
+        call = dequantize(call)
     result = _kernels.KERNELS[plan.path](call, plan)
     if call.sinks is not None:
         result = _with_sinks(result, call.sinks)

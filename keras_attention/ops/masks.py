@@ -56,20 +56,37 @@ def merge_limits(*limits):
 
 
 def position_mask(
-    mask_mod, query_length, key_length, query_offset=0, key_offset=0
+    mask_mod,
+    query_length,
+    key_length,
+    query_offset=0,
+    key_offset=0,
+    key_positions=None,
 ):
     """A mask mod of positions only, evaluated on a `(Tq, Tk)` grid.
 
     Query `r` of the grid is position `query_offset + r`, key `c` is
     `key_offset + c` (offsets: integers or scalar tensors, for a block of
-    a longer sequence); the mod's batch and head are `0`.
+    a longer sequence), or `key_positions[c] + key_offset` with a table
+    of the keys' positions; the mod's batch and head are `0`. With one
+    query offset per sequence (`(batch_size,)`) or a table per sequence
+    (`(batch_size, Tk)`) the grid is per sequence.
 
     Returns:
-        Boolean tensor of shape `(query_length, key_length)`.
+        Boolean tensor of shape `(query_length, key_length)`, or
+        `(batch_size, query_length, key_length)` per sequence.
     """
-    rows = ops.expand_dims(ops.arange(query_length) + query_offset, -1)
-    cols = ops.expand_dims(ops.arange(key_length) + key_offset, 0)
-    return keep(mask_mod, 0, 0, rows, cols)
+    mod = mods.shifted(mask_mod, query_offset, key_offset, key_positions)
+    rows = ops.expand_dims(ops.arange(query_length), -1)
+    cols = ops.expand_dims(ops.arange(key_length), 0)
+    if len(getattr(query_offset, "shape", ())) == 1:
+        batch_size = ops.shape(query_offset)[0]
+    elif key_positions is not None and len(key_positions.shape) == 2:
+        batch_size = ops.shape(key_positions)[0]
+    else:
+        return keep(mod, 0, 0, rows, cols)
+    batch = ops.arange(batch_size)[:, None, None]
+    return keep(mod, batch, 0, rows[None], cols[None])
 
 
 def causal_mask(
@@ -212,6 +229,7 @@ class AttentionMasks:
         heads_axis: bool = False,
         query_offset=0,
         key_offset=0,
+        key_positions=None,
     ):
         """The mask as one tensor (`mask_mods` are not evaluated here).
 
@@ -222,8 +240,11 @@ class AttentionMasks:
                 `(batch_size, num_heads, Tq, Tk)`: the result then has one
                 too (of size 1 unless `attention_mask` has one).
             query_offset: Position of the first query, for a block of a
-                longer sequence (the band). Defaults to `0`.
+                longer sequence (the band), or of each sequence's first
+                query `(batch_size,)`. Defaults to `0`.
             key_offset: Position of the first key. Defaults to `0`.
+            key_positions: Optional positions of the keys, `(Tk,)` or
+                `(batch_size, Tk)` (a cache's slots). Defaults to `None`.
 
         Returns:
             A boolean tensor that broadcasts to `(batch_size, Tq, Tk)` (or
@@ -244,7 +265,12 @@ class AttentionMasks:
         positions = None
         if self.band is not None:
             positions = position_mask(
-                self.band, query_length, key_length, query_offset, key_offset
+                self.band,
+                query_length,
+                key_length,
+                query_offset,
+                key_offset,
+                key_positions,
             )
         mask = and_all(
             _expand(self.key_mask, -2),

@@ -231,6 +231,60 @@ def band(left=None, right=None):
     return Band(left, right)
 
 
+@register
+class Streaming(Mod):
+    """Mask mod: `kv_idx < num_sink_tokens` or `q_idx - kv_idx < window`
+    (`streaming(window, num_sink_tokens)`)."""
+
+    def __init__(self, window, num_sink_tokens=0):
+        self.window = positive_integer(window, "window")
+        bad = (
+            not isinstance(num_sink_tokens, int)
+            or isinstance(num_sink_tokens, bool)
+            or num_sink_tokens < 0
+        )
+        if bad:
+            raise ValueError(
+                "Expected `num_sink_tokens` to be a non-negative integer. "
+                f"Received: num_sink_tokens={num_sink_tokens!r}"
+            )
+        self.num_sink_tokens = num_sink_tokens
+
+    @property
+    def limits(self):
+        # Without sink tokens it is a band; the sinks keep the left open.
+        if self.num_sink_tokens:
+            return None
+        return (self.window - 1, None)
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        recent = ops.less(q_idx - kv_idx, self.window)
+        if not self.num_sink_tokens:
+            return recent
+        return ops.logical_or(recent, ops.less(kv_idx, self.num_sink_tokens))
+
+    def get_config(self):
+        return {"window": self.window, "num_sink_tokens": self.num_sink_tokens}
+
+
+def streaming(window: int, num_sink_tokens: int = 0):
+    """Mask mod of StreamingLLM (Xiao et al. 2024): the `window` most
+    recent positions and the first `num_sink_tokens`, the attention sinks.
+
+    `q_idx - kv_idx < window` or `kv_idx < num_sink_tokens`; AND it with
+    `causal()`. What a `keras_attention.RollingCache` keeps: decoding with
+    one equals the full causal pass with this mod.
+
+    Example:
+
+    >>> mod = keras_attention.ops.mods.streaming(2, num_sink_tokens=1)
+    >>> q, kv = keras.ops.arange(4)[:, None], keras.ops.arange(4)[None]
+    >>> keras.ops.convert_to_numpy(mod(0, 0, q, kv)).astype(int).tolist()
+    [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1]]
+    """
+    return Streaming(window, num_sink_tokens)
+
+
 class ScoreChain(Mod):
     """Score mods applied one after another (`chain(*score_mods)`)."""
 
@@ -279,15 +333,19 @@ def chain(*score_mods):
 class Shifted(Mod):
     """A mod read at shifted positions (`shifted(mod, ...)`)."""
 
-    def __init__(self, mod, query_offset=0, key_offset=0):
+    def __init__(self, mod, query_offset=0, key_offset=0, key_positions=None):
         self.mod = mod
         self.query_offset, self.key_offset = query_offset, key_offset
+        self.key_positions = key_positions
 
     @property
     def limits(self):
         limits = getattr(self.mod, "limits", None)
-        if limits is None or not all(
-            isinstance(o, int) for o in (self.query_offset, self.key_offset)
+        offsets = (self.query_offset, self.key_offset)
+        if (
+            limits is None
+            or self.key_positions is not None
+            or not all(isinstance(o, int) for o in offsets)
         ):
             return None
         shift = self.query_offset - self.key_offset
@@ -303,12 +361,20 @@ class Shifted(Mod):
 
     def with_tensors(self, tensors):
         mod = self.mod.with_tensors(tensors)
-        return Shifted(mod, self.query_offset, self.key_offset)
+        return Shifted(
+            mod, self.query_offset, self.key_offset, self.key_positions
+        )
 
     def __call__(self, *args):
         *lead, q_idx, kv_idx = args
-        q_idx = ops.cast(q_idx, "int32") + ops.cast(self.query_offset, "int32")
-        kv_idx = ops.cast(kv_idx, "int32") + ops.cast(self.key_offset, "int32")
+        batch = lead[-2]  # a score mod's arguments begin with the score
+        q_idx = ops.cast(q_idx, "int32") + _per_sequence(
+            self.query_offset, batch
+        )
+        kv_idx = ops.cast(kv_idx, "int32")
+        if self.key_positions is not None:
+            kv_idx = _look_up(self.key_positions, batch, kv_idx)
+        kv_idx = kv_idx + ops.cast(self.key_offset, "int32")
         return self.mod(*lead, q_idx, kv_idx)
 
     get_config = TensorMod.get_config
@@ -317,7 +383,27 @@ class Shifted(Mod):
     __repr__ = TensorMod.__repr__
 
 
-def shifted(mod, query_offset=0, key_offset=0):
+def _per_sequence(offset, batch):
+    """`offset` (a scalar, or one per sequence `(batch_size,)`) at the
+    sequences `batch` (an index tensor, or `0`)."""
+    offset = ops.cast(offset, "int32")
+    if len(offset.shape) == 0:
+        return offset
+    return ops.take(offset, ops.cast(batch, "int32"))
+
+
+def _look_up(positions, batch, kv_idx):
+    """`positions[kv_idx]` (a `(Tk,)` table) or `positions[batch,
+    kv_idx]` (`(batch_size, Tk)`), broadcasting like the index tensors."""
+    positions = ops.cast(positions, "int32")
+    if len(positions.shape) == 1:
+        return ops.take(positions, kv_idx)
+    length = ops.shape(positions)[1]
+    flat = ops.reshape(positions, (-1,))
+    return ops.take(flat, ops.cast(batch, "int32") * length + kv_idx)
+
+
+def shifted(mod, query_offset=0, key_offset=0, key_positions=None):
     """`mod` read at positions `q_idx + query_offset`, `kv_idx +
     key_offset`: a block of a longer sequence (the ring's), or the
     queries of a cached call, which begin at `cache_update_index`.
@@ -325,12 +411,18 @@ def shifted(mod, query_offset=0, key_offset=0):
     Args:
         mod: A score or mask mod, or `None` (returned as is).
         query_offset: Position of the first query (an integer or a scalar
-            tensor). Defaults to `0`.
+            tensor), or of each sequence's first query, `(batch_size,)`.
+            Defaults to `0`.
         key_offset: Position of the first key. Defaults to `0`.
+        key_positions: Optional table of the keys' positions, `(Tk,)` or
+            per sequence `(batch_size, Tk)`: key `kv_idx` is then at
+            `key_positions[kv_idx] + key_offset` (a cache whose slots are
+            not in order, a rolling or a paged cache). Defaults to `None`.
 
     Returns:
-        The shifted mod (`mod` itself when both offsets are `0`). A band's
-        `limits` shift with it when the offsets are integers.
+        The shifted mod (`mod` itself when both offsets are `0` and there
+        is no table). A band's `limits` shift with it when the offsets
+        are integers (and there is no table).
 
     Example:
 
@@ -343,9 +435,9 @@ def shifted(mod, query_offset=0, key_offset=0):
     zero = all(
         isinstance(o, int) and o == 0 for o in (query_offset, key_offset)
     )
-    if mod is None or zero:
+    if mod is None or (zero and key_positions is None):
         return mod
-    return Shifted(mod, query_offset, key_offset)
+    return Shifted(mod, query_offset, key_offset, key_positions)
 
 
 __all__ = [
@@ -365,4 +457,5 @@ __all__ = [
     "shifted",
     "sliding_window",
     "soft_cap",
+    "streaming",
 ]

@@ -8,8 +8,10 @@ Logits are computed in `float32` when the inputs are half precision.
 What else a score can do is declared by explicit class attributes, read
 by the attention layers and kernels: `has_dot_product_form` (the fused
 and chunked kernels can run it), `has_additive_form` (the chunked kernel
-can run it) and `has_key_projection` (keys projected once serve every
-query, as in an RNN decoder).
+can run it), `has_key_projection` (keys projected once serve every
+query, as in an RNN decoder) and `keeps_keys` (its dot-product form
+leaves the keys as they are, so a quantized cache's keys are dequantized
+block by block).
 """
 
 import keras
@@ -59,6 +61,7 @@ class Score(keras.layers.Layer):
     has_dot_product_form = False
     has_additive_form = False
     has_key_projection = False
+    keeps_keys = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -67,6 +70,8 @@ class Score(keras.layers.Layer):
             for name in ("has_additive_form", "has_key_projection"):
                 if name not in own:
                     setattr(cls, name, False)
+        if "_dot_product_form" in own and "keeps_keys" not in own:
+            cls.keeps_keys = False
 
     def __init__(self, **kwargs):
         super().__init__(autocast=False, **kwargs)

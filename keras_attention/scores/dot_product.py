@@ -47,6 +47,7 @@ class DotScore(SameDepthScore):
     """
 
     has_dot_product_form = True
+    keeps_keys = True
 
     def _dot_product_form(self, query, key):
         return query, key, None
@@ -67,6 +68,7 @@ class ScaledDotScore(SameDepthScore):
     """
 
     has_dot_product_form = True
+    keeps_keys = True
 
     def _dot_product_form(self, query, key):
         depth = key.shape[-1]
@@ -141,6 +143,7 @@ class BilinearScore(ParametricScore):
     """
 
     has_dot_product_form = True
+    keeps_keys = True
 
     def build(self, query_shape, key_shape):
         super().build(query_shape, key_shape)

@@ -377,6 +377,60 @@ def test_cache_errors_are_named(make, rand):
         _call(layer, x, cache=np.zeros((2, 3, 4), "float32"))
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch",
+    reason="PyTorch runs the step eagerly: its index has a value and is "
+    "refused (test_an_index_outside_the_cache_is_refused)",
+)
+@pytest.mark.parametrize(
+    "jit",
+    # JAX without `jit` runs eagerly, its index then refused as PyTorch's.
+    [True, False] if keras.backend.backend() == "tensorflow" else [True],
+)
+def test_a_traced_index_outside_the_cache_is_clamped_into_it(jit, rand):
+    """Traced (`jax.jit`, `tf.function` with or without XLA), an index
+    has no value to check: it is clamped into `[0, max_length - Tq]` on
+    every backend, the call then the call at the clamped index."""
+    layer = _gqa(keras_attention.RotaryEmbedding())
+    x = rand(B, 1, D)
+    cache = rand(B, 2, 3, 2, 4)
+    model = Decoder(layer)
+    model.compile(jit_compile=jit)
+    # Built by a first batch (JAX builds it eagerly, index and all).
+    model.predict_on_batch([x, cache, np.zeros((B,), "int32")])
+    for index, clamped in ((3, 2), (10, 2), (-1, 0)):
+        got = model.predict_on_batch([x, cache, np.full((B,), index, "int32")])
+        want = _call(
+            layer,
+            x,
+            cache=cache,
+            cache_update_index=clamped,
+            use_causal_mask=True,
+        )
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, to_np(w), atol=1e-6)
+
+
+def test_keras_hub_tensor_and_the_cache_object_agree(rand):
+    """`KeyValueCache.allocate` is the zeros keras-hub allocates; a layer
+    returns the kind it was given: a tensor for a tensor."""
+    layer = _gqa(keras_attention.RotaryEmbedding())
+    x = rand(B, 3, D)
+    _call(layer, x)
+    cache = keras_attention.KeyValueCache.allocate(layer, B, 4)
+    assert tuple(cache.tensor.shape) == (B, 2, 4, 2, 4)
+    assert cache.nbytes == B * 2 * 4 * 2 * 4 * 4
+    tensor = np.zeros((B, 2, 4, 2, 4), "float32")
+    for i in range(3):
+        step = dict(cache_update_index=i, use_causal_mask=True)
+        a, cache = _call(layer, x[:, i : i + 1], cache=cache, **step)
+        b, tensor = _call(layer, x[:, i : i + 1], cache=tensor, **step)
+        assert isinstance(cache, keras_attention.KeyValueCache)
+        assert not isinstance(tensor, keras_attention.AttentionCache)
+        np.testing.assert_array_equal(to_np(a), to_np(b))
+    np.testing.assert_array_equal(to_np(cache.tensor), to_np(tensor))
+
+
 def test_an_additive_score_decodes_with_a_cache_in_blocks(rand):
     """The blocks read the cache's offsets for any score: an additive
     score decodes in blocks as densely."""

@@ -156,3 +156,98 @@ def test_the_fused_kernel_folds_a_per_head_mask_onto_its_query_heads(rng):
     got = keras_attention.ops.dot_product_attention(q, k, v, per_head, 0.5)
     want = _numpy(q, k, v, per_head, 0.5)[0]
     np.testing.assert_allclose(ops.convert_to_numpy(got), want, atol=1e-5)
+
+
+def test_padding_is_masked_in_blocks_a_mask_mod_keeps_whole(rng):
+    """A block that the mask mod keeps whole still has its padded keys
+    masked (before, a layer with `value_mask` and a `mask_mod` in blocks
+    attended to padded keys: 0.08 off the dense path)."""
+    q, k, v, _, _ = _inputs(rng)
+    key_mask = np.ones((B, TK), bool)
+    key_mask[:, 1] = False  # inside the first key block
+
+    def every_key(b, h, q_idx, kv_idx):
+        return kv_idx >= 0
+
+    masks = keras_attention.ops.masks.attention_masks(
+        key_mask=key_mask, mask_mods=(every_key,)
+    )
+    call = engine.AttentionCall(q, k, v, engine.ScaledDot(0.5), masks=masks)
+    got = _kernels.blocks(call, plan_lib.Plan("blocks", (TQ, 3)))
+    want = _numpy(q, k, v, key_mask[:, None, None, :], 0.5)[0]
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got.output), want, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("path", ["dense", "fused", "blocks"])
+def test_the_kernels_read_key_positions_and_a_query_offset_per_sequence(
+    path, rng
+):
+    """A cache's slots out of order (`key_positions`, `-1` empty and
+    masked) and one first position per sequence (a paged cache's): the
+    causal band and ALiBi read both, on every kernel."""
+    q, k, v, _, _ = _inputs(rng)
+    positions = np.array([4, 5, -1, 0, 1, 2, 3, 6, 7], "int32")
+    offsets = np.array([3, 1], "int32")
+    masks = keras_attention.ops.masks.attention_masks(
+        key_mask=(positions >= 0)[None], use_causal_mask=True
+    )
+    score_mod = mods.alibi(H) if path != "fused" else None
+    call = engine.AttentionCall(
+        q,
+        k,
+        v,
+        engine.ScaledDot(0.5),
+        masks=masks,
+        score_mod=score_mod,
+        query_offset=offsets,
+        key_positions=positions,
+    )
+    plan = plan_lib.Plan(path, (2, 4) if path == "blocks" else None)
+    got = ops.convert_to_numpy(_kernels.KERNELS[path](call, plan).output)
+    rows = offsets[:, None, None] + np.arange(TQ)[None, :, None]  # (B,Tq,1)
+    cols = positions[None, None, :]
+    mask = (rows >= cols) & (cols >= 0)
+    groups = H // HKV
+    k_rep, v_rep = (np.repeat(t, groups, axis=2) for t in (k, v))
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k_rep) * 0.5
+    if score_mod is not None:
+        slopes = np.array(mods.alibi_slopes(H))[None, :, None, None]
+        logits = logits - slopes * np.abs(rows - cols)[:, None]
+    weights = np.nan_to_num(
+        np_softmax(np.where(mask[:, None], logits, -np.inf))
+    )
+    want = np.einsum("bhqk,bkhd->bqhd", weights, v_rep)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ["dense", "blocks"])
+def test_quantized_keys_and_values_are_read_with_their_scales(path, rng):
+    """int8 keys and values with a scale each (`key_scale`): the blocks
+    dequantize block by block, the other kernels whole (`engine.run`);
+    both give attention over `q · s`."""
+    q, k, v, key_mask, _ = _inputs(rng)
+    v = v[..., :D]
+    kq = rng.integers(-127, 128, size=k.shape).astype("int8")
+    vq = rng.integers(-127, 128, size=v.shape).astype("int8")
+    ks = rng.random((B, TK, HKV)).astype("float32") / 127
+    vs = rng.random((B, TK, HKV)).astype("float32") / 127
+    masks = keras_attention.ops.masks.attention_masks(
+        key_mask=key_mask, use_causal_mask=True
+    )
+    call = engine.AttentionCall(
+        q,
+        kq,
+        vq,
+        engine.ScaledDot(0.5),
+        masks=masks,
+        query_offset=OFFSET,
+        key_scale=ks,
+        value_scale=vs,
+    )
+    plan = plan_lib.Plan(path, (2, 4) if path == "blocks" else None)
+    got = ops.convert_to_numpy(engine.run(call, plan).output)
+    mask = key_mask[:, None, None, :] & _positions(TK)
+    want = _numpy(q, kq * ks[..., None], vq * vs[..., None], mask, 0.5)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

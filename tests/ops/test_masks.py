@@ -222,3 +222,25 @@ def test_and_all_skips_nones():
     np.testing.assert_array_equal(got, a & b)
     assert ka_ops.masks.and_all() is None
     assert ka_ops.masks.and_all(None, None) is None
+
+
+def test_a_band_on_a_grid_per_sequence_reads_its_positions():
+    """`position_mask` with one query offset per sequence or a table of
+    key positions per sequence gives `(B, Tq, Tk)`; `dense` ANDs it."""
+    offsets = np.array([0, 3])
+    positions = np.array([[2, 0, 1], [5, -1, 3]])
+    got = ops.convert_to_numpy(
+        ka_ops.masks.position_mask(
+            ka_ops.mods.causal(), 2, 3, offsets, key_positions=positions
+        )
+    )
+    rows = offsets[:, None, None] + np.arange(2)[None, :, None]
+    np.testing.assert_array_equal(got, rows >= positions[:, None, :])
+    masks = ka_ops.masks.attention_masks(
+        key_mask=positions >= 0, use_causal_mask=True
+    )
+    dense = ops.convert_to_numpy(
+        masks.dense(2, 3, query_offset=offsets, key_positions=positions)
+    )
+    want = (rows >= positions[:, None, :]) & (positions >= 0)[:, None, :]
+    np.testing.assert_array_equal(dense, want)

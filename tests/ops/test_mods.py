@@ -51,6 +51,8 @@ def test_mask_mods_match_numpy():
         (mods.band(1, 2), (j - i >= -1) & (j - i <= 2)),
         (mods.band(right=0), j <= i),
         (mods.boolean_mask(explicit[:, None]), explicit[b, i, j]),
+        (mods.streaming(2), i - j < 2),
+        (mods.streaming(2, num_sink_tokens=1), (i - j < 2) | (j < 1)),
     ]
     for mod, want in cases:
         np.testing.assert_array_equal(_mask(mod), want, err_msg=repr(mod))
@@ -108,6 +110,7 @@ def test_mods_with_configs_round_trip_through_keras_serialization():
         mods.soft_cap(30.0),
         ka_ops.and_masks(mods.causal(), mods.sliding_window(4)),
         mods.chain(mods.alibi(2), mods.soft_cap(5.0)),
+        mods.streaming(4, num_sink_tokens=2),
     ):
         config = keras.saving.serialize_keras_object(mod)
         again = keras.saving.deserialize_keras_object(config)
@@ -131,8 +134,30 @@ def test_mods_with_configs_round_trip_through_keras_serialization():
         (lambda: mods.band(left=-1), "left=-1"),
         (lambda: mods.boolean_mask(np.ones((2, 3), bool)), "mask.shape="),
         (lambda: ka_ops.and_masks(3), "Received: mask_mod=3"),
+        (lambda: mods.streaming(0), "window=0"),
+        (lambda: mods.streaming(2, -1), "num_sink_tokens=-1"),
     ],
 )
 def test_bad_mod_arguments_name_the_value(build, match):
     with pytest.raises((ValueError, TypeError), match=match):
         build()
+
+
+def test_shifted_reads_a_table_of_key_positions_and_offsets_per_sequence():
+    """A cache's keys out of order (`key_positions`, `(Tk,)` or per
+    sequence `(B, Tk)`) and a first position per sequence (`(B,)`): the
+    mod sees `q_idx + offset[b]` and `positions[b, kv_idx]`; a band then
+    has no limits (its blocks cannot be skipped by arithmetic)."""
+    (b, _, i, j), idx = grid()
+    offsets = np.array([2, 5])
+    table = np.random.default_rng(1).permutation(TK * B).reshape(B, TK)
+    for positions, looked_up in ((table[0], table[0][j]), (table, table[b, j])):
+        mod = mods.shifted(mods.causal(), offsets, key_positions=positions)
+        assert mod.limits is None
+        want = i + offsets[b] >= looked_up
+        np.testing.assert_array_equal(_mask(mod), want)
+    alibi = mods.shifted(mods.alibi(H), offsets, key_positions=table)
+    s = np.zeros((B, H, TQ, TK), "float32")
+    slopes = np.array(mods.alibi_slopes(H))[None, :, None, None]
+    want = -slopes * np.abs(i + offsets[b] - table[b, j])
+    np.testing.assert_allclose(score_of(alibi, s), want, rtol=1e-6)

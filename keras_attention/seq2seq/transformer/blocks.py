@@ -22,17 +22,29 @@ from keras_attention.seq2seq import checks
 _EPSILON = 1e-6
 
 
-def _attention(kind, num_heads, key_dim, num_key_value_heads, dropout, name):
-    """A self-attention (`kind="self"`) or cross-attention layer."""
+def _attention(
+    kind,
+    num_heads,
+    key_dim,
+    num_key_value_heads,
+    dropout,
+    name,
+    sliding_window=None,
+):
+    """A self-attention (`kind="self"`) or cross-attention layer; a local
+    self-attention (`sliding_window`) is a `GroupedQueryAttention`, whose
+    window is `|i - j| < sliding_window`."""
     grouped = num_key_value_heads not in (None, num_heads)
     rotary = RotaryEmbedding() if kind == "self" else None
-    if grouped:
+    local = kind == "self" and sliding_window is not None
+    if grouped or local:
         return GroupedQueryAttention(
             head_dim=key_dim,
             num_query_heads=num_heads,
-            num_key_value_heads=num_key_value_heads,
+            num_key_value_heads=num_key_value_heads or num_heads,
             dropout=dropout,
             rotary_embedding=rotary,
+            sliding_window=sliding_window if local else None,
             name=name,
         )
     if kind == "self":
@@ -76,10 +88,14 @@ class _Block(keras.layers.Layer):
         feed_forward_dim,
         num_key_value_heads=None,
         dropout=0.0,
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.model_dim = _validation.positive_int("model_dim", model_dim)
+        self.sliding_window = _validation.positive_int(
+            "sliding_window", sliding_window, allow_none=True
+        )
         self.num_heads = _validation.positive_int("num_heads", num_heads)
         if model_dim % num_heads:
             raise ValueError(
@@ -136,6 +152,7 @@ class _Block(keras.layers.Layer):
             self.num_key_value_heads,
             self.dropout,
             name,
+            self.sliding_window,
         )
 
     def _build_self_attention(self, shape):
@@ -164,6 +181,7 @@ class _Block(keras.layers.Layer):
             "feed_forward_dim": self.feed_forward_dim,
             "num_key_value_heads": self.num_key_value_heads,
             "dropout": self.dropout,
+            "sliding_window": self.sliding_window,
         }
 
 
@@ -186,6 +204,9 @@ class TransformerEncoderBlock(_Block):
             `None` (the default) or `num_heads` is `SelfAttention`.
         dropout: Rate on the attention weights, the feed-forward hidden
             layer and each sublayer's output. Defaults to `0.0`.
+        sliding_window: A local block: each position sees the positions
+            `|i - j| < sliding_window` (a `GroupedQueryAttention` with
+            that window). Defaults to `None`, all.
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.
@@ -273,13 +294,19 @@ class TransformerDecoderBlock(_Block):
             is `SelfAttention` and `MultiHeadAttention`.
         dropout: Rate on the attention weights, the feed-forward hidden
             layer and each sublayer's output. Defaults to `0.0`.
+        sliding_window: A local block: its causal self-attention sees the
+            `sliding_window` most recent positions (a
+            `GroupedQueryAttention` with that window; decoding keeps a
+            `RollingCache` of them). Defaults to `None`, all.
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.
         memory: The encoder outputs `(batch_size, source_time, model_dim)`.
         memory_mask: Optional boolean `(batch_size, source_time)`.
         inputs_mask: Optional boolean `(batch_size, time)` (training).
-        self_cache: Optional `(batch_size, 2, max_length, heads, key_dim)`.
+        self_cache: Optional cache of the self-attention: `(batch_size, 2,
+            max_length, heads, key_dim)` or any `keras_attention`
+            `AttentionCache` it takes.
         cross_cache: Optional `cross_cache(memory)`.
         cache_update_index: The position of `inputs`' first step; needed
             with `self_cache`.

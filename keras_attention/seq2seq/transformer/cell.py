@@ -10,18 +10,26 @@ stack of `TransformerDecoderBlock`s.
 With `use_cache=True` (the default) a step feeds the new token alone: each
 block's self-attention reads and writes its keys and values in a cache of
 `max_length` slots at the step's position (keras-hub's
-`CachedMultiHeadAttention` semantics), and the memory's keys and values
-are projected once, in `get_initial_state`. With `use_cache=False` the
-state holds the inputs of every step so far and each step runs the whole
-prefix through the stack again (the reference the cache must agree with,
-and the baseline of BENCHMARKS.md's decoding speeds).
+`CachedMultiHeadAttention` semantics; int8 or float8 entries with
+`cache_dtype`, a `QuantizedCache`), or, for a local block (its
+`sliding_window`), in a `RollingCache` of its window; the memory's keys
+and values are projected once, in `get_initial_state`. With
+`use_cache=False` the state holds the inputs of every step so far and each
+step runs the whole prefix through the stack again (the reference the
+cache must agree with, and the baseline of BENCHMARKS.md's decoding
+speeds).
 """
 
 import keras
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention.layers._quantized_cache import QuantizedCache
+from keras_attention.layers._rolling_cache import RollingCache
 from keras_attention.seq2seq.decoding import write_step
+
+# The quantized dtypes of `cache_dtype`.
+CACHE_DTYPES = ("int8", "float8_e4m3fn")
 
 
 def run_stack(blocks, norm, inputs, memory, memory_mask, inputs_mask, training):
@@ -46,7 +54,9 @@ class TransformerStateLayout:
     """Where each state of a `TransformerDecoderCell` sits in its list.
 
     Cached: `[position, *self_caches, alignments, *cross_caches, memory,
-    memory_mask]`, one self and one cross cache per block. Uncached:
+    memory_mask]`, the tensors of each block's self cache
+    (`cache_sizes[i]` of them: one for keras-hub's tensor, two for a
+    rolling or quantized cache) and one cross cache per block. Uncached:
     `[position, prefix, alignments, memory, memory_mask]`. `position`
     `(batch_size,)` is the step's index (the same in every row); the
     states before the cross caches (or the memory) change at each step,
@@ -56,14 +66,15 @@ class TransformerStateLayout:
     memory_index = -2
     memory_mask_index = -1
 
-    def __init__(self, num_layers, use_cache):
+    def __init__(self, num_layers, use_cache, cache_sizes=None):
         self.num_layers = num_layers
         self.use_cache = bool(use_cache)
+        self.cache_sizes = tuple(cache_sizes or (1,) * num_layers)
 
     @property
     def alignments_index(self):
         """Index of the step's alignments `(batch_size, source_time)`."""
-        return 1 + (self.num_layers if self.use_cache else 1)
+        return 1 + (sum(self.cache_sizes) if self.use_cache else 1)
 
     @property
     def num_varying_states(self):
@@ -95,6 +106,10 @@ class TransformerDecoderCell(keras.layers.Layer):
         max_length: Most steps, the size of the self-attention caches.
         use_cache: Whether a step reads the key/value cache (`True`, the
             default) or runs the whole prefix again.
+        cache_dtype: The entries of the self-attention caches of the
+            blocks without a window: `None` (the default, the compute
+            dtype, keras-hub's tensor), `"int8"` or `"float8_e4m3fn"`
+            (a `QuantizedCache`). A local block keeps a `RollingCache`.
         **kwargs: Layer keyword arguments.
 
     Call arguments:
@@ -123,7 +138,15 @@ class TransformerDecoderCell(keras.layers.Layer):
     (2, 8)
     """
 
-    def __init__(self, blocks, norm, max_length, use_cache=True, **kwargs):
+    def __init__(
+        self,
+        blocks,
+        norm,
+        max_length,
+        use_cache=True,
+        cache_dtype=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.blocks = [
             keras.saving.deserialize_keras_object(b)
@@ -143,9 +166,38 @@ class TransformerDecoderCell(keras.layers.Layer):
         )
         self.max_length = _validation.positive_int("max_length", max_length)
         self.use_cache = bool(use_cache)
+        if cache_dtype is not None and cache_dtype not in CACHE_DTYPES:
+            raise _validation.invalid(
+                "cache_dtype", cache_dtype, "None, 'int8' or 'float8_e4m3fn'"
+            )
+        self.cache_dtype = cache_dtype
+        sizes = [1 if self._cache_kind(b) is None else 2 for b in self.blocks]
         self.state_layout = TransformerStateLayout(
-            len(self.blocks), self.use_cache
+            len(self.blocks), self.use_cache, sizes
         )
+
+    def _cache_kind(self, block):
+        """A block's kind of self cache: `RollingCache`, `QuantizedCache`,
+        or `None` for keras-hub's tensor."""
+        if getattr(block, "sliding_window", None) is not None:
+            return RollingCache
+        return None if self.cache_dtype is None else QuantizedCache
+
+    def _self_cache(self, block, batch):
+        """A block's empty self cache, as its list of tensors."""
+        kind = self._cache_kind(block)
+        attention = block.self_attention
+        if kind is RollingCache:
+            window = block.sliding_window
+            cache = RollingCache.allocate(attention, batch, window=window)
+            return list(cache.tensors)
+        if kind is QuantizedCache:
+            cache = QuantizedCache.allocate(
+                attention, batch, self.max_length, dtype=self.cache_dtype
+            )
+            return list(cache.tensors)
+        shape = (batch, 2, self.max_length, *_cache_heads(block))
+        return [ops.zeros(shape, dtype=self.compute_dtype)]
 
     @property
     def alignments_index(self):
@@ -181,11 +233,9 @@ class TransformerDecoderCell(keras.layers.Layer):
             )
             return [position, prefix, alignments, memory, memory_mask]
         self_caches = [
-            ops.zeros(
-                (batch, 2, self.max_length, *_cache_heads(block)),
-                dtype=self.compute_dtype,
-            )
+            tensor
             for block in self.blocks
+            for tensor in self._self_cache(block, batch)
         ]
         cross_caches = [block.cross_cache(memory) for block in self.blocks]
         return [
@@ -226,15 +276,20 @@ class TransformerDecoderCell(keras.layers.Layer):
         return outputs, [position + 1, *varying, *constants]
 
     def _cached_step(self, inputs, states, index, training):
-        num = len(self.blocks)
-        memory = states[self.state_layout.memory_index]
-        memory_mask = states[self.state_layout.memory_mask_index]
-        cross_caches = states[num + 2 : 2 * num + 2]
+        layout = self.state_layout
+        memory = states[layout.memory_index]
+        memory_mask = states[layout.memory_mask_index]
+        first = layout.alignments_index + 1
+        cross_caches = states[first : first + len(self.blocks)]
         x = ops.expand_dims(inputs, 1)
-        caches = []
-        for block, self_cache, cross_cache in zip(
-            self.blocks, states[1 : num + 1], cross_caches, strict=True
+        caches, at = [], 1
+        for block, size, cross_cache in zip(
+            self.blocks, layout.cache_sizes, cross_caches, strict=True
         ):
+            kind = self._cache_kind(block)
+            tensors = states[at : at + size]
+            at += size
+            self_cache = tensors[0] if kind is None else kind(*tensors)
             x, alignments, self_cache = block(
                 x,
                 memory,
@@ -244,7 +299,7 @@ class TransformerDecoderCell(keras.layers.Layer):
                 cache_update_index=index,
                 training=training,
             )
-            caches.append(self_cache)
+            caches += [self_cache] if kind is None else self_cache.tensors
         return self.norm(x)[:, 0], alignments[:, 0], caches
 
     def get_config(self):
@@ -256,6 +311,7 @@ class TransformerDecoderCell(keras.layers.Layer):
             "norm": keras.saving.serialize_keras_object(self.norm),
             "max_length": self.max_length,
             "use_cache": self.use_cache,
+            "cache_dtype": self.cache_dtype,
         }
 
 

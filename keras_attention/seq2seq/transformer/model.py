@@ -95,6 +95,21 @@ class TransformerTranslator(TextTranslator):
             embedding's table (`logits = h · Eᵀ / sqrt(model_dim) + b`,
             Press & Wolf 2017) instead of a `Dense` layer of its own.
             Defaults to `False`.
+        sliding_window: Local and global layers (Gemma 3's): with a
+            window, the self-attentions of every layer but each
+            `global_every`-th are local, each position seeing those
+            `|i - j| < sliding_window` (the decoder's: the
+            `sliding_window` most recent), and decoding keeps a
+            `RollingCache` of the window for them. Defaults to `None`:
+            every layer global.
+        global_every: With `sliding_window`, layer `i` (from 0) is global
+            where `(i + 1) % global_every == 0`: `6` is Gemma 3's five
+            local layers to one global. Defaults to `6`.
+        cache_dtype: The entries of the decoding caches of the global
+            layers: `None` (the compute dtype), `"int8"` or
+            `"float8_e4m3fn"` (a `QuantizedCache`: a quarter of float32's
+            bytes for int8, with one float32 scale per position and
+            head). Defaults to `None`.
         start_token: Defaults to `"[start]"`.
         end_token: Defaults to `"[end]"`.
         **kwargs: `keras.Model` keyword arguments such as `name`.
@@ -150,6 +165,9 @@ class TransformerTranslator(TextTranslator):
         length_penalty=0.0,
         use_cache=True,
         tie_embeddings=False,
+        sliding_window=None,
+        global_every=6,
+        cache_dtype=None,
         start_token=START_TOKEN,
         end_token=END_TOKEN,
         **kwargs,
@@ -174,7 +192,20 @@ class TransformerTranslator(TextTranslator):
         self.tie_embeddings = bool(
             _validation.optional_bool("tie_embeddings", tie_embeddings)
         )
+        self.sliding_window = _validation.positive_int(
+            "sliding_window", sliding_window, allow_none=True
+        )
+        self.global_every = _validation.positive_int(
+            "global_every", global_every
+        )
+        self.cache_dtype = cache_dtype
         self._build_layers()
+
+    def _window_of(self, layer):
+        """The window of layer `layer` (from 0): `None` where global."""
+        if (layer + 1) % self.global_every == 0:
+            return None
+        return self.sliding_window
 
     def _block_arguments(self):
         return {
@@ -210,13 +241,17 @@ class TransformerTranslator(TextTranslator):
         )
         self.encoder_blocks = [
             TransformerEncoderBlock(
-                **self._block_arguments(), name=f"encoder_{i}"
+                **self._block_arguments(),
+                sliding_window=self._window_of(i),
+                name=f"encoder_{i}",
             )
             for i in range(self.num_layers)
         ]
         self.decoder_blocks = [
             TransformerDecoderBlock(
-                **self._block_arguments(), name=f"decoder_{i}"
+                **self._block_arguments(),
+                sliding_window=self._window_of(i),
+                name=f"decoder_{i}",
             )
             for i in range(self.num_layers)
         ]
@@ -232,6 +267,7 @@ class TransformerTranslator(TextTranslator):
             self.decoder_blocks,
             self.decoder_norm,
             self.max_output_length,
+            cache_dtype=self.cache_dtype,
             name="decoder_cell",
         )
         self.uncached_decoder_cell = TransformerDecoderCell(
@@ -358,4 +394,7 @@ class TransformerTranslator(TextTranslator):
             "dropout": self.dropout,
             "use_cache": self.use_cache,
             "tie_embeddings": self.tie_embeddings,
+            "sliding_window": self.sliding_window,
+            "global_every": self.global_every,
+            "cache_dtype": self.cache_dtype,
         }

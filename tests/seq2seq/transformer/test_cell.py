@@ -97,3 +97,66 @@ def test_cell_refuses_a_cell_state_and_no_blocks():
         cell.get_initial_state(np.ones((1, 2, 8), "float32"), cell_state=[1])
     with pytest.raises(ValueError, match="at least one block"):
         TransformerDecoderCell([], keras.layers.LayerNormalization(), 4)
+
+
+def _local_and_global_cells(cache_dtype=None):
+    """A local block (window 2) under a global one; cached with their
+    caches, and uncached."""
+    blocks = [
+        TransformerDecoderBlock(8, 2, 16, sliding_window=2, name="local"),
+        TransformerDecoderBlock(8, 2, 16, name="global"),
+    ]
+    norm = keras.layers.LayerNormalization()
+    for block in blocks:
+        block.build((None, None, 8), (None, None, 8))
+    norm.build((None, None, 8))
+    return (
+        TransformerDecoderCell(
+            blocks, norm, max_length=6, cache_dtype=cache_dtype
+        ),
+        TransformerDecoderCell(blocks, norm, max_length=6, use_cache=False),
+    )
+
+
+def test_a_local_block_decodes_with_a_rolling_cache_as_uncached():
+    """Six steps through a window of 2: the local block's rolling cache
+    (two tensors in the state list) equals the whole prefix with its
+    band; the global block keeps keras-hub's tensor."""
+    cached, uncached = _local_and_global_cells()
+    assert cached.state_layout.cache_sizes == (2, 1)
+    rng = np.random.default_rng(5)
+    memory = rng.normal(size=(2, 3, 8)).astype("float32")
+    a = cached.get_initial_state(memory=memory)
+    b = uncached.get_initial_state(memory=memory)
+    # position, the rolling cache's sinks and window, the global cache.
+    assert [tuple(s.shape) for s in a[1:4]] == [
+        (2, 2, 0, 2, 4),
+        (2, 2, 2, 2, 4),
+        (2, 2, 6, 2, 4),
+    ]
+    for _ in range(6):
+        x = rng.normal(size=(2, 8)).astype("float32")
+        out_a, a = cached(x, a)
+        out_b, b = uncached(x, b)
+        assert_allclose(out_a, out_b, atol=1e-5)
+
+
+def test_an_int8_cache_steps_close_to_the_float_one():
+    quantized, _ = _local_and_global_cells("int8")
+    dense, _ = _local_and_global_cells()
+    dense.blocks = quantized.blocks
+    dense.norm = quantized.norm
+    rng = np.random.default_rng(6)
+    memory = rng.normal(size=(2, 3, 8)).astype("float32")
+    a = quantized.get_initial_state(memory=memory)
+    b = dense.get_initial_state(memory=memory)
+    assert keras.backend.standardize_dtype(a[3].dtype) == "int8"
+    for _ in range(5):
+        x = rng.normal(size=(2, 8)).astype("float32")
+        out_a, a = quantized(x, a)
+        out_b, b = dense(x, b)
+        assert_allclose(out_a, out_b, atol=0.05)
+    with pytest.raises(ValueError, match="Received: cache_dtype='int4'"):
+        TransformerDecoderCell(
+            quantized.blocks, quantized.norm, 4, True, "int4"
+        )

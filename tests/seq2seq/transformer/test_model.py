@@ -82,6 +82,36 @@ def test_cached_and_uncached_decoding_give_the_same_translations(
     assert_allclose(cached.alignments, uncached.alignments, atol=1e-5)
 
 
+def test_local_and_global_layers_decode_as_their_full_pass(tmp_path):
+    """Gemma 3's alternation behind `sliding_window`: layer 1 of 2 is
+    global (`global_every=2`), layer 0 local in the encoder and the
+    decoder; cached decoding (a rolling cache for the local layer, int8
+    entries for the global one) saves and loads with the options."""
+    model = _model(sliding_window=2, global_every=2)
+    assert [b.sliding_window for b in model.decoder_blocks] == [2, None]
+    assert [b.sliding_window for b in model.encoder_blocks] == [2, None]
+    ids = _sources(model)
+    options = {"decoding": "sample", "seed": 4, "temperature": 0.8}
+    cached = model.decode(ids, **options)
+    uncached = model.decode(ids, use_cache=False, **options)
+    assert (
+        to_numpy(cached.tokens).tolist() == to_numpy(uncached.tokens).tolist()
+    )
+    assert_allclose(cached.scores, uncached.scores, atol=1e-4)
+    config = model.get_config()
+    assert (config["sliding_window"], config["global_every"]) == (2, 2)
+    quantized = TransformerTranslator.from_config(
+        {**config, "cache_dtype": "int8"}
+    )
+    quantized.set_weights(model.get_weights())
+    int8 = quantized.decode(ids, **options)
+    assert_allclose(int8.scores, cached.scores, atol=0.05)
+    path = str(tmp_path / "local.keras")
+    quantized.save(path)
+    again = keras.saving.load_model(path)
+    assert again.cache_dtype == "int8" and again.sliding_window == 2
+
+
 def test_greedy_scores_are_the_teacher_forced_log_probabilities():
     model = _model()
     ids = _sources(model)
