@@ -223,6 +223,18 @@ class TransformerTranslator(TextTranslator):
             len(self.target_vocabulary), name="output_layer"
         )
 
+    def _blocks(self, block_class, prefix):
+        """`num_layers` blocks of `block_class`, each with its layer's
+        window (local or global)."""
+        return [
+            block_class(
+                **self._block_arguments(),
+                sliding_window=self._window_of(i),
+                name=f"{prefix}_{i}",
+            )
+            for i in range(self.num_layers)
+        ]
+
     def _build_layers(self):
         """The sublayers, built: a loaded model is complete before its
         weights are read."""
@@ -239,22 +251,8 @@ class TransformerTranslator(TextTranslator):
             embeddings_initializer=EMBEDDINGS_INITIALIZER,
             name="target_embedding",
         )
-        self.encoder_blocks = [
-            TransformerEncoderBlock(
-                **self._block_arguments(),
-                sliding_window=self._window_of(i),
-                name=f"encoder_{i}",
-            )
-            for i in range(self.num_layers)
-        ]
-        self.decoder_blocks = [
-            TransformerDecoderBlock(
-                **self._block_arguments(),
-                sliding_window=self._window_of(i),
-                name=f"decoder_{i}",
-            )
-            for i in range(self.num_layers)
-        ]
+        self.encoder_blocks = self._blocks(TransformerEncoderBlock, "encoder")
+        self.decoder_blocks = self._blocks(TransformerDecoderBlock, "decoder")
         self.encoder_norm = keras.layers.LayerNormalization(
             epsilon=1e-6, name="encoder_norm"
         )
