@@ -209,6 +209,37 @@ MUTANTS = (
         "self.num_hops, ops.shape(inputs)[1], value_mask=mask",
         "self.num_hops, ops.shape(inputs)[1], value_mask=None",
     ),
+    Mutant(
+        "cache_heads_unchecked",
+        "keras-hub's cache tensor is checked for its head size only, not "
+        "its number of key/value heads (issue 52's silent wrong outputs)",
+        "keras_attention/layers/_cache.py",
+        "        if shape[3:] != (spec.kv_heads, spec.key_dim):\n",
+        "        if shape[4:] != (spec.key_dim,):\n",
+    ),
+    Mutant(
+        "rolling_slot_shifted",
+        "the rolling cache's slots hold the position one later than written",
+        "keras_attention/layers/_rolling_cache.py",
+        "recent = last - ops.mod(last - sinks - slot, size)",
+        "recent = last - ops.mod(last - sinks - slot + 1, size)",
+    ),
+    Mutant(
+        "quantize_half_range",
+        "the quantized cache's scale uses half the range: large entries "
+        "saturate",
+        "keras_attention/layers/_quantized_cache.py",
+        "    scale = peak / _RANGES[dtype]\n",
+        "    scale = peak / (2 * _RANGES[dtype])\n",
+    ),
+    Mutant(
+        "native_cpu_backward",
+        "PyTorch's compiled FlexAttention is chosen for training on the "
+        "CPU, where it has no backward pass",
+        "keras_attention/ops/_native_plan.py",
+        "    if native.backward:\n",
+        "    if native.backward and False:\n",
+    ),
 )
 
 
