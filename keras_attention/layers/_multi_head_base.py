@@ -62,6 +62,9 @@ class _Sinks(keras.layers.Layer):
         self.built = True
 
 
+_MASK_ARGUMENTS = ("query_mask", "value_mask", "key_mask", "attention_mask")
+
+
 class MultiHeadBase(CachedAttention, _projections.HeadProjections):
     """The multi-head engine: `num_heads` query heads over
     `num_key_value_heads` key/value heads (as many by default).
@@ -181,6 +184,13 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
         self._check_plan()
+
+    def __call__(self, *args, **kwargs):
+        """Checks the masks' dtypes before Keras converts the arguments
+        (on JAX and PyTorch a string mask fails inside that conversion)."""
+        for name in _MASK_ARGUMENTS:
+            ka_ops.checks.mask_dtype(name, kwargs.get(name))
+        return super().__call__(*args, **kwargs)
 
     @property
     def score(self):
