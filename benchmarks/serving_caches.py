@@ -62,15 +62,18 @@ def _layer(dtype="float32", seed=0):
     return layer
 
 
-def _write(layer, cache, x, chunk, **kwargs):
+def _write(layer, cache, x, chunk, stops=(), **kwargs):
     """`(cache, {tokens: (nbytes, output)})`: `x` written through the
-    layer in calls of `chunk` tokens, the cache's bytes and the call's
-    output after each call."""
+    layer in calls of `chunk` tokens (a call also ends at each of the
+    `stops`), the cache's bytes and the call's output after each call."""
     import keras
 
-    after = {}
-    for lo in range(0, x.shape[1], chunk):
-        step = x[:, lo : lo + chunk]
+    length = x.shape[1]
+    stops = {stop for stop in stops if stop < length}
+    ends = sorted({*range(chunk, length, chunk), *stops, length})
+    after, lo = {}, 0
+    for hi in ends:
+        step = x[:, lo:hi]
         out, cache = layer(
             step,
             step,
@@ -80,7 +83,7 @@ def _write(layer, cache, x, chunk, **kwargs):
             **kwargs,
         )
         out = keras.ops.convert_to_numpy(out).astype("float32")
-        after[lo + step.shape[1]] = cache.nbytes, out
+        after[hi], lo = (cache.nbytes, out), hi
     return cache, after
 
 
@@ -100,11 +103,13 @@ def rolling_rows(lengths, chunk, dtypes=("float32", "bfloat16"), seed=0):
         rolling = keras_attention.RollingCache.allocate(
             layer, 1, window=WINDOW, num_sink_tokens=SINKS
         )
-        _, after = _write(layer, rolling, x, chunk)
+        _, after = _write(layer, rolling, x, chunk, stops=lengths)
         for n in lengths:
             full = keras_attention.KeyValueCache.allocate(layer, 1, n)
             rule = mods.streaming(WINDOW, SINKS)
-            _, full_after = _write(layer, full, x[:, :n], chunk, mask_mod=rule)
+            _, full_after = _write(
+                layer, full, x[:, :n], chunk, stops=lengths, mask_mod=rule
+            )
             (rolling_bytes, out), (full_bytes, want) = after[n], full_after[n]
             gap = float(np.max(np.abs(out - want)))
             rows.append((dtype, n, rolling_bytes, full_bytes, gap))
