@@ -155,3 +155,44 @@ def test_gqa_speed_bad_shape_is_a_one_line_error(shape):
     assert exit_info.value.code == 2
     lines = stderr.getvalue().splitlines()
     assert "--shape: six positive integers" in lines[-1], lines
+
+
+def _serving_caches():
+    path = os.path.join(ROOT, "benchmarks", "serving_caches.py")
+    spec = importlib.util.spec_from_file_location("serving_caches_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_serving_caches_reads_the_bytes_from_the_caches():
+    # 2 K/V heads of 64: 256 numbers a position; the rolling cache keeps
+    # 512 + 4 of them whatever was written, keras-hub's cache all.
+    module = _serving_caches()
+    rows = module.rolling_rows([40, 80], 20, dtypes=("float32",))
+    assert [row[2] for row in rows] == [516 * 256 * 4] * 2
+    assert [row[3] for row in rows] == [40 * 256 * 4, 80 * 256 * 4]
+    assert max(row[4] for row in rows) < 1e-5
+    rows, _ = module.quantized_rows(8, batch=1)
+    per_token = {row[0].split()[0]: row[1] for row in rows}
+    assert per_token == {
+        "float32": 1024,
+        "bfloat16": 512,
+        "int8": 2 * 2 * (64 + 4),
+        "float8_e4m3fn": 2 * 2 * (64 + 4),
+    }
+    # int8 keeps the logits within a few hundredths (about 4 here).
+    assert 0 < rows[2][2] < 0.1
+    # The logits are the layer's: their softmax is its weights.
+    exact = [row for row in rows if not row[0].startswith("bfloat16")]
+    assert max(row[-1] for row in exact) < 1e-5
+
+
+def test_serving_caches_bad_lengths_are_a_one_line_error():
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        with pytest.raises(SystemExit) as exit_info:
+            _serving_caches().parse_args(["--lengths", "0,8"])
+    assert exit_info.value.code == 2
+    lines = stderr.getvalue().splitlines()
+    assert "comma-separated positive integers" in lines[-1], lines
