@@ -106,10 +106,15 @@ def test_every_file_in_examples_is_a_script():
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_every_preset_in_help_parses_back_to_the_preset(script):
+def test_every_preset_in_help_parses_back_to_the_preset(script, monkeypatch):
     # `--bucket-by-length True` was shown for a flag that takes no value
     # (issue 54): what --help shows must be copyable as it stands.
     module = _example(script)
+    # A preset of real data checks that its files exist (../shared/data,
+    # absent beside a fresh clone); the flags are what is checked here.
+    for check in ("check_sst_files", "_check_preset_files"):
+        if hasattr(module, check):
+            monkeypatch.setattr(module, check, lambda args: None)
     presets = getattr(module, "PRESETS", {})
     help_text = " ".join(
         subprocesses.run_python(
