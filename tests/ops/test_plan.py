@@ -232,7 +232,11 @@ def test_this_machine_has_no_accelerator_so_the_cpu_threshold_holds():
         # slower there); 128 GiB at 65536 do not.
         (139 * 2**30, 16384, "fused"),
         (139 * 2**30, 65536, "blocks"),
-        # A 16 GiB card: a quarter is 4 GiB, so 32 GiB take the blocks.
+        # 128 GiB at 32768: more than a quarter, less than the whole card.
+        (139 * 2**30, 32768, "blocks"),
+        # A 16 GiB card: a quarter is 4 GiB, so 8 GiB (N = 8192) and 32 GiB
+        # take the blocks.
+        (16 * 2**30, 8192, "blocks"),
         (16 * 2**30, 16384, "blocks"),
         # A small card never lowers the CPU's threshold.
         (2 * 2**30, 2048, "fused"),
