@@ -62,7 +62,14 @@ class _Sinks(keras.layers.Layer):
         self.built = True
 
 
-_MASK_ARGUMENTS = ("query_mask", "value_mask", "key_mask", "attention_mask")
+# SelfAttention's padding mask is `mask`.
+_MASK_ARGUMENTS = (
+    "mask",
+    "query_mask",
+    "value_mask",
+    "key_mask",
+    "attention_mask",
+)
 
 
 class MultiHeadBase(CachedAttention, _projections.HeadProjections):
