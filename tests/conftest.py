@@ -26,6 +26,13 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from tests import subprocesses  # noqa: E402
+
+# Before Keras imports a backend: see subprocesses.FAST_XLA_COMPILES.
+os.environ["XLA_FLAGS"] = subprocesses.with_fast_xla_compiles(
+    os.environ.get("XLA_FLAGS", "")
+)
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -52,6 +52,28 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+# XLA compiles the tests' programs (each eager JAX op, every `jax.jit`,
+# TensorFlow's `jit_compile=True`) with LLVM's optimizations off and the
+# older loop emitters: the programs are tiny, so compiling, not running,
+# is the cost. The programs' meaning is the same; users and the
+# benchmarks keep XLA's defaults. tests/conftest.py sets them before Keras
+# imports a backend; the workers and the examples' subprocesses inherit
+# them, beside the flags a test gives.
+FAST_XLA_COMPILES = (
+    "--xla_backend_optimization_level=0",
+    "--xla_cpu_use_fusion_emitters=false",
+)
+
+
+def with_fast_xla_compiles(flags: str) -> str:
+    """`flags` (an `XLA_FLAGS` value) with `FAST_XLA_COMPILES` added,
+    each unless `flags` sets it already."""
+    given = flags.split()
+    names = {flag.split("=")[0] for flag in given}
+    added = [f for f in FAST_XLA_COMPILES if f.split("=")[0] not in names]
+    return " ".join(given + added)
+
+
 def environment(**extra) -> dict:
     """This process's environment, quiet, CPU only, plus `extra`."""
     env = dict(os.environ)
@@ -61,6 +83,7 @@ def environment(**extra) -> dict:
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
+    env["XLA_FLAGS"] = with_fast_xla_compiles(env.get("XLA_FLAGS", ""))
     return env
 
 

@@ -236,7 +236,10 @@ def ring_checks():
             ring = lowered.compile()(*args)
             text = lowered.as_text()
             report[name + ": permutes"] = "collective_permute" in text
-        report[name] = [worst(ring[0], single[0]), worst(ring[1], single[1])]
+        # The loss (a sum of thousands of squares) relative to its size,
+        # so that the float32 rounding of other summation orders passes.
+        loss = worst(ring[0], single[0]) / float(jnp.abs(single[0]))
+        report[name] = [loss, worst(ring[1], single[1])]
 
     mesh = keras.distribution.DeviceMesh(
         (4,), ["sequence"], keras.distribution.list_devices()[:4]
@@ -451,7 +454,7 @@ def test_the_ring_on_eight_devices_equals_one_device():
     assert len(checked) == 12, report
     for name in checked:
         loss, grads = report[name]
-        assert loss < 1e-3 and grads < 1e-4, (name, report[name])
+        assert loss < 1e-5 and grads < 1e-4, (name, report[name])
     # Each layer call was planned once, on one device and in the ring.
     for name in [k for k in report if k.endswith(": plans")]:
         assert report[name][-1] == "ring" and len(report[name]) == 2, (
