@@ -167,11 +167,18 @@ class _Block(keras.layers.Layer):
 
     def _feed_forward(self, x, training):
         h = self.feed_forward_inner(self.feed_forward_norm(x))
-        h = self.feed_forward_outer(self.dropout_layer(h, training=training))
-        return x + self.dropout_layer(h, training=training)
+        h = self.feed_forward_outer(self._dropout(h, training))
+        return x + self._dropout(h, training)
 
     def _residual(self, x, sublayer_output, training):
-        return x + self.dropout_layer(sublayer_output, training=training)
+        return x + self._dropout(sublayer_output, training)
+
+    def _dropout(self, x, training):
+        # No call at rate 0: a layer call costs more than the step's
+        # arithmetic when decoding one token eagerly (PyTorch).
+        if not self.dropout:
+            return x
+        return self.dropout_layer(x, training=training)
 
     def get_config(self):
         return {
