@@ -205,7 +205,8 @@ class Generator:
         import torch
 
         def eager(prompt):
-            with torch.no_grad():
+            # inference_mode, not no_grad: no autograd bookkeeping at all.
+            with torch.inference_mode():
                 return traced(ops.convert_to_tensor(prompt))
 
         return eager
