@@ -55,6 +55,13 @@ MULTI30K = os.path.normpath(
     )
 )
 VOCABULARY = "vocabulary.json"
+EPILOG = (
+    "A synthetic line is a sentence, '=' and its translation, e.g. 'de feza "
+    "kozu zabe = rax nogax ladax lovox'; the run reports how often the model "
+    "continues 'SENTENCE =' with the translation word for word "
+    "(continuation_accuracy). Then: python examples/decoder_lm.py --generate "
+    "'de feza kozu zabe =' continues a prompt with the saved model."
+)
 
 
 def _add_data_arguments(group):
@@ -109,7 +116,7 @@ def _add_model_arguments(group):
         type=cli.positive_int,
         default=None,
         help="key/value heads, grouped-query attention (a divisor of "
-        "--num-heads; default: one per head)",
+        "--num-heads) (default: one per head)",
     )
     group.add_argument(
         "--feed-forward-dim",
@@ -169,7 +176,7 @@ def _add_generation_arguments(group):
 
 
 def parse_args(argv=None):
-    parser = cli.Parser(description=__doc__.split("\n\n")[0])
+    parser = cli.Parser(description=__doc__.split("\n\n")[0], epilog=EPILOG)
     _add_data_arguments(parser.add_argument_group("data"))
     _add_model_arguments(parser.add_argument_group("model"))
     group = parser.add_argument_group("training")
