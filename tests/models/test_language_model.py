@@ -9,7 +9,11 @@ from keras_attention.data import language
 from keras_attention.models import language_model
 
 
+@pytest.mark.tensorflow_lane
 def test_blocks_alternate_local_and_global_and_the_logits_are_causal():
+    """Other lanes (3 s on JAX): `tests/models/test_generation.py` builds
+    a local block under a global one and holds the cached generation to
+    the full model's logits."""
     model = language_model.build_language_model(
         11,
         model_dim=8,
@@ -46,6 +50,7 @@ class _Answers:
         return np.asarray(rows)
 
 
+@pytest.mark.backend_independent
 def test_continuation_accuracy_checks_each_translation_word_for_word():
     lines = ["a b = x y", "c = z", "a c = x z", "b = y"]
     vocabulary = language.build_vocabulary(lines)
@@ -75,5 +80,6 @@ def test_continuation_accuracy_checks_each_translation_word_for_word():
     )
 
 
+@pytest.mark.backend_independent
 def test_perplexity_is_the_exponential_of_the_loss():
     assert language_model.perplexity(np.log(7.0)) == pytest.approx(7.0)

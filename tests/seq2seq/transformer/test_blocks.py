@@ -65,11 +65,17 @@ def test_encoder_block_ignores_what_sits_at_padding():
     )
 
 
+@pytest.mark.tensorflow_lane
 @pytest.mark.parametrize("sliding_window", [None, 2])
 def test_causal_encoder_block_step_by_step_with_the_cache_matches_the_whole(
     sliding_window,
 ):
-    # A decoder-only model's block: the prompt, then one step at a time.
+    """A decoder-only model's block: the prompt, then one step at a time.
+
+    Other lanes (3-4 s each on JAX): `tests/models/test_generation.py`
+    decodes a model of these blocks, a local one (`RollingCache`) under a
+    global one (keras-hub's tensor, int8), against its full causal pass.
+    """
     from keras_attention import KeyValueCache
     from keras_attention import RollingCache
 
