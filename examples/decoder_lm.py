@@ -181,7 +181,7 @@ def parse_args(argv=None):
     _add_model_arguments(parser.add_argument_group("model"))
     group = parser.add_argument_group("training")
     group.add_argument(
-        "--epochs", type=cli.positive_int, default=8, help="epochs"
+        "--epochs", type=cli.positive_int, default=30, help="epochs"
     )
     group.add_argument(
         "--batch-size", type=cli.positive_int, default=32, help="batch size"
