@@ -43,8 +43,9 @@ BACKEND = keras.backend.backend()
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Test paths (relative to the repository root) of the PyTorch lane: the
-# ops, scores, layers, seq2seq, saving and error checks, and the layout
-# map of tensor parallelism (built on every backend).
+# ops, scores, layers, seq2seq, saving and error checks, the layout map of
+# tensor parallelism (built on every backend) and the language model's
+# generation (eager on PyTorch, as keras-hub's).
 TORCH_LANE = (
     "tests/ops/",
     "tests/scores/",
@@ -59,6 +60,7 @@ TORCH_LANE = (
     "tests/layers/",
     "tests/seq2seq/",
     "tests/visualize/test_collect.py",
+    "tests/models/test_generation.py",
 )
 
 

@@ -233,6 +233,14 @@ MUTANTS = (
         "    scale = peak / (2 * _RANGES[dtype])\n",
     ),
     Mutant(
+        "generation_index_off_by_one",
+        "the compiled generation loop writes each step's keys and values "
+        "one slot late (and rotates them one position on)",
+        "keras_attention/models/generation.py",
+        "                current, _unflatten(caches, sizes, flat), index\n",
+        "                current, _unflatten(caches, sizes, flat), index + 1\n",
+    ),
+    Mutant(
         "native_cpu_backward",
         "PyTorch's compiled FlexAttention is chosen for training on the "
         "CPU, where it has no backward pass",

@@ -430,12 +430,13 @@ class KeyValueCache(AttentionCache):
         return Attended((self.tensor[:, 0], self.tensor[:, 1]))
 
     def write(self, index, keys, values):
-        start = [0, index, 0, 0]
-        key = ops.slice_update(self.tensor[:, 0], start, keys)
-        value = ops.slice_update(self.tensor[:, 1], start, values)
-        return Attended((key, value)), KeyValueCache(
-            ops.stack((key, value), axis=1)
-        )
+        # One update of the whole tensor, not of its keys and values apart
+        # and stacked again: in a compiled decoding loop XLA then writes the
+        # step's slots in place instead of copying the cache twice a step.
+        new = ops.stack((keys, ops.cast(values, keys.dtype)), axis=1)
+        new = ops.cast(new, self.tensor.dtype)
+        tensor = ops.slice_update(self.tensor, [0, 0, index, 0, 0], new)
+        return Attended((tensor[:, 0], tensor[:, 1])), KeyValueCache(tensor)
 
     @classmethod
     def allocate(cls, layer, batch_size, max_length, dtype=None):

@@ -1,12 +1,21 @@
 """Builders, training and evaluation of the example models.
 
-`fitting` is the training scaffold both examples share, `distribute` the
-`--distribute` strategies; `sentiment` and `translation` build, train and
-evaluate each model; `precision.auto_dtype_policy` picks the dtype policy
-the hardware runs fast.
+`fitting` is the training scaffold of the sentiment and translation
+examples, `distribute` the `--distribute` strategies; `sentiment`,
+`translation` and `language_model` build, train and evaluate each model
+(`Generator` generates from the language model, compiled end to end);
+`precision.auto_dtype_policy` picks the dtype policy the hardware runs
+fast.
 """
 
 from keras_attention.models.fitting import FitResult as FitResult
+from keras_attention.models.generation import Generator as Generator
+from keras_attention.models.language_model import (
+    build_language_model as build_language_model,
+)
+from keras_attention.models.language_model import (
+    train_language_model as train_language_model,
+)
 from keras_attention.models.precision import (
     auto_dtype_policy as auto_dtype_policy,
 )

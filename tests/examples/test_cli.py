@@ -29,6 +29,7 @@ SCRIPTS = (
     "translation.py",
     "export_model.py",
     "long_context.py",
+    "decoder_lm.py",
 )
 
 # Prints what the script imported by the time `--help` exited.

@@ -167,11 +167,18 @@ class _Block(keras.layers.Layer):
 
     def _feed_forward(self, x, training):
         h = self.feed_forward_inner(self.feed_forward_norm(x))
-        h = self.feed_forward_outer(self.dropout_layer(h, training=training))
-        return x + self.dropout_layer(h, training=training)
+        h = self.feed_forward_outer(self._dropout(h, training))
+        return x + self._dropout(h, training)
 
     def _residual(self, x, sublayer_output, training):
-        return x + self.dropout_layer(sublayer_output, training=training)
+        return x + self._dropout(sublayer_output, training)
+
+    def _dropout(self, x, training):
+        # No call at rate 0: a layer call costs more than the step's
+        # arithmetic when decoding one token eagerly (PyTorch).
+        if not self.dropout:
+            return x
+        return self.dropout_layer(x, training=training)
 
     def get_config(self):
         return {
@@ -215,11 +222,18 @@ class TransformerEncoderBlock(_Block):
         training: Whether dropout is active.
         return_attention_scores: Whether to return the self-attention
             weights too. Defaults to `False`.
+        use_causal_mask: Whether position `i` sees only `j <= i` (a
+            decoder-only model's block, GPT's). Defaults to `False`.
+        cache: Optional cache of the self-attention (a cache tensor or any
+            `keras_attention.AttentionCache` it takes): `inputs` are the
+            positions from `cache_update_index` on, written into it.
+        cache_update_index: The position of `inputs`' first step, with
+            `cache`.
 
     Returns:
         `(batch_size, time, model_dim)`; with `return_attention_scores`,
         `(outputs, weights)`, the weights per head `(batch_size, heads,
-        time, time)`.
+        time, time)`; with `cache`, the updated cache last.
 
     Example:
 
@@ -248,6 +262,9 @@ class TransformerEncoderBlock(_Block):
         padding_mask=None,
         training=None,
         return_attention_scores=False,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
         self._check(inputs=inputs)
         h = self.self_attention_norm(inputs)
@@ -255,19 +272,27 @@ class TransformerEncoderBlock(_Block):
             self.self_attention,
             h,
             padding_mask,
-            False,
+            bool(use_causal_mask),
             training,
+            cache,
+            cache_update_index,
             scores=return_attention_scores,
         )
+        if cache is not None:
+            *h, cache = h
+            h = h[0] if len(h) == 1 else tuple(h)
         weights = None
         if return_attention_scores:
             h, weights = h
         outputs = self._feed_forward(
             self._residual(inputs, h, training), training
         )
+        result = (outputs,)
         if return_attention_scores:
-            return outputs, weights
-        return outputs
+            result += (weights,)
+        if cache is not None:
+            result += (cache,)
+        return result[0] if len(result) == 1 else result
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

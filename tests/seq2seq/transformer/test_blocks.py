@@ -65,6 +65,46 @@ def test_encoder_block_ignores_what_sits_at_padding():
     )
 
 
+@pytest.mark.tensorflow_lane
+@pytest.mark.parametrize("sliding_window", [None, 2])
+def test_causal_encoder_block_step_by_step_with_the_cache_matches_the_whole(
+    sliding_window,
+):
+    """A decoder-only model's block: the prompt, then one step at a time.
+
+    Other lanes (3-4 s each on JAX): `tests/models/test_generation.py`
+    decodes a model of these blocks, a local one (`RollingCache`) under a
+    global one (keras-hub's tensor, int8), against its full causal pass.
+    """
+    from keras_attention import KeyValueCache
+    from keras_attention import RollingCache
+
+    block = TransformerEncoderBlock(8, 2, 16, sliding_window=sliding_window)
+    x = _rand(2, 5, 8)
+    whole, weights = block(
+        x, use_causal_mask=True, return_attention_scores=True
+    )
+    assert np.all(to_numpy(weights)[:, :, 0, 1:] == 0)
+    attention = block.self_attention
+    if sliding_window is None:
+        cache = KeyValueCache.allocate(attention, 2, 5)
+    else:
+        cache = RollingCache.allocate(attention, 2)
+    first, cache = block(
+        x[:, :2], use_causal_mask=True, cache=cache, cache_update_index=0
+    )
+    steps = [to_numpy(first)]
+    for t in range(2, 5):
+        out, cache = block(
+            x[:, t : t + 1],
+            use_causal_mask=True,
+            cache=cache,
+            cache_update_index=t,
+        )
+        steps.append(to_numpy(out))
+    assert_allclose(np.concatenate(steps, 1), whole, atol=1e-5)
+
+
 def test_decoder_block_is_causal_and_masks_the_memory():
     block = TransformerDecoderBlock(8, 2, 16)
     y, memory = _rand(2, 4, 8), _rand(2, 3, 8)

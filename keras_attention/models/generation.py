@@ -1,0 +1,265 @@
+"""Greedy generation from a decoder-only language model, compiled end to end.
+
+`Generator` decodes a model of `build_language_model` with each block's
+key/value cache: the prompt in one call of the blocks, then one token a
+step inside one `keras.ops.while_loop`, the whole of it one compiled
+function (`jax.jit`, `tf.function(jit_compile=True)`), as keras-hub's
+`CausalLM.generate` is. On PyTorch Keras's `while_loop` is a Python loop
+and the generation runs eagerly, as keras-hub's does there.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attention import _validation
+from keras_attention.layers import KeyValueCache
+from keras_attention.layers import QuantizedCache
+from keras_attention.layers import RollingCache
+
+#: The quantized entries `cache_dtype` may ask for.
+CACHE_DTYPES = ("int8", "float8_e4m3fn")
+
+
+def _model_parts(model):
+    """`(embedding, blocks, final norm, logits)` of a language model."""
+    names = [layer.name for layer in model.layers]
+    blocks = [layer for layer in model.layers if layer.name.startswith("block")]
+    needed = ("token_embedding", "final_norm", "logits")
+    if not blocks or any(name not in names for name in needed):
+        raise ValueError(
+            "Expected a model of `build_language_model` (layers "
+            "`token_embedding`, `block_0`..., `final_norm`, `logits`). "
+            f"Received: a model with layers {names}"
+        )
+    return (
+        model.get_layer("token_embedding"),
+        blocks,
+        model.get_layer("final_norm"),
+        model.get_layer("logits"),
+    )
+
+
+class Generator:
+    """Greedy generation from a model of `build_language_model`, with each
+    block's cache, compiled end to end.
+
+    `generate(prompt, max_new_tokens)` runs the prompt `(batch, P)`
+    through the blocks in one call, each writing its keys and values into
+    its cache from position 0, then one token a step, each step one call
+    of the blocks at its position, inside one `keras.ops.while_loop`; the
+    whole is one `jax.jit` or `tf.function(jit_compile=True)` function,
+    traced once per `(batch, P, max_new_tokens)` (PyTorch: eager, without
+    gradients). The caches keep a fixed shape through the loop: keras-hub's
+    tensor of `P + max_new_tokens` slots (`KeyValueCache`), a
+    `QuantizedCache` of int8 or float8 entries with `cache_dtype`, and a
+    `RollingCache` of its window for a local block (`sliding_window`).
+    `generate_uncached` gives the same ids by running the whole model over
+    the prefix at every step: the reference.
+
+    Args:
+        model: A model of `build_language_model`, or one loaded from its
+            `.keras` file.
+        cache_dtype: The global blocks' cache entries: `None` (the
+            default, the compute dtype), `"int8"` or `"float8_e4m3fn"`.
+
+    Example:
+
+    >>> from keras_attention.models import language_model
+    >>> model = language_model.build_language_model(
+    ...     16, model_dim=8, num_layers=1, num_heads=2, feed_forward_dim=16
+    ... )
+    >>> generator = keras_attention.models.Generator(model)
+    >>> [type(cache).__name__ for cache in generator.caches(1, 7)]
+    ['KeyValueCache']
+    >>> prompt = np.array([[3, 4, 5]])
+    >>> generator.generate_uncached(prompt, 4).shape  # as generate(prompt, 4)
+    (1, 7)
+    """
+
+    def __init__(self, model, cache_dtype=None):
+        parts = _model_parts(model)
+        self.model = model
+        self.embedding, self.blocks, self.norm, self.logits = parts
+        if cache_dtype is not None and cache_dtype not in CACHE_DTYPES:
+            raise _validation.invalid(
+                "cache_dtype", cache_dtype, "None, 'int8' or 'float8_e4m3fn'"
+            )
+        self.cache_dtype = cache_dtype
+        self._compiled = {}
+
+    def caches(self, batch_size, max_length):
+        """Each block's empty cache for `max_length` positions."""
+        caches = []
+        for block in self.blocks:
+            attention = block.self_attention
+            if block.sliding_window is not None:
+                cache = RollingCache.allocate(attention, batch_size)
+            elif self.cache_dtype is not None:
+                cache = QuantizedCache.allocate(
+                    attention, batch_size, max_length, dtype=self.cache_dtype
+                )
+            else:
+                cache = KeyValueCache.allocate(
+                    attention, batch_size, max_length
+                )
+            caches.append(cache)
+        return caches
+
+    def step(self, ids, caches, index):
+        """`(logits, caches)`: the float32 next-id logits `(batch,
+        vocabulary)` after the last of `ids` `(batch, T)`, which are the
+        positions from `index` on, and the caches with them written."""
+        x = self.embedding(ids)
+        written = []
+        for block, cache in zip(self.blocks, caches, strict=True):
+            x, cache = block(
+                x, use_causal_mask=True, cache=cache, cache_update_index=index
+            )
+            written.append(cache)
+        logits = self.logits(self.norm(x[:, -1:]))[:, 0]
+        return ops.cast(logits, "float32"), written
+
+    def generate_step(self, prompt, max_new_tokens):
+        """The traced body: the prompt, then the loop. Returns the ids
+        `(batch, P + max_new_tokens)`."""
+        batch, length = prompt.shape
+        total = length + max_new_tokens
+        prompt = ops.cast(prompt, "int32")
+        logits, caches = self.step(prompt, self.caches(batch, total), 0)
+        chosen = ops.cast(ops.argmax(logits, axis=-1), "int32")[:, None]
+        rest = ops.zeros((batch, max_new_tokens - 1), "int32")
+        tokens = ops.concatenate([prompt, chosen, rest], axis=1)
+        sizes = [len(cache.tensors) for cache in caches]
+
+        def body(index, tokens, *flat):
+            current = ops.slice(tokens, [0, index], [batch, 1])
+            logits, written = self.step(
+                current, _unflatten(caches, sizes, flat), index
+            )
+            chosen = ops.cast(ops.argmax(logits, axis=-1), "int32")[:, None]
+            tokens = ops.slice_update(tokens, [0, index + 1], chosen)
+            return (index + 1, tokens, *_flatten(written))
+
+        def cond(index, *_):
+            return index < total - 1
+
+        start = ops.convert_to_tensor(length, "int32")
+        loop = ops.while_loop(cond, body, (start, tokens, *_flatten(caches)))
+        return loop[1]
+
+    def generate(self, prompt, max_new_tokens):
+        """Greedy ids `(batch, P + max_new_tokens)`, the prompt first.
+
+        Args:
+            prompt: Integer ids `(batch, P)`, every row of the same length
+                `P >= 1`, each in `[0, vocabulary)`.
+            max_new_tokens: How many ids to add to each row.
+
+        Returns:
+            An `int32` NumPy array.
+        """
+        prompt = self._check_prompt(prompt)
+        max_new_tokens = _validation.positive_int(
+            "max_new_tokens", max_new_tokens
+        )
+        key = (prompt.shape, max_new_tokens)
+        if key not in self._compiled:
+            self._compiled[key] = self._compile(max_new_tokens)
+        ids = self._compiled[key](prompt)
+        return np.asarray(ops.convert_to_numpy(ids), dtype="int32")
+
+    def _check_prompt(self, prompt):
+        prompt = np.asarray(prompt)
+        if prompt.ndim != 2 or prompt.shape[1] < 1:
+            raise ValueError(
+                "Expected `prompt` of shape `(batch_size, length)` with a "
+                f"length of at least 1. Received: prompt.shape={prompt.shape}"
+            )
+        size = self.embedding.input_dim
+        if prompt.dtype.kind not in "iu" or prompt.min() < 0:
+            raise ValueError(
+                f"Expected `prompt` of integer ids in [0, {size}). Received: "
+                f"prompt.dtype={prompt.dtype}, min={prompt.min()}"
+            )
+        if prompt.max() >= size:
+            raise ValueError(
+                f"Expected `prompt` of ids in [0, {size}) (the vocabulary). "
+                f"Received: an id {prompt.max()}"
+            )
+        return prompt.astype("int32")
+
+    def _compile(self, max_new_tokens):
+        """`prompt -> ids`, one compiled function of the whole generation."""
+
+        def traced(prompt):
+            return self.generate_step(prompt, max_new_tokens)
+
+        backend = keras.backend.backend()
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            return tf.function(traced, jit_compile=True)
+        if backend == "jax":
+            return self._jax_function(traced)
+        import torch
+
+        def eager(prompt):
+            # inference_mode, not no_grad: no autograd bookkeeping at all.
+            with torch.inference_mode():
+                return traced(ops.convert_to_tensor(prompt))
+
+        return eager
+
+    def _jax_function(self, traced):
+        """`jax.jit` of `traced` with the model's variables as arguments
+        (stateless), as keras-hub compiles its generation."""
+        import jax
+
+        variables = self.model.variables
+
+        @jax.jit
+        def compiled(values, prompt):
+            mapping = list(zip(variables, values, strict=True))
+            with keras.StatelessScope(state_mapping=mapping):
+                return traced(prompt)
+
+        def call(prompt):
+            return compiled([v.value for v in variables], prompt)
+
+        return call
+
+    def generate_uncached(self, prompt, max_new_tokens):
+        """The same greedy ids from the whole model at every step, without
+        a cache: the reference of `generate`.
+
+        Each step runs the model over all `P + max_new_tokens` positions,
+        the ones not yet generated holding 0: the causal mask hides them
+        from the position read, and one shape serves every step.
+        """
+        prompt = self._check_prompt(prompt)
+        max_new_tokens = _validation.positive_int(
+            "max_new_tokens", max_new_tokens
+        )
+        batch, length = prompt.shape
+        tokens = np.zeros((batch, length + max_new_tokens), "int32")
+        tokens[:, :length] = prompt
+        for position in range(length, length + max_new_tokens):
+            logits = self.model(tokens, training=False)[:, position - 1]
+            logits = ops.convert_to_numpy(ops.cast(logits, "float32"))
+            tokens[:, position] = logits.argmax(-1)
+        return tokens
+
+
+def _flatten(caches):
+    """The caches' tensors in one list (a loop's variables)."""
+    return [tensor for cache in caches for tensor in cache.tensors]
+
+
+def _unflatten(caches, sizes, tensors):
+    """Caches of the kinds of `caches` holding `tensors` (`_flatten`'s)."""
+    rebuilt, at = [], 0
+    for cache, size in zip(caches, sizes, strict=True):
+        rebuilt.append(cache.with_tensors(list(tensors[at : at + size])))
+        at += size
+    return rebuilt
