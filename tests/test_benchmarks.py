@@ -196,3 +196,38 @@ def test_serving_caches_bad_lengths_are_a_one_line_error():
     assert exit_info.value.code == 2
     lines = stderr.getvalue().splitlines()
     assert "comma-separated positive integers" in lines[-1], lines
+
+
+def _quantized_cache_bleu():
+    path = os.path.join(ROOT, "benchmarks", "quantized_cache_bleu.py")
+    spec = importlib.util.spec_from_file_location("cache_bleu_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.backend_independent
+def test_cache_bleu_copies_the_archive_with_each_cache_dtype_set(tmp_path):
+    import json
+    import zipfile
+
+    module = _quantized_cache_bleu()
+    config = {
+        "class_name": "TextTranslator",
+        "config": {"model": {"config": {"cache_dtype": None, "layers": []}}},
+        "cache_dtype": None,
+    }
+    path = tmp_path / "model.keras"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+        archive.writestr("model.weights.h5", b"weights")
+    copy = module.with_cache_dtype(path, "int8", tmp_path)
+    with zipfile.ZipFile(copy) as archive:
+        patched = json.loads(archive.read("config.json"))
+        assert archive.read("model.weights.h5") == b"weights"
+    assert patched["cache_dtype"] == "int8"
+    assert patched["config"]["model"]["config"]["cache_dtype"] == "int8"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("config.json", json.dumps({"config": {}}))
+    with pytest.raises(ValueError, match="no `cache_dtype`"):
+        module.with_cache_dtype(path, "int8", tmp_path)
