@@ -458,7 +458,10 @@ def check_floating(spec, tensor, name):
 
 
 def check_length(spec, max_length, new_length):
-    if isinstance(new_length, int) and max_length < new_length:
+    # Either length may be unknown (None) while a function is traced: a
+    # cross-attention's cache of the source under `model.predict`.
+    static = isinstance(new_length, int) and isinstance(max_length, int)
+    if static and max_length < new_length:
         raise mismatch(
             spec,
             "a cache with a slot for each of the call's positions",

@@ -450,3 +450,25 @@ def test_an_additive_score_decodes_with_a_cache_in_blocks(rand):
             step, step, cache=cache, cache_update_index=i, use_causal_mask=True
         )
         np.testing.assert_allclose(to_np(out)[:, 0], want[:, i], atol=1e-5)
+
+
+@pytest.mark.tensorflow_only
+def test_a_cache_of_unknown_length_is_read_in_a_traced_call(rand):
+    """Traced with the cache's length unknown (a cross-attention's cache
+    of the source under `model.predict`, whose batches differ in
+    length), the call reads the cache: its length is checked only where
+    it is known (the beam search of the Multi30k Transformer failed here
+    comparing `None < 1`)."""
+    import tensorflow as tf
+
+    layer = _mha(None)
+    x, cache = rand(B, 1, D), rand(B, 2, 4, 2, 4)
+    want, _ = _call(layer, x, cache=cache)
+    traced = tf.function(
+        lambda q, c: _call(layer, q, cache=c)[0],
+        input_signature=[
+            tf.TensorSpec((None, 1, D)),
+            tf.TensorSpec((None, 2, None, 2, 4)),
+        ],
+    )
+    np.testing.assert_allclose(to_np(traced(x, cache)), to_np(want), atol=1e-6)
