@@ -147,6 +147,10 @@ class TransformerDecoderCell(keras.layers.Layer):
         cache_dtype=None,
         **kwargs,
     ):
+        # Not cast to the compute dtype on entry: a float8 cache in the
+        # states would be (Keras casts every floating input), and the
+        # blocks cast what they take themselves.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.blocks = [
             keras.saving.deserialize_keras_object(b)
