@@ -198,6 +198,18 @@ class TransformerTranslator(TextTranslator):
         self.global_every = _validation.positive_int(
             "global_every", global_every
         )
+        if (
+            cache_dtype == "float8_e4m3fn"
+            and keras.backend.backend() == "tensorflow"
+        ):
+            # The decoding loops are graph `tf.while_loop`s, whose Switch
+            # and Merge have no float8 kernels.
+            raise ValueError(
+                "TransformerTranslator decodes with a float8 cache on JAX "
+                "and PyTorch: TensorFlow's while loops have no float8 "
+                "kernels. Use cache_dtype='int8' (the same bytes) on "
+                "TensorFlow. Received: cache_dtype='float8_e4m3fn'"
+            )
         self.cache_dtype = cache_dtype
         self._build_layers()
 

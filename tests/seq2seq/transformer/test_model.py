@@ -110,6 +110,17 @@ def test_local_and_global_layers_decode_as_their_full_pass(tmp_path):
     quantized.save(path)
     again = keras.saving.load_model(path)
     assert again.cache_dtype == "int8" and again.sliding_window == 2
+    config["cache_dtype"] = "float8_e4m3fn"
+    if keras.backend.backend() == "tensorflow":
+        # The decoding loop is a graph while loop: no float8 kernels.
+        with pytest.raises(ValueError, match="cache_dtype='float8_e4m3fn'"):
+            TransformerTranslator.from_config(config)
+        return
+    float8 = TransformerTranslator.from_config(config)
+    float8.set_weights(model.get_weights())
+    assert_allclose(
+        float8.decode(ids, **options).scores, cached.scores, atol=0.2
+    )
 
 
 def test_greedy_scores_are_the_teacher_forced_log_probabilities():
