@@ -20,6 +20,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "long_sequences.py")
 
 
+def _benchmark(name):
+    """`benchmarks/NAME.py`, imported as a module."""
+    path = os.path.join(ROOT, "benchmarks", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _script(monkeypatch, plots):
     spec = importlib.util.spec_from_file_location("long_sequences_test", SCRIPT)
     module = importlib.util.module_from_spec(spec)
@@ -94,11 +103,7 @@ def test_plot_with_the_speed_table_is_a_one_line_error(monkeypatch):
 
 
 def _latent_cache():
-    path = os.path.join(ROOT, "benchmarks", "latent_cache.py")
-    spec = importlib.util.spec_from_file_location("latent_cache_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark("latent_cache")
 
 
 def test_latent_cache_reads_the_bytes_from_the_caches():
@@ -129,11 +134,7 @@ def test_latent_cache_bad_lengths_are_a_one_line_error():
 
 
 def _gqa_speed():
-    path = os.path.join(ROOT, "benchmarks", "gqa_speed.py")
-    spec = importlib.util.spec_from_file_location("gqa_speed_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark("gqa_speed")
 
 
 def test_gqa_speed_shape_is_parsed():
@@ -158,11 +159,7 @@ def test_gqa_speed_bad_shape_is_a_one_line_error(shape):
 
 
 def _serving_caches():
-    path = os.path.join(ROOT, "benchmarks", "serving_caches.py")
-    spec = importlib.util.spec_from_file_location("serving_caches_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark("serving_caches")
 
 
 def test_serving_caches_reads_the_bytes_from_the_caches():
@@ -199,11 +196,7 @@ def test_serving_caches_bad_lengths_are_a_one_line_error():
 
 
 def _quantized_cache_bleu():
-    path = os.path.join(ROOT, "benchmarks", "quantized_cache_bleu.py")
-    spec = importlib.util.spec_from_file_location("cache_bleu_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark("quantized_cache_bleu")
 
 
 @pytest.mark.backend_independent
