@@ -96,7 +96,12 @@ def describe(call, backward=True):
     if backend == "torch":
         torch_native = _torch()
         backward = backward and torch_native.records_gradients(call)
-        if device != "cpu" or not backward:
+        # Probing runs the mods: skipped on the CPU where FlexAttention
+        # is refused anyway (training, or a short call: a decoding step).
+        long = _native_plan.cpu_flex_length(
+            (call.query.shape[1], call.key.shape[1])
+        )
+        if device != "cpu" or (long and not backward):
             lowers = torch_native.lowers(*call_mods(call))
     return _native_plan.NativeCall(
         masks=mask_kinds(call),

@@ -60,19 +60,40 @@ _REASONS = {
 }
 
 
-@functools.cache
 def platform():
     """`(backend, device)`: the Keras backend and where it computes,
-    `"cpu"`, `"gpu"` or `"tpu"` (read once per process)."""
+    `"cpu"`, `"gpu"` or `"tpu"` (read once per process; `"meta"` during a
+    symbolic pass on PyTorch, which is not kept)."""
     backend = keras.backend.backend()
     if backend == "torch":
-        device = keras.ops.zeros(()).device.type
-        return backend, "gpu" if device == "cuda" else device
+        return backend, _torch_device()
+    return _platform(backend)
+
+
+@functools.cache
+def _platform(backend):
     if backend == "jax":
         import jax
 
         return backend, jax.devices()[0].platform
     return backend, "cpu"
+
+
+def _torch_device():
+    """The device of a new tensor, kept once it is a real one: Keras's
+    symbolic passes on PyTorch (a functional model built, an output
+    spec) place tensors on `"meta"`, and a device read there and kept
+    would leave every later call without the native kernels."""
+    if _TORCH_DEVICE:
+        return _TORCH_DEVICE[0]
+    device = keras.ops.zeros(()).device.type
+    if device == "meta":
+        return device
+    _TORCH_DEVICE.append("gpu" if device == "cuda" else device)
+    return _TORCH_DEVICE[0]
+
+
+_TORCH_DEVICE = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +112,8 @@ class NativeCall:
         bias: An additive bias is given.
         offset: The queries begin after position 0 (a cache).
         lowers: Whether PyTorch's compiler lowers the call's mods and masks
-            (`None`: not probed).
+            (`None`: not probed, as on the CPU for a call too short for
+            FlexAttention there, or differentiated).
         dtype: The dtype of the query heads.
         head_dim: The query and key heads' size.
         value_dim: The value heads' size.
@@ -186,21 +208,35 @@ def _sdpa(ours, shapes, request, native, device):
 
 
 def _torch_flex(ours, shapes, request, native, device):
+    why = _cpu_flex(ours, shapes, request, native) if device == "cpu" else ""
+    if why:
+        return why
     if not native.lowers:
         return "PyTorch's compiler cannot lower the mods (docs/flex.md)"
     if native.dtype == "float64":
         return "float64"
-    if device != "cpu":
-        return ""
+    return ""
+
+
+def _cpu_flex(ours, shapes, request, native):
+    """Why PyTorch's compiled FlexAttention does not run on the CPU (its
+    mods aside): checked first, so that `describe` need not probe the
+    mods of a call refused anyway (`cpu_flex_length`)."""
     if native.backward:
         return "no backward pass on the CPU (training)"
     if request.lse:
         return "no log-sum-exp on the CPU (sinks)"
     if ours.path != "blocks":
         return "the dense step is faster on the CPU"
-    if min(n or 0 for n in shapes[2:]) < CPU_FLEX_MIN_LENGTH:
+    if not cpu_flex_length(shapes[2:]):
         return f"fewer than {CPU_FLEX_MIN_LENGTH} queries or keys"
     return ""
+
+
+def cpu_flex_length(lengths):
+    """Whether the query and key lengths are long enough for PyTorch's
+    compiled FlexAttention on the CPU (unknown lengths are not)."""
+    return min(n or 0 for n in lengths) >= CPU_FLEX_MIN_LENGTH
 
 
 def _cudnn(ours, shapes, request, native, device):

@@ -16,6 +16,7 @@ from keras import ops
 
 import keras_attention
 from keras_attention.ops import _native
+from keras_attention.ops import _native_plan
 from keras_attention.ops import engine
 from keras_attention.ops import mods
 from keras_attention.ops.masks import AttentionMasks
@@ -135,7 +136,7 @@ def test_a_call_without_masks_has_no_mods(rand):
     assert _native.call_mods(_call(rand)) == (None, None)
 
 
-def test_describe_reads_the_call(rand):
+def test_describe_reads_the_call(rand, monkeypatch):
     call = _call(
         rand,
         attention_masks(use_causal_mask=True),
@@ -148,10 +149,16 @@ def test_describe_reads_the_call(rand):
     assert (native.head_dim, native.value_dim, native.grouped) == (8, 8, True)
     assert native.dtype == "float32"
     assert native.backward is False
-    on_torch = keras.backend.backend() == "torch"
-    assert (native.lowers is None) is not on_torch
-    if not on_torch:
+    # Never probed off PyTorch; on its CPU not for a call too short for
+    # FlexAttention there, nor for one that is differentiated.
+    assert native.lowers is None
+    if keras.backend.backend() != "torch":
         assert _native.describe(call).backward is True
+        return
+    monkeypatch.setattr(_native_plan, "CPU_FLEX_MIN_LENGTH", 6)
+    assert _native.describe(call, backward=False).lowers is True
+    monkeypatch.setattr(_native_plan, "CPU_FLEX_MIN_LENGTH", 7)
+    assert _native.describe(call, backward=False).lowers is None
 
 
 def test_each_flex_call_is_described_once_and_planned_once(

@@ -9,6 +9,7 @@ Every refusal keeps this package's kernel and says why in the reason.
 """
 
 import keras
+import numpy as np
 import pytest
 
 from keras_attention.ops import _native_plan
@@ -190,3 +191,20 @@ def test_the_probe_names_the_backend_and_its_device():
     backend, device = _native_plan.platform()
     assert backend == keras.backend.backend()
     assert device in ("cpu", "gpu", "tpu")
+
+
+def test_a_symbolic_pass_does_not_fix_the_device(monkeypatch):
+    # Keras's symbolic passes on PyTorch (a functional model built) put
+    # tensors on "meta": a device read there and kept left every later
+    # call of the process planned without the native kernels.
+    monkeypatch.setattr(_native_plan, "_TORCH_DEVICE", [])
+    seen = []
+
+    class Probe(keras.layers.Layer):
+        def call(self, x):
+            seen.append(_native_plan.platform()[1])
+            return x
+
+    Probe()(keras.Input((4,)))
+    Probe()(np.zeros((1, 4), "float32"))
+    assert seen[-1] == "cpu"
