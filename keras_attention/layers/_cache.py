@@ -36,6 +36,7 @@ import numpy as np
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention.layers import _in_place
 
 
 class Attended(NamedTuple):
@@ -435,7 +436,7 @@ class KeyValueCache(AttentionCache):
         # step's slots in place instead of copying the cache twice a step.
         new = ops.stack((keys, ops.cast(values, keys.dtype)), axis=1)
         new = ops.cast(new, self.tensor.dtype)
-        tensor = ops.slice_update(self.tensor, [0, 0, index, 0, 0], new)
+        tensor = _in_place.slice_update(self.tensor, [0, 0, index, 0, 0], new)
         return Attended((tensor[:, 0], tensor[:, 1])), KeyValueCache(tensor)
 
     @classmethod
@@ -498,14 +499,20 @@ class CacheCall:
         self.attended = None
         self.result = self.cache
 
-    def update(self, *project):
-        """What the heads attend over; `project[i]()` makes the call's
-        `i`-th entries (run only when the cache is written)."""
-        if self.index is None:
-            self.attended = self.cache.read()
-        else:
-            entries = [make() for make in project]
-            self.attended, self.result = self.cache.write(self.index, *entries)
+    @property
+    def writes(self):
+        """Whether the call writes its entries (it has an index)."""
+        return self.index is not None
+
+    def read(self):
+        """What the heads attend over: the cache as it is."""
+        self.attended = self.cache.read()
+        return self.attended.tensors
+
+    def write(self, *entries):
+        """What the heads attend over: the cache with the call's `entries`
+        (its keys and values, or MLA's latents) written at the index."""
+        self.attended, self.result = self.cache.write(self.index, *entries)
         return self.attended.tensors
 
     @property
@@ -551,32 +558,6 @@ def output_spec(cache):
             [keras.KerasTensor(t.shape, dtype_of(t)) for t in cache.tensors]
         )
     return keras.KerasTensor(cache.shape, dtype_of(cache))
-
-
-def rotate(rotary_embedding, tensor, start_index):
-    """`tensor (batch_size, T, heads, head_dim)` rotated from `start_index`
-    (a scalar, or one start per sequence `(batch_size,)`)."""
-    if rotary_embedding is None:
-        return tensor
-    rank = getattr(start_index, "shape", ())
-    if len(rank) == 1:
-        steps = ops.arange(ops.shape(tensor)[1], dtype="int32")
-        positions = ops.cast(start_index, "int32")[:, None] + steps[None]
-        return rotary_embedding(tensor, positions=positions)
-    return rotary_embedding(tensor, start_index=start_index)
-
-
-def get_rotary(value):
-    """A `RotaryEmbedding` (or any layer) from an instance or a config."""
-    if value is None or isinstance(value, keras.layers.Layer):
-        return value
-    if isinstance(value, dict):
-        return keras.saving.deserialize_keras_object(value)
-    raise ValueError(
-        "Received an invalid value for argument `rotary_embedding`, expected "
-        "a keras_attention.RotaryEmbedding, its config or None. Received: "
-        f"rotary_embedding={value!r}"
-    )
 
 
 def outputs(output, scores, cache, return_attention_scores):

@@ -4,6 +4,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers import _in_place
 
 
 class LatentCache(_cache.AttentionCache):
@@ -59,5 +60,5 @@ class LatentCache(_cache.AttentionCache):
         return cls(ops.zeros((batch_size, max_length, spec.width), dtype))
 
     def write(self, index, latents):
-        tensor = ops.slice_update(self.tensor, [0, index, 0], latents)
+        tensor = _in_place.slice_update(self.tensor, [0, index, 0], latents)
         return _cache.Attended((tensor,)), LatentCache(tensor)

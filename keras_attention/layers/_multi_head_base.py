@@ -24,6 +24,7 @@ from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers import _rotation
 from keras_attention.layers._caching import CachedAttention
 from keras_attention.ops import engine
 from keras_attention.ops import ring as ring_lib
@@ -169,7 +170,7 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         )
         # Tracked only in `build` (a layer mod's weights after Keras's).
         self._mods_holder = _Untracked(_mods.checked(score_mod, mask_mod))
-        self.rotary_embedding = _cache.get_rotary(rotary_embedding)
+        self.rotary_embedding = _rotation.get_rotary(rotary_embedding)
         self.use_sinks = _validation.optional_bool("use_sinks", use_sinks)
         self.use_sinks = bool(self.use_sinks)
         self.flash_attention = _validation.optional_bool(
@@ -275,17 +276,14 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         """The heads `(q, k, v)`: projected, rotated at their positions,
         the keys and values through the cache. `layout` is a variant's
         (MLA's absorbed or expanded heads)."""
+        rotary = self.rotary_embedding
         start = 0 if cache is None else cache.start
-        rotate = self.rotary_embedding
-        q = _cache.rotate(rotate, self._query_dense(query), start)
-
-        def project_key():
-            return _cache.rotate(rotate, self._key_dense(key), start)
-
-        if cache is None:
-            return q, project_key(), self._value_dense(value)
-        k, v = cache.update(project_key, lambda: self._value_dense(value))
-        return q, k, v
+        q = self._query_dense(query)
+        if cache is not None and not cache.writes:
+            return (_rotation.rotate(rotary, q, start), *cache.read())
+        q, k = _rotation.rotate_pair(rotary, q, self._key_dense(key), start)
+        v = self._value_dense(value)
+        return (q, k, v) if cache is None else (q, *cache.write(k, v))
 
     def _project_out(self, context, query, layout=None):
         """The output from the heads' context `(B, Tq, H, Dv)`: the gate,

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers import _in_place
 
 # The largest magnitude of each quantized dtype: int8's symmetric range,
 # float8 e4m3's largest finite value.
@@ -150,8 +151,8 @@ class QuantizedCache(_cache.AttentionCache):
         new = ops.stack([keys, ops.cast(values, keys.dtype)], axis=1)
         quantized, scales = quantize(new, self.dtype)
         start = [0, 0, index, 0, 0]
-        stored = ops.slice_update(self.values, start, quantized)
-        scales = ops.slice_update(
+        stored = _in_place.slice_update(self.values, start, quantized)
+        scales = _in_place.slice_update(
             self.scales, start[:4], ops.cast(scales, self.scales.dtype)
         )
         return self._attended(stored, scales), QuantizedCache(stored, scales)

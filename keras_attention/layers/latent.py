@@ -419,10 +419,12 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         values, up-projected or (absorbed) the latent itself."""
         start = 0 if cache is None else cache.start
         q_nope, q_rope = self._queries(query, start)
-        if cache is None:
-            latents = self._latents(value, start)
+        if cache is not None and not cache.writes:
+            (latents,) = cache.read()
         else:
-            (latents,) = cache.update(lambda: self._latents(value, start))
+            latents = self._latents(value, start)
+            if cache is not None:
+                (latents,) = cache.write(latents)
         q, k, v = self._heads(q_nope, q_rope, latents, layout == "absorbed")
         scale = 1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim)
         # Only the queries are scaled: by YaRN's m², so the logits are.

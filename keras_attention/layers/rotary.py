@@ -259,8 +259,11 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0, positions=None):
         _validation.floating_inputs("RotaryEmbedding", inputs=inputs)
-        sequence_axis, feature_axis = self._axes(inputs.shape)
-        moved = ops.moveaxis(inputs, (sequence_axis, feature_axis), (1, -1))
+        axes = tuple(self._axes(inputs.shape))
+        rank = len(inputs.shape)
+        # Heads `(batch_size, T, heads, head_dim)` need no moving.
+        ordered = axes == (1, rank - 1)
+        moved = inputs if ordered else ops.moveaxis(inputs, axes, (1, -1))
         if positions is None:
             length = ops.shape(moved)[1]
             positions = ops.arange(length, dtype="float32") + ops.cast(
@@ -272,7 +275,7 @@ class RotaryEmbedding(keras.layers.Layer):
         rotated = ka_ops.apply_rotary(
             moved, angles, self.interleaved, scale=self.output_scale
         )
-        return ops.moveaxis(rotated, (1, -1), (sequence_axis, feature_axis))
+        return rotated if ordered else ops.moveaxis(rotated, (1, -1), axes)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

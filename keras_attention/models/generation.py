@@ -16,6 +16,7 @@ from keras_attention import _validation
 from keras_attention.layers import KeyValueCache
 from keras_attention.layers import QuantizedCache
 from keras_attention.layers import RollingCache
+from keras_attention.layers import _in_place
 
 #: The quantized entries `cache_dtype` may ask for.
 CACHE_DTYPES = ("int8", "float8_e4m3fn")
@@ -138,7 +139,7 @@ class Generator:
                 current, _unflatten(caches, sizes, flat), index
             )
             chosen = ops.cast(ops.argmax(logits, axis=-1), "int32")[:, None]
-            tokens = ops.slice_update(tokens, [0, index + 1], chosen)
+            tokens = _in_place.slice_update(tokens, [0, index + 1], chosen)
             return (index + 1, tokens, *_flatten(written))
 
         def cond(index, *_):
@@ -206,7 +207,8 @@ class Generator:
 
         def eager(prompt):
             # inference_mode, not no_grad: no autograd bookkeeping at all.
-            with torch.inference_mode():
+            # The loop owns its caches: each step writes them in place.
+            with torch.inference_mode(), _in_place.writing_in_place():
                 return traced(ops.convert_to_tensor(prompt))
 
         return eager
