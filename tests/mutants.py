@@ -248,6 +248,30 @@ MUTANTS = (
         "    if native.backward:\n",
         "    if native.backward and False:\n",
     ),
+    Mutant(
+        "platform_keeps_meta",
+        "PyTorch's device is kept from Keras's symbolic pass ('meta'), so "
+        "no later call of the process gets a native kernel",
+        "keras_attention/ops/_native_plan.py",
+        '    if device == "meta":\n        return device\n',
+        "",
+    ),
+    Mutant(
+        "rotation_pair_one_position_on",
+        "the query and key rotated in one call are rotated one position "
+        "past their own",
+        "keras_attention/layers/_rotation.py",
+        "    both = rotate(rotary_embedding, both, start_index)\n",
+        "    both = rotate(rotary_embedding, both, start_index + 1)\n",
+    ),
+    Mutant(
+        "in_place_left_on",
+        "the in-place writes stay on after the Generator's loop: later "
+        "cache writes change the caller's tensors",
+        "keras_attention/layers/_in_place.py",
+        "        _STATE.on = previous\n",
+        "        pass\n",
+    ),
 )
 
 
