@@ -79,6 +79,10 @@ def _platform(backend):
     return backend, "cpu"
 
 
+# PyTorch's device, once read outside a symbolic pass.
+_TORCH_DEVICE = []
+
+
 def _torch_device():
     """The device of a new tensor, kept once it is a real one: Keras's
     symbolic passes on PyTorch (a functional model built, an output
@@ -91,9 +95,6 @@ def _torch_device():
         return device
     _TORCH_DEVICE.append("gpu" if device == "cuda" else device)
     return _TORCH_DEVICE[0]
-
-
-_TORCH_DEVICE = []
 
 
 @dataclasses.dataclass(frozen=True)
