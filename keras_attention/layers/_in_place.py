@@ -43,5 +43,5 @@ def slice_update(tensor, start, update):
         slice(int(at), int(at) + size)
         for at, size in zip(start, update.shape, strict=True)
     )
-    tensor[index] = ops.cast(update, tensor.dtype)
+    tensor[index] = update
     return tensor
