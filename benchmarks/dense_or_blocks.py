@@ -161,13 +161,13 @@ def worker(spec):
     case, n, setting = spec["case"], spec["n"], spec["setting"]
     chunk = None if setting == "default" else int(setting)
     plans = []
-    original = keras_attention.ops.plan_attention
+    original = keras_attention.ops.plan.plan_attention
 
     def recording(*args, **kwargs):
         plans.append(original(*args, **kwargs))
         return plans[-1]
 
-    keras_attention.ops.plan_attention = recording
+    keras_attention.ops.plan.plan_attention = recording
     loss, weights, inputs = _problem(case, n, chunk)
     step = _step(loss, weights, inputs)
     plans.clear()

@@ -371,17 +371,17 @@ def kernels(args, gpu):
 def recorded_plans():
     """The plans made inside the block (`plan_attention` recorded)."""
     plans = []
-    original = keras_attention.ops.plan_attention
+    original = keras_attention.ops.plan.plan_attention
 
     def recording(*a, **kw):
         plans.append(original(*a, **kw))
         return plans[-1]
 
-    keras_attention.ops.plan_attention = recording
+    keras_attention.ops.plan.plan_attention = recording
     try:
         yield plans
     finally:
-        keras_attention.ops.plan_attention = original
+        keras_attention.ops.plan.plan_attention = original
 
 
 def plan_of(args, case, n):

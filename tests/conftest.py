@@ -121,18 +121,18 @@ def rand(rng):
 
 @pytest.fixture
 def plans(monkeypatch):
-    """The `Plan`s made while the test runs: `keras_attention.ops.
+    """The `Plan`s made while the test runs: `keras_attention.ops.plan.
     plan_attention` recorded (the engine plans through that name)."""
-    import keras_attention
+    from keras_attention.ops import plan as plan_lib
 
     made = []
-    original = keras_attention.ops.plan_attention
+    original = plan_lib.plan_attention
 
     def recording(*args, **kwargs):
         made.append(original(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(keras_attention.ops, "plan_attention", recording)
+    monkeypatch.setattr(plan_lib, "plan_attention", recording)
     return made
 
 

@@ -7,7 +7,8 @@ many by default: multi-head attention). The engine holds every
 constructor argument's default and check, the projections, the rotary
 positions, the cache, and one call: project, rotate and update the cache,
 make the call's one `ops.engine.AttentionCall`, plan it once, run its
-kernel, project out (private module).
+kernel (through Keras's hooks where a subclass overrides them,
+`_keras_hooks.py`), project out (private module).
 """
 
 import dataclasses
@@ -26,42 +27,13 @@ from keras_attention.layers import _mods
 from keras_attention.layers import _projections
 from keras_attention.layers import _rotation
 from keras_attention.layers._caching import CachedAttention
+from keras_attention.layers._holders import Sinks
+from keras_attention.layers._holders import Untracked
+from keras_attention.layers._keras_hooks import KerasHooks
+from keras_attention.layers._options import EngineOptions
 from keras_attention.ops import engine
 from keras_attention.ops import ring as ring_lib
-
-_HOOKS = ("_compute_attention", "_compute_attention_mask", "_masked_softmax")
-
-
-class _Untracked:
-    """Hides a value from Keras's attribute tracking.
-
-    The score layer (and a layer mod) is tracked only after the
-    projections, so that `set_weights` with the weights of a
-    `keras.layers.MultiHeadAttention` lines up; the call being run is
-    held for Keras's hooks.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-
-class _Sinks(keras.layers.Layer):
-    """Holds the weight `sinks`, so that it follows every other weight of
-    the layer (Keras's variables, then the score's)."""
-
-    def __init__(self, num_heads, **kwargs):
-        super().__init__(name="sinks", **kwargs)
-        self.num_heads = num_heads
-
-    def build(self, input_shape=None):
-        # keras-hub's gpt-oss initializes its sinks so.
-        self.sinks = self.add_weight(
-            name="sinks", shape=(self.num_heads,), initializer="random_normal"
-        )
-        self.built = True
-
+from keras_attention.ops.explain import explain_call
 
 # SelfAttention's padding mask is `mask`.
 _MASK_ARGUMENTS = (
@@ -73,7 +45,12 @@ _MASK_ARGUMENTS = (
 )
 
 
-class MultiHeadBase(CachedAttention, _projections.HeadProjections):
+class MultiHeadBase(
+    KerasHooks,
+    EngineOptions,
+    CachedAttention,
+    _projections.HeadProjections,
+):
     """The multi-head engine: `num_heads` query heads over
     `num_key_value_heads` key/value heads (as many by default).
 
@@ -92,22 +69,16 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
     score's, and `sinks` with `use_sinks=True`.
 
     `overridden_hooks`, a class attribute, names Keras's override points
-    (`_HOOKS`) a subclass redefines (set when the class is created, unless
-    it passes `hooks_are_defaults=True`): such a layer always attends
+    a subclass redefines (`_keras_hooks.KerasHooks`): such a layer attends
     through `_compute_attention`, and its `_masked_softmax` is used.
+    `takes` names the engine's options (`ENGINE_OPTIONS`) the layer takes;
+    a variant that takes fewer refuses the others (`_refuse_untaken`).
     `native_flash` says whether `flash_attention=True` runs Keras's flash
     kernel (MultiHeadAttention) or this package's fused one with the
     flag's refusals (GroupedQueryAttention).
     """
 
-    overridden_hooks = frozenset()
     native_flash = True
-
-    def __init_subclass__(cls, hooks_are_defaults=False, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if not hooks_are_defaults:
-            defined = {name for name in _HOOKS if name in vars(cls)}
-            cls.overridden_hooks = cls.overridden_hooks | defined
 
     def __init__(
         self,
@@ -160,7 +131,7 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.use_gate = bool(use_gate)
         self.seed = seed
-        self._score_holder = _Untracked(
+        self._score_holder = Untracked(
             scores_lib.get(score, dtype=self.dtype_policy)
         )
         self.chunk_size = chunk_size
@@ -169,7 +140,7 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
             "penalty_coefficient", penalty_coefficient, finite=True
         )
         # Tracked only in `build` (a layer mod's weights after Keras's).
-        self._mods_holder = _Untracked(_mods.checked(score_mod, mask_mod))
+        self._mods_holder = Untracked(_mods.checked(score_mod, mask_mod))
         self.rotary_embedding = _rotation.get_rotary(rotary_embedding)
         self.use_sinks = _validation.optional_bool("use_sinks", use_sinks)
         self.use_sinks = bool(self.use_sinks)
@@ -187,7 +158,8 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         # a causal one (`_set_window`).
         self._bands = (None, None)
         self._axes = None
-        self._running = _Untracked(None)
+        self._running = Untracked(None)
+        self._explaining = Untracked(False)
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, seed=seed, dtype=self.dtype_policy
         )
@@ -251,6 +223,10 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         query, value, key = call.query, call.value, call.key
         ka_ops.checks.positions(type(self).__name__, **call.shapes())
         if cache is None:
+            if flat:
+                _mask_shapes.attention_mask_rank(
+                    type(self).__name__, call.attention_mask, query, value
+                )
             self._check_masks(
                 query.shape, value.shape, key.shape, call.mask_flags()
             )
@@ -293,7 +269,9 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         return self._output_dense(ops.cast(context, self.compute_dtype))
 
     def _record(self, call, heads, cache):
-        """The call's one `ops.engine.AttentionCall`."""
+        """The call's one `ops.engine.AttentionCall`: its masks as flags
+        (as one tensor where the call goes through Keras's hooks, which
+        take one)."""
         causal = bool(call.use_causal_mask)
         own_score, own_mask = self._mods_holder.value
         attended = _cache.Attended(heads[1:])
@@ -313,40 +291,65 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
             band=self._band(causal),
             mask_mods=(own_mask, call.mask_mod, *attended.mask_mods),
         )
-        score_mod = _mods.chained(own_score, call.score_mod)
-        dropout = None
-        if self._dropout_active(call.training):
-
-            def dropout(weights):
-                return self._dropout_layer(weights, training=call.training)
-
-        softmax = None
-        if "_masked_softmax" in self.overridden_hooks:
-            softmax = self._masked_softmax
-        return engine.AttentionCall(
+        query_offset = 0 if cache is None else cache.start
+        scales = attended.scales or (None, None)
+        hooked = self._hooked
+        record = engine.AttentionCall(
             *heads,
             self.score,
             masks=masks,
-            score_mod=score_mod,
+            score_mod=_mods.chained(own_score, call.score_mod),
             bias=call.attention_bias,
-            query_offset=0 if cache is None else cache.start,
+            query_offset=query_offset,
             key_positions=attended.key_positions,
-            key_scale=None if attended.scales is None else attended.scales[0],
-            value_scale=None if attended.scales is None else attended.scales[1],
+            key_scale=scales[0],
+            value_scale=scales[1],
             block_mask=attended.block_mask,
-            dropout=dropout,
-            weights=bool(call.return_weights) or self.penalty_coefficient > 0,
+            dropout=self._weights_dropout(call.training),
+            weights=self._weights_asked(call),
             sinks=self.sinks if self.use_sinks else None,
             activation=self.attention_activation,
-            softmax=softmax,
+            softmax=self._masked_softmax
+            if "_masked_softmax" in self.overridden_hooks
+            else None,
+        )
+        if not hooked:
+            return record
+        # Keras's hooks take floating-point heads and one mask tensor.
+        record = engine.dequantize(record)
+        lengths = (ops.shape(record.query)[1], ops.shape(record.key)[1])
+        return dataclasses.replace(
+            record,
+            masks=self._hook_masks(
+                call,
+                masks,
+                cache,
+                dict(
+                    lengths=lengths,
+                    query_offset=query_offset,
+                    key_positions=attended.key_positions,
+                ),
+            ),
         )
 
-    def _plan(self, record, training=None, cached=False):
-        """The one `ops.plan_attention` of a call."""
+    def _weights_asked(self, call):
+        """The weights are returned, or a penalty reads them."""
+        return bool(call.return_weights) or self.penalty_coefficient > 0
+
+    def _weights_dropout(self, training):
+        """The dropout of the weights where it is active, else `None`."""
+        if not self._dropout_active(training):
+            return None
+
+        def dropout(weights):
+            return self._dropout_layer(weights, training=training)
+
+        return dropout
+
+    def _flags(self, record, training, cached):
+        """What `engine.plan_call` is told beside the record."""
         block_mask = record.block_mask
-        return engine.plan_call(
-            record,
-            self.chunk_size,
+        return dict(
             backward=training is not False,
             cached=cached,
             ring=ring_lib.current() is not None,
@@ -356,46 +359,36 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
 
     def _plan_flags(self):
         """What the planner needs of the layer itself."""
-        hooks = sorted(self.overridden_hooks - {"_masked_softmax"})
         return dict(
             flash=self._flash_attention,
             native_flash=self.native_flash,
             logits_hook=self._logits_hook(),
-            hook=hooks[0] if hooks else None,
+            hook=self._hook_flag(),
         )
 
     def _attend(self, call, heads, cache):
-        """`(context, weights)` of the heads on the planned kernel: the
-        blocks, the ring and the backend's own kernels directly, the dense
-        kernels through Keras's hooks `_compute_attention_mask` and
-        `_compute_attention`."""
+        """`(context, weights)` of the heads: one record, planned once,
+        run on its kernel (through Keras's hooks where a subclass
+        overrides them)."""
         record = self._record(call, heads, cache)
-        plan = self._plan(record, call.training, cache is not None)
-        if plan.path in ("blocks", "ring", *ka_ops.plan.NATIVE_PATHS):
-            context = engine.run(record, plan).output
-            return context, None
-        # Keras's hooks take floating-point heads.
-        record = engine.dequantize(record)
-        heads = (record.query, record.key, record.value)
-        if cache is None:
-            mask = self._compute_attention_mask(
-                call.query, call.value, **call.mask_flags()
+        flags = self._flags(record, call.training, cache is not None)
+        plan = engine.plan_call(record, self.chunk_size, **flags)
+        if self._explaining.value:
+            # `explain`: the plan is the answer; no kernel runs, and the
+            # rest of the call goes on with zeros of the context's shape.
+            self._explaining.value = explain_call(
+                record, plan, self.chunk_size, **flags
+            )
+            query, value = record.query, record.value
+            shape = tuple(query.shape[:3]) + (value.shape[-1],)
+            return ops.zeros(shape, query.dtype), None
+        if self._hooked:
+            context, weights = self._through_hooks(
+                record, plan, call.training, self._weights_asked(call)
             )
         else:
-            mask = record.masks.dense(
-                ops.shape(heads[0])[1],
-                ops.shape(heads[1])[1],
-                heads_axis=True,
-                query_offset=record.query_offset,
-                key_positions=record.key_positions,
-            )
-        self._running.value = (record, plan)
-        try:
-            context, weights = self._call_compute_attention(
-                *heads, mask, call.training, record.weights
-            )
-        finally:
-            self._running.value = None
+            result = engine.run(record, plan)
+            context, weights = result.output, result.weights
         if self.penalty_coefficient > 0:
             # Lin et al.'s penalty for each head, averaged over the batch
             # and summed over the heads.
@@ -406,11 +399,44 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
             )
         return context, weights if call.return_weights else None
 
+    def explain(self, *args, **kwargs):
+        """Which kernel this layer runs for exactly this call, and why.
+
+        The arguments are the layer's call's (`query`, `value`, masks,
+        `use_causal_mask`, a cache, mods, `training`, ...). The layer is
+        called as it would be (built first if needed, the heads projected,
+        the record made and planned), and stops before its kernel runs.
+
+        Returns:
+            A `keras_attention.ops.explain.Explanation`: `.path` (the
+            kernel, `Plan.path`), `.reason`, `.block_size`, the bytes
+            counted, and what another `chunk_size` would choose.
+
+        Example:
+
+        >>> layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=4)
+        >>> x = np.zeros((1, 8, 6), "float32")
+        >>> explained = layer.explain(x, x, use_causal_mask=True)
+        >>> explained.path, explained.block_size
+        ('blocks', (4, 4))
+        """
+        self._explaining.value = True
+        try:
+            self(*args, **kwargs)
+            explained = self._explaining.value
+        finally:
+            self._explaining.value = False
+        if explained is True:
+            raise RuntimeError(
+                f"{type(self).__name__}'s call returned without attending, "
+                "so it has no plan to explain (a subclass's `call` that "
+                "never reaches the engine)."
+            )
+        return explained
+
     def _logits_hook(self):
-        """Why this layer forms its logits densely, or `None`: an
-        overridden `_masked_softmax`, `attention_activation`, a penalty."""
-        if "_masked_softmax" in self.overridden_hooks:
-            return "overridden _masked_softmax"
+        """Why this layer forms its logits densely, or `None`:
+        `attention_activation`, a penalty."""
         if self.attention_activation is not None:
             return "attention_activation"
         if self.penalty_coefficient > 0:
@@ -419,115 +445,6 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
 
     def _dropout_active(self, training):
         return self.dropout > 0 and training not in (None, False)
-
-    def _compute_attention_mask(
-        self,
-        query,
-        value,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        use_causal_mask=False,
-    ):
-        """The combined mask, broadcastable to `(B, heads, Tq, Tv)`."""
-        _mask_shapes.attention_mask_rank(
-            type(self).__name__, attention_mask, query, value
-        )
-        return self._dense_mask(
-            query,
-            value,
-            dict(
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                use_causal_mask=use_causal_mask,
-            ),
-            heads_axis=True,
-        )
-
-    def _dense_mask(self, query, value, masks, heads_axis):
-        """The call's masks as one boolean tensor over `(Tq, Tv)`."""
-        flags = ka_ops.masks.attention_masks(
-            **masks, band=self._band(masks.get("use_causal_mask"))
-        )
-        shape = (ops.shape(query)[1], ops.shape(value)[1])
-        return flags.dense(*shape, heads_axis=heads_axis)
-
-    def _call_compute_attention(self, q, k, v, mask, training, weights):
-        """Calls Keras's hook `_compute_attention` with its signature."""
-        return self._compute_attention(q, k, v, mask, training, weights)
-
-    def _compute_attention(
-        self,
-        query,
-        key,
-        value,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-        use_causal_mask=False,
-    ):
-        """Attention of projected heads `(B, T, heads, depth)`.
-
-        Keras's override point, with its arguments: `attention_mask` is
-        `(B, Tq, Tk)`, `(Tq, Tk)` or per head `(B, heads, Tq, Tk)`, and
-        `use_causal_mask` adds the causal mask to it. Returns the context
-        `(B, Tq, heads, Dv)` and the weights `(B, heads, Tq, Tk)` (`None`
-        unless `return_attention_scores`). Inside a layer call it runs the
-        call's planned kernel (flash, fused or dense); called on its own
-        (a subclass's `call`, as keras-hub's cached layer does) it plans
-        these heads once.
-        """
-        mask = ka_ops.combine_masks(
-            ops.shape(query)[1],
-            ops.shape(key)[1],
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-            heads_axis=True,
-        )
-        running = self._running.value
-        weights = bool(return_attention_scores)
-        if running is None:
-            record, plan = self._hook_record(query, key, value, mask, training)
-        else:
-            record, plan = running
-        record = dataclasses.replace(
-            record,
-            query=query,
-            key=key,
-            value=value,
-            masks=ka_ops.masks.AttentionMasks(
-                attention_mask=mask, mask_mods=record.masks.mask_mods
-            ),
-            weights=weights,
-        )
-        if weights and plan.path in ("fused", "flash"):
-            # A subclass's hook asks for the weights its call did not.
-            plan = self._plan(record, training)
-        result = engine.run(record, plan)
-        return result.output, result.weights
-
-    def _hook_record(self, query, key, value, mask, training):
-        """The record and plan of `_compute_attention` called on its own."""
-        call = engine.AttentionCall(
-            query,
-            key,
-            value,
-            self.score,
-            sinks=self.sinks if self.use_sinks else None,
-            activation=self.attention_activation,
-        )
-        if self._dropout_active(training):
-            call = dataclasses.replace(
-                call,
-                dropout=lambda w: self._dropout_layer(w, training=training),
-            )
-        if "_masked_softmax" in self.overridden_hooks:
-            call = dataclasses.replace(call, softmax=self._masked_softmax)
-        plan = engine.plan_call(call, 0, **self._plan_flags())
-        return call, plan
 
     def _check_plan(self):
         """The constructor's arguments against the planner's refusals
@@ -547,7 +464,7 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         """Then the score's and the mods' weights, and the sinks."""
         super()._track_late(heads_shape)
         if self.use_sinks:
-            self._sinks = _Sinks(self.num_heads, dtype=self.dtype_policy)
+            self._sinks = Sinks(self.num_heads, dtype=self.dtype_policy)
             self._sinks.build()
 
     @property
@@ -556,38 +473,3 @@ class MultiHeadBase(CachedAttention, _projections.HeadProjections):
         `use_sinks=True`, once built), else `None`."""
         holder = getattr(self, "_sinks", None)
         return None if holder is None else holder.sinks
-
-    def _engine_config(self):
-        """The config every layer of the engine shares."""
-        rotary = self.rotary_embedding
-        return {
-            "dropout": self.dropout,
-            "use_bias": self.use_bias,
-            "flash_attention": self.flash_attention,
-            **_projections.projection_config(self),
-            "use_gate": self.use_gate,
-            "seed": self.seed,
-            "score": scores_lib.serialize(self.score),
-            "chunk_size": self.chunk_size,
-            "attention_activation": _logit_activation.serialize(
-                self.attention_activation
-            ),
-            "penalty_coefficient": self.penalty_coefficient,
-            "score_mod": _mods.serialize("score_mod", self.score_mod),
-            "mask_mod": _mods.serialize("mask_mod", self.mask_mod),
-            "rotary_embedding": None
-            if rotary is None
-            else keras.saving.serialize_keras_object(rotary),
-            "use_sinks": self.use_sinks,
-        }
-
-    def get_config(self):
-        config = {
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            **self._engine_config(),
-        }
-        config = {**super().get_config(), **config}
-        config["dtype"] = self._dtype_policy_config()
-        return config

@@ -5,6 +5,7 @@ import keras
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers._keras_hooks import GroupedHooks
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
 
@@ -14,7 +15,9 @@ def _positive_or_none(name, value):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
+class GroupedQueryAttention(
+    GroupedHooks, MultiHeadBase, hooks_are_defaults=True
+):
     """Grouped-query attention, a drop-in for Keras's `GroupQueryAttention`.
 
     `num_query_heads` query heads share `num_key_value_heads` key/value
@@ -186,54 +189,6 @@ class GroupedQueryAttention(MultiHeadBase, hooks_are_defaults=True):
             self.head_dim,
             (self.feature_dim,),
             gate=self.use_gate,
-        )
-
-    def _compute_attention_mask(
-        self,
-        query,
-        value,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        use_causal_mask=False,
-    ):
-        """Keras's hook: the boolean mask `(batch_size, Tq, Tv)` or `None`."""
-        masks = dict(
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-        )
-        return self._dense_mask(query, value, masks, heads_axis=False)
-
-    def _call_compute_attention(self, q, k, v, mask, training, weights):
-        # Keras's hook reads whether to return the scores from the layer.
-        self._return_attention_scores = weights
-        return self._compute_attention(q, k, v, mask, training)
-
-    def _compute_attention(
-        self,
-        query,
-        key,
-        value,
-        attention_mask=None,
-        training=None,
-        use_causal_mask=False,
-    ):
-        """Keras's hook: `(output (B, Tq, H, head_dim), scores or None)`
-        on the projected tensors; `key` and `value` keep their
-        `num_key_value_heads` heads (never repeated), and whether to return
-        the scores is read from the layer, as Keras does."""
-        return super()._compute_attention(
-            query,
-            key,
-            value,
-            attention_mask,
-            training,
-            self._return_attention_scores,
-            use_causal_mask,
         )
 
     def call(

@@ -8,6 +8,7 @@ from keras import ops
 from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers import _latent_rope
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
@@ -15,22 +16,22 @@ from keras_attention.layers import _sharding
 from keras_attention.layers._latent_cache import LatentCache
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
-from keras_attention.layers.rotary import RotaryEmbedding
-from keras_attention.ops.rotary import yarn_attention_factor
 
-# The engine's arguments that MLA has no use for: its projections have no
-# biases and no gate, its rotary part and score are its own.
-_NOT_TAKEN = (
-    "use_bias",
-    "bias_initializer",
-    "bias_regularizer",
-    "bias_constraint",
-    "use_gate",
-    "flash_attention",
-    "rotary_embedding",
-    "score",
-    "key_dim",
-    "value_dim",
+# The engine's options MLA takes; its projections have no biases and no
+# gate, its rotary part, score and head sizes are its own.
+_TAKES = (
+    "dropout",
+    "kernel_initializer",
+    "kernel_regularizer",
+    "activity_regularizer",
+    "kernel_constraint",
+    "seed",
+    "chunk_size",
+    "attention_activation",
+    "penalty_coefficient",
+    "score_mod",
+    "mask_mod",
+    "use_sinks",
 )
 
 
@@ -192,6 +193,8 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         - [DeepSeek-AI, 2024, DeepSeek-V2](https://arxiv.org/abs/2405.04434)
     """
 
+    takes = _TAKES
+
     def __init__(
         self,
         num_heads,
@@ -224,13 +227,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         positive = _validation.positive_int
         nope = positive("qk_nope_head_dim", qk_nope_head_dim)
         rope = _even("qk_rope_head_dim", qk_rope_head_dim)
-        for name in _NOT_TAKEN:
-            if name in kwargs:
-                raise TypeError(
-                    f"MultiHeadLatentAttention does not take `{name}` (its "
-                    "projections, rotary part and output are its own). "
-                    f"Received: {name}={kwargs[name]!r}"
-                )
+        self._refuse_untaken(kwargs)
         super().__init__(
             num_heads,
             key_dim=nope + rope,
@@ -256,29 +253,25 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         self.layer_norm_epsilon = _validation.positive_number(
             "layer_norm_epsilon", layer_norm_epsilon
         )
-        yarn = rope_type == "yarn"
-        if yarn and rope_attention_factor is not None:
-            _validation.positive_number(
-                "rope_attention_factor", rope_attention_factor
-            )
-        self.rope_attention_factor = rope_attention_factor
-        self.rotary_embedding = RotaryEmbedding(
-            max_wavelength=rope_max_wavelength,
-            scaling_factor=rope_scaling_factor,
-            rope_type=rope_type,
-            original_max_position_embeddings=(
-                rope_original_max_position_embeddings
+        self.rope_attention_factor = _latent_rope.attention_factor_arg(
+            rope_type, rope_attention_factor
+        )
+        self.rotary_embedding = _latent_rope.rotary(
+            dict(
+                max_wavelength=rope_max_wavelength,
+                scaling_factor=rope_scaling_factor,
+                rope_type=rope_type,
+                original_max_position_embeddings=(
+                    rope_original_max_position_embeddings
+                ),
+                low_freq_factor=rope_low_freq_factor,
+                high_freq_factor=rope_high_freq_factor,
+                beta_fast=rope_beta_fast,
+                beta_slow=rope_beta_slow,
+                interleaved=rope_interleaved,
             ),
-            low_freq_factor=rope_low_freq_factor,
-            high_freq_factor=rope_high_freq_factor,
-            beta_fast=rope_beta_fast,
-            beta_slow=rope_beta_slow,
-            # DeepSeek puts YaRN's factor in the softmax scale (`_project`),
-            # not on the rotated features.
-            attention_factor=1.0 if yarn else rope_attention_factor,
-            interleaved=rope_interleaved,
-            dtype=self.dtype_policy,
-            name="rotary_embedding",
+            rope_attention_factor,
+            self.dtype_policy,
         )
         self._check_plan()
 
@@ -428,18 +421,10 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
         q, k, v = self._heads(q_nope, q_rope, latents, layout == "absorbed")
         scale = 1.0 / float(self.qk_nope_head_dim + self.qk_rope_head_dim)
         # Only the queries are scaled: by YaRN's m², so the logits are.
-        scale = scale**0.5 * self._yarn_attention_factor() ** 2
+        scale = scale**0.5 * _latent_rope.logit_factor(
+            self.rotary_embedding, self.rope_attention_factor
+        )
         return q * ops.cast(scale, q.dtype), k, v
-
-    def _yarn_attention_factor(self):
-        """YaRN's `m` (`m²` on every logit, as DeepSeek's softmax scale),
-        `1.0` without YaRN."""
-        rotary = self.rotary_embedding
-        if rotary.rope_type != "yarn":
-            return 1.0
-        if self.rope_attention_factor is not None:
-            return float(self.rope_attention_factor)
-        return yarn_attention_factor(rotary.scaling_factor)
 
     def _project_out(self, context, query, layout=None):
         """`W_UV` (absorbed: the heads attended over the latent), then
@@ -530,14 +515,7 @@ class MultiHeadLatentAttention(MultiHeadBase, hooks_are_defaults=True):
             "output_dim": self.output_dim,
             "dropout": self.dropout,
             "layer_norm_epsilon": self.layer_norm_epsilon,
-            "rope_max_wavelength": rotary.max_wavelength,
-            "rope_scaling_factor": rotary.scaling_factor,
-            **{
-                f"rope_{name}".replace("rope_rope_", "rope_"): value
-                for name, value in rotary.scaling.items()
-            },
-            "rope_attention_factor": self.rope_attention_factor,
-            "rope_interleaved": rotary.interleaved,
+            **_latent_rope.config(rotary, self.rope_attention_factor),
             "chunk_size": self.chunk_size,
             "score_mod": _mods.serialize("score_mod", self.score_mod),
             "mask_mod": _mods.serialize("mask_mod", self.mask_mod),

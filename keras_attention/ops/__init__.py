@@ -18,6 +18,8 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   and Lin et al.'s `frobenius_penalty`.
 - `chunked`: `chunked_attention`, the same attention in blocks with memory
   linear in the sequence length.
+- `explain`: `explain_attention`, which kernel a `flex_attention` call
+  runs and why (an `Explanation`; the layers' `explain` gives the same).
 - `plan`: `plan_attention`, the one path planner (flash, fused, dense or
   blocks, and their block sizes; every "X needs Y" refusal), with the one
   threshold and byte estimate; given a call's `NativeCall`, the backend's
@@ -53,7 +55,9 @@ from keras_attention.ops.attend import logits_dtype as logits_dtype
 from keras_attention.ops.attend import masked_softmax as masked_softmax
 from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
+from keras_attention.ops.explain import Explanation as Explanation
 from keras_attention.ops.flex import apply_mods as apply_mods
+from keras_attention.ops.flex import explain_attention as explain_attention
 from keras_attention.ops.flex import flex_attention as flex_attention
 from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
 from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample

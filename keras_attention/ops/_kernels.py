@@ -9,28 +9,31 @@ own.
 
 - `dense`: every logit at once, through the score; the weights can be
   returned, dropped out, activated, or normalised by a layer's softmax.
-- `fused`: `keras_attention.ops.dot_product_attention` (a dot product,
-  FlashAttention's backward pass).
+- `fused`: `attend.fused_attention` (a dot product, FlashAttention's
+  backward pass, the log-sum-exp).
+- `keras_fused`: `attend.keras_fused_attention`, Keras's
+  `dot_product_attention` (on PyTorch its fused kernel; no log-sum-exp).
 - `flash`: `keras.ops.dot_product_attention(..., flash_attention=True)`.
 - `blocks`: the block kernel (`ops/_kernel.py`), memory linear in the
   length, the blocks a band or a `BlockMask` empties skipped.
 - `ring`: `keras_attention.ops.ring_attention` over the devices of the
   active `ContextParallel`.
 
-The backends' own fused kernels (`torch_flex`, `sdpa`, `cudnn`, `pallas`)
-are registered here from `ops/_native.py`.
+Each registers itself in `ops/_registry.py`, the table `engine.run`
+reads; the backends' own fused kernels (`torch_flex`, `sdpa`, `cudnn`,
+`pallas`) are registered there by `ops/_native.py`.
 """
-
-from typing import Any
-from typing import NamedTuple
 
 from keras import ops
 
-import keras_attention.ops
 from keras_attention.ops import _kernel
 from keras_attention.ops import _layout
-from keras_attention.ops import _native
-from keras_attention.ops import mods as mods_lib
+from keras_attention.ops._call_mods import at_positions
+from keras_attention.ops._call_mods import block_mods
+from keras_attention.ops._registry import Result
+from keras_attention.ops._registry import register
+from keras_attention.ops.attend import fused_attention
+from keras_attention.ops.attend import keras_fused_attention
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
 from keras_attention.ops.logits import kept_lse
@@ -38,33 +41,7 @@ from keras_attention.ops.logits import mask_logits
 from keras_attention.ops.mask_mods import PARTIAL
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import create_block_mask
-
-
-class Result(NamedTuple):
-    """What a kernel gives: the output `(batch, Tq, heads, Dv)`, the
-    weights `(batch, heads, Tq, Tk)` or `None`, the log-sum-exp `(batch,
-    heads, Tq)` or `None` (`-inf` for a row with no kept key)."""
-
-    output: Any
-    weights: Any = None
-    lse: Any = None
-
-
-def _at_positions(call, mod):
-    """`mod` read at the call's absolute positions: the queries from
-    `query_offset`, the keys at `key_positions`."""
-    return mods_lib.shifted(
-        mod, call.query_offset, key_positions=call.key_positions
-    )
-
-
-def _positional(call):
-    """The band and the mask mods at absolute positions, one mask mod."""
-    parts = [call.masks.band, *call.masks.mask_mods]
-    parts = [_at_positions(call, p) for p in parts if p]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else and_masks(*parts)
+from keras_attention.ops.ring import ring_attention
 
 
 def _tensor_mask(call, q_len, k_len):
@@ -105,6 +82,7 @@ def _logits(call, dtype):
     return ops.reshape(ops.cast(s, dtype), (batch, kv_heads, -1, q_len, k_len))
 
 
+@register("dense")
 def dense(call, plan):
     """Every logit at once: logits → activation → mods → masks → softmax
     → dropout → the weighted sum of the grouped values."""
@@ -116,7 +94,7 @@ def dense(call, plan):
     idx = _layout.index_tensors(
         batch, kv_heads, groups, ops.arange(q_len), ops.arange(k_len)
     )
-    score_mod = _at_positions(call, call.score_mod)
+    score_mod = at_positions(call, call.score_mod)
     if score_mod is not None:
         logits = ops.cast(score_mod(logits, *idx), dtype)
     if call.bias is not None:
@@ -125,7 +103,7 @@ def dense(call, plan):
     mask = _dense_mask(call, q_len, k_len)
     if call.masks.mask_mods:
         # The band is in the tensor mask already; the mods are evaluated.
-        mods = [_at_positions(call, m) for m in call.masks.mask_mods]
+        mods = [at_positions(call, m) for m in call.masks.mask_mods]
         kept = ops.cast(and_masks(*mods)(*idx), "bool")
         mask = kept if mask is None else ops.logical_and(mask, kept)
     weights = _softmax(call, logits, mask)
@@ -153,18 +131,28 @@ def _softmax(call, logits, mask):
     return ops.reshape(weights, shape)
 
 
+@register("fused")
 def fused(call, plan):
-    """`keras_attention.ops.dot_product_attention` of the transformed
-    query and key (grouped heads folded by the kernel)."""
+    """This package's fused kernel of the transformed query and key
+    (grouped heads folded by the kernel), the log-sum-exp where asked."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
     mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     want_lse = call.lse or call.sinks is not None
-    out = keras_attention.ops.dot_product_attention(
-        q, k, call.value, mask, scale, return_lse=want_lse
-    )
+    out = fused_attention(q, k, call.value, mask, scale, return_lse=want_lse)
     return Result(out[0], None, out[1]) if want_lse else Result(out)
 
 
+@register("keras_fused")
+def keras_fused(call, plan):
+    """Keras's `dot_product_attention` of the transformed query and key
+    (grouped heads folded); the planner never gives it a call that needs
+    the log-sum-exp."""
+    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
+    return Result(keras_fused_attention(q, k, call.value, mask, scale))
+
+
+@register("flash")
 def flash(call, plan):
     """`keras.ops.dot_product_attention` with `flash_attention=True`."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
@@ -181,38 +169,6 @@ def flash(call, plan):
         flash_attention=True,
     )
     return Result(out)
-
-
-def block_mods(call):
-    """`(score_mod, mask_mod, limits)` of the blocks: the positional ones
-    shifted to absolute positions, the bias and the explicit mask read at
-    the call's own."""
-    score_mods = [_at_positions(call, call.score_mod)]
-    if call.bias is not None:
-        score_mods.append(mods_lib.bias(_layout.four_d(call.bias)))
-    score_mods = [m for m in score_mods if m is not None]
-    score_mod = None
-    if score_mods:
-        score_mod = (
-            score_mods[0]
-            if len(score_mods) == 1
-            else mods_lib.chain(*score_mods)
-        )
-    mask_mods = [_positional(call)]
-    explicit = call.masks.attention_mask
-    if explicit is not None:
-        mask_mods.append(mods_lib.boolean_mask(_layout.four_d(explicit)))
-    mask_mods = [m for m in mask_mods if m is not None]
-    mask_mod = None
-    if mask_mods:
-        mask_mod = (
-            mask_mods[0] if len(mask_mods) == 1 else and_masks(*mask_mods)
-        )
-    limits = (None, None)
-    band = _at_positions(call, call.masks.band)
-    if band is not None and band.limits is not None:
-        limits = band.limits
-    return score_mod, mask_mod, limits
 
 
 def _forms(call, dtype):
@@ -248,6 +204,7 @@ def _scales(call, dtype):
     )
 
 
+@register("blocks")
 def blocks(call, plan):
     """The block kernel: an online softmax over blocks, the pairs that
     the band or the block mask empties skipped."""
@@ -306,12 +263,13 @@ def _kinds(call, mask_mod, block_size):
     return kinds
 
 
+@register("ring")
 def ring(call, plan):
     """`keras_attention.ops.ring_attention`: the blocks on every device
     of the active `ContextParallel`, the key/value blocks passed round."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
     score_mod, mask_mod, _ = block_mods(call)
-    out, lse = keras_attention.ops.ring_attention(
+    out, lse = ring_attention(
         q,
         k,
         call.value,
@@ -324,13 +282,3 @@ def ring(call, plan):
         return_lse=True,
     )
     return Result(out, None, lse)
-
-
-KERNELS = {
-    "dense": dense,
-    "fused": fused,
-    "flash": flash,
-    "blocks": blocks,
-    "ring": ring,
-    **_native.KERNELS,
-}

@@ -82,6 +82,8 @@ def fold(query, kv_heads: int):
     groups' axis ran GroupedQueryAttention's step 1.7x slower)."""
     batch, q_len, heads, depth = ops.shape(query)
     groups = heads // kv_heads
+    if groups == 1:
+        return query
     q = ops.reshape(query, (batch, q_len, kv_heads, groups, depth))
     q = ops.swapaxes(q, 2, 3)
     return ops.reshape(q, (batch, q_len * groups, kv_heads, depth))
@@ -90,6 +92,8 @@ def fold(query, kv_heads: int):
 def unfold(x, groups: int):
     """Inverse of `fold` for the output: `(B, Tq · G, Hkv, D)` → `(B, Tq,
     H, D)`."""
+    if groups == 1:
+        return x
     batch, rows, kv_heads, depth = ops.shape(x)
     x = ops.reshape(x, (batch, rows // groups, groups, kv_heads, depth))
     x = ops.swapaxes(x, 2, 3)
@@ -103,6 +107,21 @@ def fold_mask(mask):
     q_len, k_len = ops.shape(mask)[3], ops.shape(mask)[4]
     mask = ops.swapaxes(mask, 2, 3)
     return ops.reshape(mask, lead + (q_len * groups, k_len))
+
+
+def folded_mask(mask, kv_heads: int, groups: int, q_len):
+    """A boolean mask broadcastable to `(B, H, Tq, Tk)` (any rank 2-4) in
+    `fold`'s layout for `groups` query heads per K/V head, `(B | 1, Hkv |
+    1, Tq · G | 1, Tk)`: the fused kernels' one grouped mask."""
+    mask = ops.cast(mask, "bool")
+    if groups == 1:
+        return four_d(mask)
+    mask = grouped(mask, kv_heads)
+    if mask.shape[2] == 1 and mask.shape[3] == 1:
+        return ops.squeeze(mask, 2)  # the same for every folded query
+    full = (groups, q_len, ops.shape(mask)[-1])
+    mask = ops.broadcast_to(mask, tuple(ops.shape(mask)[:2]) + full)
+    return fold_mask(mask)
 
 
 def unfold_rows(lse, groups: int):

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 from keras import ops
 
-from keras_attention.ops import _native
-from keras_attention.ops._kernels import Result
+from keras_attention.ops import _call_mods
+from keras_attention.ops._registry import Result
 
 IMPLEMENTATION = "cudnn"
 INTERPRET = False
@@ -39,8 +39,8 @@ def cudnn(call, plan):
     """cuDNN's flash attention with the call's causal mask, window,
     key lengths and bias."""
     q, k, scale = _dot_form(call)
-    causal, left = _native.causal_window(call)
-    padding = _native.mask_mod_of_kind(call, "lengths")
+    causal, left = _call_mods.causal_window(call)
+    padding = _call_mods.mask_mod_of_kind(call, "lengths")
     lengths = None
     if padding is not None:
         lengths = jnp.asarray(padding.lengths, jnp.int32)
@@ -48,7 +48,7 @@ def cudnn(call, plan):
         q,
         k,
         ops.convert_to_tensor(call.value),
-        bias=_native.four_d_bias(call, q.dtype),
+        bias=_call_mods.four_d_bias(call, q.dtype),
         scale=scale,
         is_causal=causal,
         key_value_seq_lengths=lengths,
@@ -65,8 +65,8 @@ def pallas(call, plan):
     from jax.experimental.pallas.ops.gpu import attention
 
     q, k, scale = _dot_form(call)
-    causal, _ = _native.causal_window(call)
-    document = _native.mask_mod_of_kind(call, "document")
+    causal, _ = _call_mods.causal_window(call)
+    document = _call_mods.mask_mod_of_kind(call, "document")
     out = attention.mha(
         q,
         k,

@@ -24,12 +24,17 @@ or dropped-out weights, the logits hooks and an explicit `chunk_size` keep
 this package's kernels; a kernel that gives no log-sum-exp is not chosen
 when the call needs it (sinks); the kernels bridge fully masked rows to
 zeros. The device is read once, by `platform()`, which the tests replace.
+`describe` makes a call's `NativeCall` from its record: it reads the
+call's mods (`ops/_call_mods.py`) and, on PyTorch, asks autograd and the
+compiler (`ops/_torch_probe.py`); it runs no kernel.
 """
 
 import dataclasses
 import functools
 
 import keras
+
+from keras_attention.ops import _call_mods
 
 TORCH_FLEX, SDPA, CUDNN, PALLAS = "torch_flex", "sdpa", "cudnn", "pallas"
 NATIVE_PATHS = (TORCH_FLEX, SDPA, CUDNN, PALLAS)
@@ -100,7 +105,7 @@ def _torch_device():
 @dataclasses.dataclass(frozen=True)
 class NativeCall:
     """What the native kernels need to know of a call, beyond the plan's
-    flags (`ops/_native.py`'s `describe` makes it from the call record).
+    flags (`describe` makes it from the call record).
 
     Attributes:
         masks: The kinds of mask of the call, sorted: `"causal"`,
@@ -143,6 +148,40 @@ class NativeCall:
     value_dim: int | None = None
     grouped: bool = False
     backward: bool = True
+
+
+def describe(call, backward=True):
+    """The `NativeCall` of `call` (an `engine.AttentionCall`): its kinds of
+    mask, mods, dtype and heads, and whether it is differentiated.
+
+    On PyTorch whether the call is differentiated is autograd's answer,
+    not `backward`'s (a layer called eagerly with `training=False`
+    outside `torch.no_grad()` is still recorded, and a kernel without a
+    backward pass would fail there)."""
+    offset = call.query_offset
+    backend, device = platform()
+    lowers = None
+    if backend == "torch":
+        from keras_attention.ops import _torch_probe
+
+        backward = _torch_probe.records_gradients(call)
+        # Probing runs the mods: skipped on the CPU where FlexAttention
+        # is refused anyway (training, or a short call: a decoding step).
+        long = cpu_flex_length((call.query.shape[1], call.key.shape[1]))
+        if device != "cpu" or (long and not backward):
+            lowers = _torch_probe.lowers(*_call_mods.call_mods(call))
+    return NativeCall(
+        masks=_call_mods.mask_kinds(call),
+        score_mod=call.score_mod is not None,
+        bias=call.bias is not None,
+        offset=not (isinstance(offset, int) and offset == 0),
+        lowers=lowers,
+        dtype=keras.backend.standardize_dtype(call.query.dtype),
+        head_dim=call.key.shape[-1],
+        value_dim=call.value.shape[-1],
+        grouped=call.key.shape[2] != call.query.shape[2],
+        backward=bool(backward),
+    )
 
 
 def choose(ours, form, shapes, chunk_size, request, native):

@@ -4,8 +4,8 @@
   `BlockMask` made by `create_block_mask` (compiled too) of the call's one
   mask mod. The mods are this package's, unchanged: PyTorch calls them on
   0-d index tensors, which broadcast as the index tensors of
-  `ops/_layout.py` do. `lowers` says beforehand whether its compiler can
-  lower them.
+  `ops/_layout.py` do. `ops/_torch_probe.py`'s `lowers` tells the
+  planner beforehand whether its compiler can lower them.
 - `sdpa`: `torch.nn.functional.scaled_dot_product_attention`, no mask or
   causal.
 
@@ -18,96 +18,17 @@ import keras
 import torch
 from keras import ops
 from torch.nn.attention import flex_attention as torch_flex
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from keras_attention.ops import _call_mods
 from keras_attention.ops import _layout
-from keras_attention.ops import _native
-from keras_attention.ops._kernels import Result
+from keras_attention.ops._registry import Result
+from keras_attention.ops._torch_probe import bound
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.mask_mods import keep
 
 # Whether FlexAttention and its block masks are compiled (the kernel);
 # the tests turn it off to check the rest of the path without compiling.
 COMPILE = True
-# What PyTorch's compiler lowers inside a mod besides pointwise ops: casts,
-# constants and fills of one element.
-_LOWERED = {
-    "_to_copy",
-    "lift_fresh",
-    "scalar_tensor",
-    "zeros_like",
-    "ones_like",
-    "full_like",
-    "clone",
-    "alias",
-    "detach",
-}
-
-
-# Reads of a captured tensor it lowers: by index tensors, or an integer.
-_GATHERS = {"index", "select"}
-
-
-class _Recorder(TorchDispatchMode):
-    """Records whether every op run is one PyTorch's compiler lowers in a
-    mod: a pointwise op on one-element tensors, or a gather by indexing
-    (of any tensor, `_GATHERS`). A reshape, a squeeze, an `index_select` (which
-    `keras.ops.take` runs), or any op on a whole captured tensor is not."""
-
-    def __init__(self):
-        super().__init__()
-        self.lowered = True
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        small = all(t.numel() <= 1 for t in args if isinstance(t, torch.Tensor))
-        pointwise = torch.Tag.pointwise in func.tags or name in _LOWERED
-        if name not in _GATHERS and not (pointwise and small):
-            self.lowered = False
-        return func(*args, **(kwargs or {}))
-
-
-def lowers(score_mod, mask_mod):
-    """Whether PyTorch's compiled FlexAttention can lower the mods: each
-    run once on one-element index tensors, every op recorded."""
-    index = ops.zeros((1,), "int32")
-    score = ops.zeros((1,), "float32")
-    recorder = _Recorder()
-    try:
-        # Bound as the kernel binds it, before it is compiled.
-        bound = None if score_mod is None else _bound(score_mod)
-        with recorder:
-            if bound is not None:
-                bound(score, index, index, index, index)
-            if mask_mod is not None:
-                keep(mask_mod, index, index, index, index)
-    except Exception:  # a mod that fails here would fail to compile too
-        return False
-    return recorder.lowered
-
-
-def records_gradients(call):
-    """Whether autograd records the call (a training step, not
-    inference): gradients enabled and a tensor of the call needs them."""
-    if not torch.is_grad_enabled():
-        return False
-    tensors = [call.query, call.key, call.value, call.bias, call.sinks]
-    tensors += list(getattr(call.score_mod, "tensors", ()) or ())
-    for tensor in tensors:
-        value = getattr(tensor, "value", tensor)  # a Keras variable's
-        if isinstance(value, torch.Tensor) and value.requires_grad:
-            return True
-    return False
-
-
-def _bound(score_mod):
-    """A score mod reading its tensors as given now: a layer that is a
-    score mod (`RelativePositionBias`) becomes the plain mod it calls,
-    so that no layer call happens inside the compiled kernel."""
-    tensors = getattr(score_mod, "tensors", ()) or ()
-    if not tensors:
-        return score_mod
-    return score_mod.with_tensors([ops.convert_to_tensor(t) for t in tensors])
 
 
 @functools.cache
@@ -176,15 +97,15 @@ def _inputs(call, cpu):
 def flex(call, plan):
     """PyTorch's compiled FlexAttention with the call's mods and masks; a
     row with no kept key gives zeros (and `-inf` as its lse)."""
-    score_mod, mask_mod = _native.call_mods(call)
+    score_mod, mask_mod = _call_mods.call_mods(call)
     device = ops.convert_to_tensor(call.query).device
     (q, k, v), scale = _inputs(call, device.type == "cpu")
     score = None
     if score_mod is not None:
-        bound = _bound(score_mod)
+        bound_mod = bound(score_mod)
 
         def score(s, b, h, q_idx, kv_idx):
-            return bound(s, b, h, q_idx, kv_idx)
+            return bound_mod(s, b, h, q_idx, kv_idx)
 
     kwargs = dict(
         score_mod=score,
@@ -208,7 +129,7 @@ def flex(call, plan):
 def sdpa(call, plan):
     """`scaled_dot_product_attention` of the call, causal or not."""
     (q, k, v), scale = _inputs(call, cpu=False)
-    causal, _ = _native.causal_window(call)
+    causal, _ = _call_mods.causal_window(call)
     out = torch.nn.functional.scaled_dot_product_attention(
         q,
         k,

@@ -15,6 +15,7 @@ from keras_attention.ops import _layout
 from keras_attention.ops import checks
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
+from keras_attention.ops.plan import fused_path
 
 _HALF_DTYPES = ("float16", "bfloat16")
 
@@ -259,11 +260,18 @@ def dot_product_attention(
     (2, 5, 4, 8)
     """
     checks.grouped_heads("dot_product_attention", query, key, value)
+    if fused_path(return_lse) == "keras_fused":
+        return keras_fused_attention(query, key, value, mask, scale)
+    return fused_attention(query, key, value, mask, scale, return_lse)
+
+
+def fused_attention(query, key, value, mask=None, scale=None, return_lse=False):
+    """The engine's `"fused"` kernel: `dot_product_attention` by this
+    package's contractions and FlashAttention's backward pass, the
+    log-sum-exp beside the output where asked."""
     out_dtype = _to_standard_dtype(value.dtype)
     dtype = logits_dtype(out_dtype)
     query, key = ops.cast(query, dtype), ops.cast(key, dtype)
-    if keras.backend.backend() == "torch" and not return_lse:
-        return _backend_fused(query, key, value, mask, scale)
     if scale is not None:
         query = query * scale
     if return_lse:
@@ -272,13 +280,7 @@ def dot_product_attention(
     kv_heads = key.shape[2]
     groups = query.shape[2] // kv_heads
     if mask is not None:
-        mask = _layout.grouped(ops.cast(mask, "bool"), kv_heads)
-        if mask.shape[2] == 1 and mask.shape[3] == 1:
-            mask = ops.squeeze(mask, 2)  # the same for every folded query
-        else:
-            full = (groups, ops.shape(query)[1], ops.shape(key)[1])
-            mask = ops.broadcast_to(mask, tuple(ops.shape(mask)[:2]) + full)
-            mask = _layout.fold_mask(mask)
+        mask = _layout.folded_mask(mask, kv_heads, groups, ops.shape(query)[1])
     out, lse = _fused_attention(
         _layout.fold(query, kv_heads), key, value, mask, return_lse
     )
@@ -288,64 +290,38 @@ def dot_product_attention(
     return out, kept_lse(_layout.unfold_rows(lse, groups))
 
 
-def _backend_fused(query, key, value, mask, scale):
-    """`keras.ops.dot_product_attention`: on PyTorch its fused
-    `scaled_dot_product_attention` kernel, forward and backward.
+def keras_fused_attention(query, key, value, mask=None, scale=None):
+    """The engine's `"keras_fused"` kernel: `keras.ops.dot_product_attention`
+    (on PyTorch its fused `scaled_dot_product_attention`, forward and
+    backward), which gives no log-sum-exp.
 
     A Python `scale` goes to the kernel, as Keras's layer passes it (a
     multiplication of the queries and its gradient fewer); a tensor one
     scales the queries. Grouped query heads are folded into the query
-    axis, `(B, G·Tq, Hkv, D)`, so the kernel reads each K/V head once.
+    axis (`_layout.fold`), so the kernel reads each K/V head once.
 
     Measured on CPU (B=8, N=512, D=256, 8 heads, fwd+bwd, BENCHMARKS.md):
-    about 1.8x faster than `_fused_attention`'s einsums there. A query
+    about 1.8x faster than `fused_attention`'s einsums there. A query
     with no kept key attends to every key instead (some PyTorch kernels
     give NaN there; 2.13's CPU kernel gives zeros) and its output is set
     to zero, the package's rule, so its gradients are zero too.
     """
+    out_dtype = _to_standard_dtype(value.dtype)
+    dtype = logits_dtype(out_dtype)
+    query, key = ops.cast(query, dtype), ops.cast(key, dtype)
     kv_heads = key.shape[2]
-    if kv_heads == query.shape[2]:
-        return _backend_fused_heads(query, key, value, mask, scale)
-    batch, q_len, heads, _ = ops.shape(query)
-    groups = heads // kv_heads
-    q = _layout.group(query, kv_heads)
-    q = ops.reshape(q, (batch, kv_heads, groups * q_len, -1))
+    groups = query.shape[2] // kv_heads
     kept = None
     if mask is not None:
-        mask = _layout.grouped(ops.cast(mask, "bool"), kv_heads)
-        lead = tuple(ops.shape(mask)[:2])
-        mask = ops.broadcast_to(mask, lead + (groups, q_len, mask.shape[-1]))
-        mask = ops.reshape(mask, lead + (groups * q_len, mask.shape[-1]))
+        mask = _layout.folded_mask(mask, kv_heads, groups, ops.shape(query)[1])
         kept, mask = _kept_rows(mask)
-    q, scale = _scaled(q, scale)
+    q, scale = _scaled(_layout.fold(query, kv_heads), scale)
     out = ops.dot_product_attention(
-        ops.transpose(q, (0, 2, 1, 3)),
-        key,
-        ops.cast(value, query.dtype),
-        mask=mask,
-        scale=scale,
-    )
-    out = ops.transpose(out, (0, 2, 1, 3))
-    if kept is not None:
-        out = ops.where(kept, out, 0.0)
-    out = ops.reshape(out, (batch, kv_heads, groups, q_len, -1))
-    return ops.cast(_layout.ungroup(out), value.dtype)
-
-
-def _backend_fused_heads(query, key, value, mask, scale):
-    """`_backend_fused` with a key/value head per query head: Keras's
-    layout as it is, no groups to fold (a dozen ops fewer a call, which
-    an eager decoding step feels)."""
-    kept = None
-    if mask is not None:
-        kept, mask = _kept_rows(_layout.four_d(ops.cast(mask, "bool")))
-    q, scale = _scaled(query, scale)
-    out = ops.dot_product_attention(
-        q, key, ops.cast(value, query.dtype), mask=mask, scale=scale
+        q, key, ops.cast(value, dtype), mask=mask, scale=scale
     )
     if kept is not None:
         out = ops.where(ops.transpose(kept, (0, 2, 1, 3)), out, 0.0)
-    return ops.cast(out, value.dtype)
+    return ops.cast(_layout.unfold(out, groups), out_dtype)
 
 
 def _kept_rows(mask):

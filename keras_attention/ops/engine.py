@@ -2,13 +2,13 @@
 
 An `AttentionCall` is everything one attention call asks, built once: the
 heads in one layout, the score, the masks as one `AttentionMasks`, the
-mods, what is returned. `plan_call` asks `keras_attention.ops.
-plan_attention` once for its kernel; `run` runs that kernel
-(`ops/_kernels.py`), which returns the output, the weights where asked,
-and the log-sum-exp of each row, and applies what reads the
-log-sum-exp: attention sinks. The multi-head layers and `flex_attention`
-both go through here, so a variant of the softmax is one correction in
-`run`, not one in each kernel.
+mods, what is returned. `plan_call` asks `ops.plan.plan_attention` once
+for its kernel; `run` runs that kernel (the table of `ops/_registry.py`,
+filled by `ops/_kernels.py` and `ops/_native.py`), which returns the
+output, the weights where asked, and the log-sum-exp of each row, and
+applies what reads the log-sum-exp: attention sinks. The multi-head
+layers and `flex_attention` both go through here, so a variant of the
+softmax is one correction in `run`, not one in each kernel.
 """
 
 import dataclasses
@@ -17,11 +17,12 @@ from typing import Any
 
 from keras import ops
 
-import keras_attention.ops
-from keras_attention.ops import _kernels
-from keras_attention.ops import _native
+from keras_attention.ops import _kernels  # noqa: F401 (registers its kernels)
+from keras_attention.ops import _native  # noqa: F401 (registers its kernels)
+from keras_attention.ops import _native_plan
+from keras_attention.ops import _registry
 from keras_attention.ops import plan as plan_lib
-from keras_attention.ops._kernels import Result
+from keras_attention.ops._registry import Result
 from keras_attention.ops.masks import AttentionMasks
 
 
@@ -175,7 +176,7 @@ def _kinds_share(kinds):
 
 
 def plan_call(call, chunk_size=None, backward=True, **layer_flags):
-    """`keras_attention.ops.plan_attention` for `call`: the one plan of
+    """`ops.plan.plan_attention` for `call`: the one plan of
     one call. `layer_flags` are what a layer adds (`flash`,
     `native_flash`, `logits_hook`, `dropout` as a rate, `weights` for a
     penalty, `cached`, `ring`). The call's `NativeCall` goes with it, so
@@ -192,15 +193,13 @@ def plan_call(call, chunk_size=None, backward=True, **layer_flags):
         backward=backward,
         kept=kept_share(call, block),
         lse=call.lse or call.sinks is not None,
-        native=_native.describe(call, backward),
+        native=_native_plan.describe(call, backward),
     )
     for name in ("weights", "dropout"):
         flags[name] = flags[name] or bool(layer_flags.pop(name, False))
     flags.update(layer_flags)
-    # Looked up on the package at each call, so that it can be observed.
-    return keras_attention.ops.plan_attention(
-        score.form, call.shapes, chunk_size, **flags
-    )
+    # Looked up on its module at each call, so that it can be observed.
+    return plan_lib.plan_attention(score.form, call.shapes, chunk_size, **flags)
 
 
 def dequantize(call):
@@ -236,7 +235,7 @@ def run(call, plan):
     )
     if not blockwise:
         call = dequantize(call)
-    result = _kernels.KERNELS[plan.path](call, plan)
+    result = _registry.KERNELS[plan.path](call, plan)
     if call.sinks is not None:
         result = _with_sinks(result, call.sinks)
     if not call.lse:

@@ -16,6 +16,7 @@ from keras_attention.ops import checks
 from keras_attention.ops import engine
 from keras_attention.ops import ring
 from keras_attention.ops._layout import index_tensors
+from keras_attention.ops.explain import explain_call
 from keras_attention.ops.mask_mods import BlockMask
 from keras_attention.ops.mask_mods import keep
 from keras_attention.ops.masks import AttentionMasks
@@ -111,8 +112,98 @@ def flex_attention(
     >>> tuple(out.shape), tuple(lse.shape)
     ((2, 6, 4, 8), (2, 4, 6))
     """
+    call, flags = _flex_call(
+        "flex_attention",
+        query,
+        key,
+        value,
+        score_mod,
+        mask_mod,
+        block_mask,
+        scale,
+        return_attention_scores,
+        return_lse,
+    )
+    plan = engine.plan_call(call, chunk_size, **flags)
+    result = engine.run(call, plan)
+    outputs = (result.output,)
+    if return_attention_scores:
+        outputs += (result.weights,)
+    if return_lse:
+        outputs += (result.lse,)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def explain_attention(
+    query,
+    key,
+    value,
+    score_mod=None,
+    mask_mod=None,
+    block_mask=None,
+    scale=None,
+    chunk_size=None,
+    return_attention_scores=False,
+    return_lse=False,
+    training=True,
+):
+    """Which kernel `flex_attention` runs for exactly this call, and why.
+
+    The arguments are `flex_attention`'s; the call is planned as
+    `flex_attention` plans it (the same record, the same `plan_attention`)
+    and not run. `training` says whether the step is differentiated (its
+    backward pass counts in the estimate; on PyTorch, autograd's answer
+    counts instead).
+
+    Returns:
+        A `keras_attention.ops.explain.Explanation`: `.path` (the kernel,
+        `Plan.path`), `.reason`, `.block_size`, the bytes of the dense
+        step it counted (`.step_bytes`, against `.threshold`), and
+        `.alternatives`, what another `chunk_size` would choose.
+
+    Example:
+
+    >>> from keras_attention.ops import mods
+    >>> q = np.zeros((1, 8, 2, 4), "float32")
+    >>> explained = keras_attention.ops.explain_attention(
+    ...     q, q, q, mask_mod=mods.causal(), chunk_size=4
+    ... )
+    >>> explained.path, explained.block_size, explained.alternatives[0]
+    ('blocks', (4, 4), 'dense')
+    """
+    call, flags = _flex_call(
+        "explain_attention",
+        query,
+        key,
+        value,
+        score_mod,
+        mask_mod,
+        block_mask,
+        scale,
+        return_attention_scores,
+        return_lse,
+    )
+    backward = bool(training)
+    plan = engine.plan_call(call, chunk_size, backward, **flags)
+    return explain_call(call, plan, chunk_size, backward, **flags)
+
+
+def _flex_call(
+    name,
+    query,
+    key,
+    value,
+    score_mod,
+    mask_mod,
+    block_mask,
+    scale,
+    return_attention_scores,
+    return_lse,
+):
+    """`(AttentionCall, flags)` of a `flex_attention` call: its record
+    and what `engine.plan_call` is told beside it."""
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
-    checks.grouped_heads("flex_attention", query, key, value)
+    checks.grouped_heads(name, query, key, value)
     checks.mod("score_mod", score_mod)
     checks.mod("mask_mod", mask_mod)
     block_size = None
@@ -133,19 +224,8 @@ def flex_attention(
         weights=bool(return_attention_scores),
         lse=bool(return_lse),
     )
-    plan = engine.plan_call(
-        call,
-        chunk_size,
-        ring=ring.current() is not None,
-        block_size=block_size,
-    )
-    result = engine.run(call, plan)
-    outputs = (result.output,)
-    if return_attention_scores:
-        outputs += (result.weights,)
-    if return_lse:
-        outputs += (result.lse,)
-    return outputs[0] if len(outputs) == 1 else outputs
+    flags = dict(ring=ring.current() is not None, block_size=block_size)
+    return call, flags
 
 
 def apply_mods(logits, score_mod=None, mask_mod=None):

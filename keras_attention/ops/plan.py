@@ -6,8 +6,11 @@ refusal are in this module and nowhere else. The `Plan` names the kernel
 that runs:
 
 - `"flash"`: `keras.ops.dot_product_attention(..., flash_attention=True)`.
-- `"fused"`: `keras_attention.ops.dot_product_attention` (a dot-product
-  score, no weights to return or drop out, no logits hook).
+- `"fused"`: this package's fused kernel (`attend.fused_attention`: a
+  dot-product score, no weights to return or drop out, no logits hook;
+  FlashAttention's backward, the log-sum-exp beside the output).
+- `"keras_fused"`: `keras.ops.dot_product_attention`, chosen instead of
+  `"fused"` on PyTorch where the call needs no log-sum-exp (`fused_path`).
 - `"dense"`: every logit at once, through the score (the weights can be
   returned, dropped out, activated or penalised; mods applied densely).
 - `"blocks"`: the block kernel, an online softmax over blocks with a
@@ -25,7 +28,9 @@ import functools
 import keras
 
 from keras_attention.ops import _native_plan
+from keras_attention.ops import _refusals
 from keras_attention.ops._native_plan import NATIVE_PATHS
+from keras_attention.ops._refusals import Request
 
 # With `chunk_size=None`, on a CPU, the blocks are taken when one step of
 # the dense path would hold more than this many bytes of `(Tq, Tk)`
@@ -66,7 +71,26 @@ SPARSE_MIN_LENGTH = 2048
 # traced, or holds traced tensors): assumed to keep this share.
 UNKNOWN_SHARE = 0.5
 
-PATHS = ("flash", "fused", "dense", "blocks", "ring", *NATIVE_PATHS)
+PATHS = (
+    "flash",
+    "fused",
+    "keras_fused",
+    "dense",
+    "blocks",
+    "ring",
+    *NATIVE_PATHS,
+)
+
+
+def fused_path(lse=False):
+    """The fused kernel of this backend: `"keras_fused"` (Keras's
+    `dot_product_attention`, PyTorch's fused kernel forward and backward,
+    about 1.8x this package's contractions on a CPU; BENCHMARKS.md) on
+    PyTorch where no log-sum-exp is asked, which it does not give; else
+    `"fused"`, this package's."""
+    if keras.backend.backend() == "torch" and not lse:
+        return "keras_fused"
+    return "fused"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +98,8 @@ class Plan:
     """What `plan_attention` chose.
 
     Attributes:
-        path: The kernel that runs: `"flash"`, `"fused"`, `"dense"`,
+        path: The kernel that runs: `"flash"`, `"fused"`,
+            `"keras_fused"`, `"dense"`,
             `"blocks"`, `"ring"`, or a native one (`"torch_flex"`,
             `"sdpa"`, `"cudnn"`, `"pallas"`).
         block_size: `(queries, keys)` per block on `"blocks"` and
@@ -199,215 +224,6 @@ def accelerator_memory():
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Request:
-    """What a call asks of the kernel beyond the score and the shapes:
-    `plan_attention`'s keyword arguments, documented there."""
-
-    weights: bool = False
-    dropout: bool = False
-    mods: bool = False
-    tensor_mask: bool = False
-    cached: bool = False
-    flash: bool = False
-    native_flash: bool = True
-    ring: bool = False
-    logits_hook: str | None = None
-    hook: str | None = None
-    score: str | None = None
-    backward: bool = True
-    kept: float | None = None
-    lse: bool = False
-    block_mask: bool = False
-
-
-def _check(form, shapes, chunk_size, request, bytes_per_logit):
-    if form not in ("dot", "additive", None):
-        raise ValueError(
-            "Expected `form` to be 'dot', 'additive' or None. Received: "
-            f"form={form!r}"
-        )
-    ok = isinstance(shapes, (tuple, list)) and len(shapes) == 4
-    ok = ok and all(_is_dim(n) for n in shapes)
-    if not ok:
-        raise ValueError(
-            "Expected `shapes` to be `(batch, heads, Tq, Tk)`, each a "
-            f"positive integer or None. Received: shapes={shapes!r}"
-        )
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, int)
-        or chunk_size < 0
-    ):
-        raise ValueError(
-            "Expected `chunk_size` to be None (automatic), 0 (dense) or a "
-            f"positive integer. Received: chunk_size={chunk_size!r}"
-        )
-    if (
-        isinstance(bytes_per_logit, bool)
-        or not isinstance(bytes_per_logit, int)
-        or bytes_per_logit < 1
-    ):
-        raise ValueError(
-            "Expected `bytes_per_logit` to be a positive integer. "
-            f"Received: bytes_per_logit={bytes_per_logit!r}"
-        )
-    for name in ("logits_hook", "hook", "score"):
-        value = getattr(request, name)
-        if value is not None and not isinstance(value, str):
-            raise TypeError(
-                f"Expected `{name}` to be None or a string. Received: "
-                f"{name}={value!r}"
-            )
-    kept = request.kept
-    if kept is not None and not (
-        isinstance(kept, (int, float))
-        and not isinstance(kept, bool)
-        and 0 <= kept <= 1
-    ):
-        raise ValueError(
-            "Expected `kept` to be None or a share between 0 and 1. "
-            f"Received: kept={kept!r}"
-        )
-
-
-def _is_dim(n):
-    """A positive integer, `None`, or a backend's symbolic dimension
-    (JAX's shape inference), which counts as unknown."""
-    if isinstance(n, bool) or isinstance(n, (float, str, bytes)):
-        return False
-    return not isinstance(n, int) or n > 0
-
-
-def _refuse(form, chunk_size, request):
-    """Every "X needs Y" refusal of the planner, as a `ValueError`."""
-    _refuse_flash(form, request)
-    hook = request.logits_hook
-    if request.mods and (request.flash or hook or request.hook):
-        raise ValueError(
-            "`score_mod`, `mask_mod` and `attention_bias` need the logits "
-            "of this package's kernels, without flash attention, "
-            "`attention_activation`, `penalty_coefficient` or an "
-            f"overridden attention hook. Received: flash_attention="
-            f"{request.flash}, logits_hook={hook or request.hook!r}"
-        )
-    if request.lse and hook and hook.endswith("_masked_softmax"):
-        raise ValueError(
-            "Attention sinks need the log-sum-exp of the logits, which an "
-            "overridden `_masked_softmax` does not give. Received: "
-            f"logits_hook={hook!r}"
-        )
-    if request.ring:
-        _refuse_ring(form, request)
-    elif chunk_size:
-        _refuse_blocks(form, chunk_size, request)
-
-
-def _refuse_flash(form, request):
-    """What flash attention cannot give (Keras's messages where Keras
-    raises the same)."""
-    if not request.flash:
-        return
-    if request.dropout:
-        raise ValueError(
-            "Dropout is not supported when flash attention is enabled. "
-            "Please set dropout to 0.0 to use flash attention."
-        )
-    if form != "dot":
-        raise ValueError(
-            "Flash attention needs a score that is a dot product ('dot', "
-            "'scaled_dot', 'cosine' or 'bilinear'). Received: "
-            f"flash_attention=True, score={request.score or form!r}"
-        )
-    hook = request.logits_hook
-    if hook and not hook.startswith("overridden"):
-        raise ValueError(
-            "Flash attention never forms the logits or the weights, which "
-            f"`{hook}` needs: pass flash_attention=False. Received: "
-            f"flash_attention=True, logits_hook={hook!r}"
-        )
-    if request.weights:
-        raise ValueError(
-            "Returning attention scores is not supported when flash "
-            "attention is enabled. Please disable flash attention to "
-            "access attention scores."
-        )
-    if request.lse and request.native_flash:
-        raise ValueError(
-            "Flash attention (Keras's kernel) does not return the "
-            "log-sum-exp that attention sinks need; pass "
-            "flash_attention=False. Received: flash_attention=True"
-        )
-
-
-def _refuse_ring(form, request):
-    """What the ring (context parallelism) cannot give."""
-    wanted = [
-        name
-        for name, asked in (
-            ("a dot-product score", form != "dot"),
-            ("no attention weights", request.weights),
-            ("no dropout on the weights", request.dropout),
-            ("no cache", request.cached),
-            ("no `attention_mask` tensor", request.tensor_mask),
-            ("no logits hook", request.logits_hook or request.hook),
-        )
-        if asked
-    ]
-    if wanted:
-        raise ValueError(
-            "Context parallelism (`ContextParallel`, the ring) attends in "
-            "blocks sharded over devices; it needs "
-            f"{', '.join(wanted)}. Received: score="
-            f"{request.score or form!r}, return_attention_scores="
-            f"{request.weights}, dropout active={request.dropout}, cached="
-            f"{request.cached}, attention_mask={request.tensor_mask}, "
-            f"logits_hook={request.logits_hook!r}"
-        )
-
-
-def _refuse_blocks(form, chunk_size, request):
-    """What a positive `chunk_size` (the blocks) cannot give."""
-    hook = request.logits_hook
-    overridden = request.hook or (
-        hook if "overridden" in (hook or "") else None
-    )
-    if request.flash or overridden:
-        raise ValueError(
-            "A positive `chunk_size` takes the chunked path, which "
-            "bypasses flash attention and overridden `_compute_attention` "
-            "/ `_compute_attention_mask` / `_masked_softmax`; pass "
-            f"chunk_size=None or 0. Received: chunk_size={chunk_size}, "
-            f"flash_attention={request.flash}, hook={overridden!r}"
-        )
-    if hook:
-        raise ValueError(
-            f"The chunked path does not support `{hook}`: the blocks never "
-            "form the logits it needs; pass chunk_size=None or 0 to use "
-            f"it. Received: chunk_size={chunk_size}, logits_hook={hook!r}"
-        )
-    if form is None:
-        raise ValueError(
-            "Chunked attention needs a score that is a dot product ('dot', "
-            "'scaled_dot', 'cosine' or 'bilinear') or additive ('additive', "
-            "'concat'); other scores need every (query, key) pair at once. "
-            f"Received: chunk_size={chunk_size}, score={request.score!r}"
-        )
-    if request.weights:
-        raise ValueError(
-            "The blocks never hold the attention weights: chunked "
-            "attention takes masks and mods, not `return_attention_scores`"
-            "; pass chunk_size=None or 0 with "
-            f"return_attention_scores=True. Received: chunk_size={chunk_size}"
-        )
-    if request.dropout:
-        raise ValueError(
-            "Chunked attention never forms the attention weights, so it "
-            "cannot apply dropout to them; use chunk_size=None or 0 with "
-            f"dropout. Received: chunk_size={chunk_size}, dropout active"
-        )
-
-
 def plan_attention(
     form,
     shapes,
@@ -460,11 +276,12 @@ def plan_attention(
             is active): the ring, with `chunk_size` (or
             `AUTO_CHUNK_SIZE`) queries and keys per block on each device.
         logits_hook: Why the logits must be formed densely (an activation
-            of the logits, a penalty, an overridden `_masked_softmax`), or
-            `None`.
-        hook: A Keras hook that a subclass overrides and the call must go
-            through (`"_compute_attention"`, `"_compute_attention_mask"`),
-            which the blocks and the ring bypass; or `None`.
+            of the logits, a penalty), or `None`.
+        hook: A Keras hook that a subclass overrides and the call goes
+            through (`"_compute_attention"`, `"_compute_attention_mask"`
+            or `"_masked_softmax"`; the blocks and the ring bypass them),
+            or `None`. An overridden softmax needs the logits (the dense
+            kernel); the others run the dense or the fused kernel.
         score: The score's name, for the errors.
         bytes_per_logit: What the dense path holds per pair
             (`Score.dense_bytes_per_logit`). Defaults to `4`.
@@ -499,7 +316,7 @@ def plan_attention(
     >>> plan.reason
     'the weights are returned or dropped out: the logits are formed'
     """
-    request = _Request(
+    request = Request(
         weights=bool(weights),
         dropout=bool(dropout),
         mods=bool(mods),
@@ -516,8 +333,8 @@ def plan_attention(
         lse=bool(lse),
         block_mask=block_size is not None,
     )
-    _check(form, shapes, chunk_size, request, bytes_per_logit)
-    _refuse(form, chunk_size, request)
+    _refusals.check(form, shapes, chunk_size, request, bytes_per_logit)
+    _refusals.refuse(form, chunk_size, request)
     sizes = _block_size(chunk_size, block_size)
     plan = _choose(form, shapes, chunk_size, request, bytes_per_logit)
     if plan.path == "blocks":
@@ -546,10 +363,13 @@ def _choose(form, shapes, chunk_size, request, bytes_per_logit):
         size = chunk_size or AUTO_CHUNK_SIZE
         return Plan("ring", (size, size), "a ContextParallel is active")
     if request.flash:
-        path = "flash" if request.native_flash else "fused"
+        path = "flash" if request.native_flash else fused_path(request.lse)
         return Plan(path, None, "flash_attention is on")
     if request.logits_hook:
         return Plan("dense", None, f"{request.logits_hook} needs the logits")
+    if request.hook == "_masked_softmax":
+        why = "the overridden _masked_softmax needs the logits"
+        return Plan("dense", None, why)
     if request.hook:
         return _dense(form, request, f"the overridden {request.hook} is called")
     if chunk_size:
@@ -569,7 +389,8 @@ def _dense(form, request, reason):
     """The fused kernel where it can run, the dense logits elsewhere."""
     weights = request.weights or request.dropout
     if form == "dot" and not (request.mods or weights):
-        return Plan("fused", None, reason or "the dense step is small")
+        path = fused_path(request.lse)
+        return Plan(path, None, reason or "the dense step is small")
     why = "the weights are returned or dropped out"
     if not weights:
         why = "mods" if form == "dot" else "the score is not a dot product"

@@ -8,8 +8,12 @@ from keras import ops
 import keras_attention
 from keras_attention import ops as ka_ops
 from keras_attention.ops import plan as _plan
+from keras_attention.ops.plan import fused_path
 from tests.autodiff import gradients
 from tests.layer_basics import to_np
+
+# The fused kernel the planner takes on this backend (Keras's on PyTorch).
+FUSED = fused_path()
 
 
 def outputs_and_grads(layer, inputs, **call_kwargs):
@@ -192,7 +196,7 @@ def test_automatic_choice(monkeypatch, rand, plans):
     # Two examples of 48 (2·48² > 64²) count the batch; 48 alone does not.
     layer(rand(2, 48, 8))
     layer(rand(1, 48, 8))
-    assert paths() == ["blocks", "fused", "blocks", "fused"]
+    assert paths() == ["blocks", FUSED, "blocks", FUSED]
     # Scores requested or chunk_size=0: dense; an explicit mask is read
     # in the blocks.
     long_x = rand(1, 64, 8)
@@ -200,13 +204,13 @@ def test_automatic_choice(monkeypatch, rand, plans):
     layer(long_x, return_attention_scores=True)
     dense(long_x)
     layer(long_x, attention_mask=np.ones((1, 64, 64), bool))
-    assert paths() == ["dense", "fused", "blocks"]
+    assert paths() == ["dense", FUSED, "blocks"]
     # An additive score holds `units` values per pair: 32² pairs of 8
     # units pass the bar that 32² dot-product logits do not.
     plans.clear()
     short(rand(1, 32, 8))
     additive(rand(1, 32, 8))
-    assert paths() == ["fused", "blocks"]
+    assert paths() == [FUSED, "blocks"]
 
 
 def test_a_window_that_leaves_few_blocks_takes_them(monkeypatch, rand, plans):
@@ -230,7 +234,7 @@ def test_a_window_that_leaves_few_blocks_takes_them(monkeypatch, rand, plans):
     np.testing.assert_allclose(got, want, atol=1e-5)
     # Without the window nor causality every pair is kept: dense.
     keras_attention.SelfAttention(num_heads=2)(x)
-    assert plans[-1].path == "fused"
+    assert plans[-1].path == FUSED
 
 
 @pytest.mark.parametrize(

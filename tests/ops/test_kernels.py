@@ -13,6 +13,7 @@ from keras import ops
 
 import keras_attention
 from keras_attention.ops import _kernels
+from keras_attention.ops import _registry
 from keras_attention.ops import engine
 from keras_attention.ops import mods
 from keras_attention.ops import plan as plan_lib
@@ -99,7 +100,7 @@ def test_dense_and_blocks_take_every_mask_mod_and_bias(path, rng):
     rows = np.arange(TQ)[:, None] + OFFSET
     mask = mask & ((np.arange(TK)[None] % 2 == 0) | (rows < 5))
     plan = plan_lib.Plan(path, (2, 3) if path == "blocks" else None)
-    got = _kernels.KERNELS[path](call, plan)
+    got = _registry.KERNELS[path](call, plan)
     want = _numpy(q, k, v, mask, 0.5, bias, alibi=True)
     np.testing.assert_allclose(
         ops.convert_to_numpy(got.output), want[0], atol=1e-5
@@ -137,7 +138,7 @@ def test_an_additive_score_runs_dense_and_in_blocks(path, rng):
     )
     call = engine.AttentionCall(q, k, v, score, masks=masks)
     plan = plan_lib.Plan(path, (2, 4) if path == "blocks" else None)
-    got = _kernels.KERNELS[path](call, plan).output
+    got = _registry.KERNELS[path](call, plan).output
     # The score on repeated heads, `(B, H, Tq, Tk)`.
     groups = H // HKV
     heads = (np.repeat(t, groups, 2).transpose(0, 2, 1, 3) for t in (k, v))
@@ -205,7 +206,7 @@ def test_the_kernels_read_key_positions_and_a_query_offset_per_sequence(
         key_positions=positions,
     )
     plan = plan_lib.Plan(path, (2, 4) if path == "blocks" else None)
-    got = ops.convert_to_numpy(_kernels.KERNELS[path](call, plan).output)
+    got = ops.convert_to_numpy(_registry.KERNELS[path](call, plan).output)
     rows = offsets[:, None, None] + np.arange(TQ)[None, :, None]  # (B,Tq,1)
     cols = positions[None, None, :]
     mask = (rows >= cols) & (cols >= 0)

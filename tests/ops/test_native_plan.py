@@ -15,6 +15,10 @@ import pytest
 from keras_attention.ops import _native_plan
 from keras_attention.ops import plan_attention
 from keras_attention.ops._native_plan import NativeCall
+from keras_attention.ops.plan import fused_path
+
+# The fused kernel the planner takes on this backend (Keras's on PyTorch).
+FUSED = fused_path()
 
 TORCH_GPU, TORCH_CPU = ("torch", "gpu"), ("torch", "cpu")
 JAX_GPU, JAX_TPU = ("jax", "gpu"), ("jax", "tpu")
@@ -63,9 +67,9 @@ TABLE = [
     (TORCH_GPU, SHORT, {}, {"weights": True}, "dense"),
     (TORCH_GPU, SHORT, {}, {"dropout": True}, "dense"),
     (TORCH_GPU, SHORT, {}, {"logits_hook": "attention_activation"}, "dense"),
-    (TORCH_GPU, SHORT, {}, {"hook": "_compute_attention"}, "fused"),
+    (TORCH_GPU, SHORT, {}, {"hook": "_compute_attention"}, FUSED),
     (TORCH_GPU, SHORT, {}, {"chunk_size": 64}, "blocks"),
-    (TORCH_GPU, SHORT, {}, {"chunk_size": 0}, "fused"),
+    (TORCH_GPU, SHORT, {}, {"chunk_size": 0}, FUSED),
     (TORCH_GPU, SHORT, {}, {"form": "additive"}, "dense"),
     # PyTorch on the CPU: inference where the blocks would run, from 2048.
     (
@@ -97,7 +101,7 @@ TABLE = [
         {"block_size": (128, 128)},
         "blocks",
     ),
-    (TORCH_CPU, (1, 4, 2048, 2048), {"backward": False}, {}, "fused"),
+    (TORCH_CPU, (1, 4, 2048, 2048), {"backward": False}, {}, FUSED),
     # JAX with a GPU: cuDNN in half precision, Pallas for documents.
     (JAX_GPU, SHORT, BF16, {}, "cudnn"),
     (JAX_GPU, SHORT, {**BF16, "masks": ("causal",)}, {}, "cudnn"),
@@ -110,18 +114,18 @@ TABLE = [
     ),
     (JAX_GPU, SHORT, {**BF16, "bias": True}, {}, "cudnn"),
     (JAX_GPU, (2, 4, 255, 255), {**BF16, "bias": True}, {}, "dense"),
-    (JAX_GPU, SHORT, {"masks": ("causal",)}, {}, "fused"),
-    (JAX_GPU, SHORT, {**BF16, "head_dim": 12, "value_dim": 12}, {}, "fused"),
+    (JAX_GPU, SHORT, {"masks": ("causal",)}, {}, FUSED),
+    (JAX_GPU, SHORT, {**BF16, "head_dim": 12, "value_dim": 12}, {}, FUSED),
     (JAX_GPU, SHORT, {**BF16, "masks": ("causal",)}, {"lse": True}, "fused"),
-    (JAX_GPU, SHORT, {**BF16, "masks": ("band",)}, {}, "fused"),
+    (JAX_GPU, SHORT, {**BF16, "masks": ("band",)}, {}, FUSED),
     (JAX_GPU, SHORT, {"masks": ("causal", "document")}, {}, "pallas"),
     (JAX_GPU, SHORT, {"masks": ("document",), "grouped": True}, {}, "dense"),
     (JAX_GPU, (2, 4, 200, 200), {"masks": ("document",)}, {}, "dense"),
     (JAX_GPU, SHORT, {**BF16, "score_mod": True}, {}, "dense"),
     # No native kernel: JAX on a TPU or the CPU, TensorFlow.
-    (JAX_TPU, SHORT, BF16, {}, "fused"),
-    (("jax", "cpu"), SHORT, BF16, {}, "fused"),
-    (("tensorflow", "cpu"), SHORT, BF16, {}, "fused"),
+    (JAX_TPU, SHORT, BF16, {}, FUSED),
+    (("jax", "cpu"), SHORT, BF16, {}, FUSED),
+    (("tensorflow", "cpu"), SHORT, BF16, {}, FUSED),
 ]
 
 
@@ -179,7 +183,7 @@ def test_where_ours_runs_the_reason_says_why(on, platform, fields, flags, why):
 def test_without_a_native_call_the_planner_plans_ours_only(on):
     on(TORCH_GPU)
     plan = plan_attention("dot", SHORT)
-    assert plan.path == "fused" and "ours" not in plan.reason
+    assert plan.path == FUSED and "ours" not in plan.reason
 
 
 def test_native_must_be_a_native_call():

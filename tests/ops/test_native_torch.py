@@ -4,8 +4,8 @@ PyTorch lane only. What runs on this CPU: SDPA itself; FlexAttention's
 forward, uncompiled (`COMPILE` off: the path's mods, masks, block mask,
 lse and bridges without a compile) and compiled (`heavy`: PyTorch's
 inductor kernel, as the planner runs it for inference on the CPU, through
-`flex_attention` and a layer). `lowers` and `records_gradients`, which the
-planner reads, are checked on their own.
+`flex_attention` and a layer). What the planner asks PyTorch
+(`ops/_torch_probe.py`) is checked in tests/ops/test_torch_probe.py.
 """
 
 import dataclasses
@@ -81,40 +81,6 @@ def _equal_to_ours(call, path, atol=2e-6, lse=False):
             atol=atol,
         )
     return got
-
-
-def test_our_mods_lower_and_a_take_does_not(rand, torch_native):
-    for name, (score_mod, mask_mod) in _cases(rand).items():
-        assert torch_native.lowers(score_mod, mask_mod), name
-    table = ops.convert_to_tensor(rand(4))
-    refused = {
-        "take": lambda s, b, h, q, kv: s + ops.take(table, h),
-        "cast of a table": lambda s, b, h, q, kv: (
-            s + ops.cast(table, "float16")[0]
-        ),
-        "raises": lambda s, b, h, q, kv: s + table.shape[5],
-    }
-    for name, score_mod in refused.items():
-        assert not torch_native.lowers(score_mod, None), name
-    layer = keras_attention.RelativePositionBias(num_heads=4)
-    assert torch_native.lowers(layer, None)
-
-
-def test_records_gradients_is_autograd(rand, torch_native):
-    import torch
-
-    call = _flex_call(rand)
-    assert not torch_native.records_gradients(call)  # plain arrays
-    query = torch.tensor(call.query, requires_grad=True)
-    call = dataclasses.replace(call, query=query)
-    assert torch_native.records_gradients(call)
-    with torch.no_grad():
-        assert not torch_native.records_gradients(call)
-    table = keras.Variable(rand(8, 4))
-    call = _flex_call(
-        rand, score_mod=mods.relative_position_bias(table, 8, 16, True)
-    )
-    assert torch_native.records_gradients(call)
 
 
 @pytest.mark.parametrize("causal", [False, True])

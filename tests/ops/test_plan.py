@@ -10,6 +10,10 @@ import pytest
 
 from keras_attention import ops as ka_ops
 from keras_attention.ops import plan as plan_lib
+from keras_attention.ops.plan import fused_path
+
+# The fused kernel the planner takes on this backend (Keras's on PyTorch).
+FUSED = fused_path()
 
 plan_attention = ka_ops.plan_attention
 SMALL = (2, 4, 16, 16)
@@ -55,15 +59,15 @@ def test_band_share_counts_the_pairs_of_blocks_a_band_keeps(
 @pytest.mark.parametrize(
     "flags, path",
     [
-        ({}, "fused"),
+        ({}, FUSED),
         ({"weights": True}, "dense"),
         ({"dropout": True}, "dense"),
         ({"mods": True}, "dense"),
         ({"logits_hook": "attention_activation"}, "dense"),
         ({"flash": True}, "flash"),
-        ({"flash": True, "native_flash": False}, "fused"),
+        ({"flash": True, "native_flash": False}, FUSED),
         ({"lse": True}, "fused"),
-        ({"hook": "_compute_attention"}, "fused"),
+        ({"hook": "_compute_attention"}, FUSED),
         ({"hook": "_compute_attention", "weights": True}, "dense"),
     ],
 )
@@ -85,10 +89,10 @@ def test_the_step_estimate_decides_the_automatic_choice():
     assert "4.0 GiB" in chosen.reason
     # Inference at N = 4096 holds 512 MiB: dense.
     half = (1, 4, 4096, 4096)
-    assert plan_attention("dot", half, backward=False).path == "fused"
+    assert plan_attention("dot", half, backward=False).path == FUSED
     # The same step differentiated holds 1 GiB, not more: dense; with a
     # mod's temporaries, 1.25 GiB: the blocks.
-    assert plan_attention("dot", half).path == "fused"
+    assert plan_attention("dot", half).path == FUSED
     assert plan_attention("dot", half, mods=True).path == "blocks"
     # An additive score's units multiply the bytes: 16 units · 4 bytes.
     shapes = (1, 8, 1024, 1024)
@@ -99,11 +103,11 @@ def test_the_step_estimate_decides_the_automatic_choice():
         "blocks"
     )
     # Unknown lengths stay dense.
-    assert plan_attention("dot", (1, 8, None, 8192)).path == "fused"
+    assert plan_attention("dot", (1, 8, None, 8192)).path == FUSED
     # An overridden hook is called however large; so are the weights
     # and the dropout.
     assert plan_attention("dot", LONG, hook="_compute_attention").path == (
-        "fused"
+        FUSED
     )
     assert plan_attention("dot", LONG, weights=True).path == "dense"
     assert plan_attention("dot", LONG, dropout=True).path == "dense"
@@ -115,10 +119,10 @@ def test_a_band_or_block_mask_that_leaves_few_blocks_takes_them():
     sparse = plan_lib.SPARSE_MAX_SHARE
     assert plan_attention("dot", shapes, kept=sparse).path == "blocks"
     assert "skip" in plan_attention("dot", shapes, kept=sparse).reason
-    assert plan_attention("dot", shapes, kept=sparse + 0.01).path == "fused"
+    assert plan_attention("dot", shapes, kept=sparse + 0.01).path == FUSED
     # Shorter sequences have too few blocks for the skipping to pay.
     short = (1, 4, n // 2, n // 2)
-    assert plan_attention("dot", short, kept=0.1).path == "fused"
+    assert plan_attention("dot", short, kept=0.1).path == FUSED
     # A block mask given to `flex_attention` is always read in blocks.
     chosen = plan_attention("dot", SMALL, block_size=(4, 8))
     assert (chosen.path, chosen.block_size) == ("blocks", (4, 8))
@@ -152,7 +156,7 @@ def test_a_positive_chunk_size_is_the_block_size():
         (("dot", SMALL), {"flash": True, "lse": True}, "log-sum-exp"),
         (
             ("dot", SMALL),
-            {"lse": True, "logits_hook": "overridden _masked_softmax"},
+            {"lse": True, "hook": "_masked_softmax"},
             "sinks need the log-sum-exp",
         ),
         (("dot", SMALL, 4), {"flash": True}, "bypasses flash attention"),
@@ -195,7 +199,7 @@ def test_a_symbolic_dimension_counts_as_unknown():
     class Symbolic:
         pass
 
-    assert plan_attention("dot", (Symbolic(), 4, 8, 8)).path == "fused"
+    assert plan_attention("dot", (Symbolic(), 4, 8, 8)).path == FUSED
     assert plan_lib.dense_bytes((Symbolic(), 4, 8, 8)) == 4 * 4 * 8 * 8
 
 
@@ -230,7 +234,7 @@ def test_this_machine_has_no_accelerator_so_the_cpu_threshold_holds():
         # An H200 (139 GiB): a training step of 8 GiB of logits at
         # N = 16384 (32 GiB) stays dense (the blocks measured 1.2-45x
         # slower there); 128 GiB at 65536 do not.
-        (139 * 2**30, 16384, "fused"),
+        (139 * 2**30, 16384, FUSED),
         (139 * 2**30, 65536, "blocks"),
         # 128 GiB at 32768: more than a quarter, less than the whole card.
         (139 * 2**30, 32768, "blocks"),
@@ -239,7 +243,7 @@ def test_this_machine_has_no_accelerator_so_the_cpu_threshold_holds():
         (16 * 2**30, 8192, "blocks"),
         (16 * 2**30, 16384, "blocks"),
         # A small card never lowers the CPU's threshold.
-        (2 * 2**30, 2048, "fused"),
+        (2 * 2**30, 2048, FUSED),
     ],
 )
 def test_on_an_accelerator_the_blocks_wait_for_a_share_of_its_memory(
@@ -249,4 +253,4 @@ def test_on_an_accelerator_the_blocks_wait_for_a_share_of_its_memory(
     shapes = (1, 8, length, length)
     assert plan_attention("dot", shapes, None).path == path
     # There the band's skipping does not pay for the blocks either.
-    assert plan_attention("dot", (1, 4, 2048, 2048), kept=0.2).path == "fused"
+    assert plan_attention("dot", (1, 4, 2048, 2048), kept=0.2).path == FUSED

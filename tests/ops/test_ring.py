@@ -411,13 +411,13 @@ def _layer_checks(report, context, compare, rng):
         ),
     }
     plans = []
-    original = ka.ops.plan_attention
+    original = ka.ops.plan.plan_attention
 
     def counting(*args, **kwargs):
         plans.append(original(*args, **kwargs))
         return plans[-1]
 
-    ka.ops.plan_attention = counting
+    ka.ops.plan.plan_attention = counting
     for name, layer in layers.items():
         one_input = name.startswith("MultiHeadLatentAttention")
         args = (x,) if one_input else (x, x)
@@ -437,7 +437,7 @@ def _layer_checks(report, context, compare, rng):
         # One plan per trace of the layer's call: the one-device step's,
         # then the ring's (the forward is traced once for its gradient).
         report[name + ": plans"] = [p.path for p in plans]
-    ka.ops.plan_attention = original
+    ka.ops.plan.plan_attention = original
 
 
 @pytest.mark.heavy

@@ -1,4 +1,5 @@
-"""ops/_native.py: what the native kernels are told of a call, every lane.
+"""ops/_call_mods.py and `_native_plan.describe`: what the planner and
+the native kernels are told of a call, every lane.
 
 - `mask_kinds`: each source of masking named as the planner reads it.
 - `call_mods`: every mask and mod of a call as one score mod and one mask
@@ -15,7 +16,7 @@ import pytest
 from keras import ops
 
 import keras_attention
-from keras_attention.ops import _native
+from keras_attention.ops import _call_mods
 from keras_attention.ops import _native_plan
 from keras_attention.ops import engine
 from keras_attention.ops import mods
@@ -73,7 +74,7 @@ def _call(rand, masks=None, **fields):
 )
 def test_mask_kinds_name_each_mask(rand, masks, kinds):
     call = _call(rand, attention_masks(**masks))
-    assert _native.mask_kinds(call) == kinds
+    assert _call_mods.mask_kinds(call) == kinds
 
 
 def test_the_window_and_the_lengths_are_read_back(rand):
@@ -85,10 +86,10 @@ def test_the_window_and_the_lengths_are_read_back(rand):
             mask_mods=(mods.padding([3, 6]),),
         ),
     )
-    assert _native.causal_window(call) == (True, 3)
-    padding = _native.mask_mod_of_kind(call, "lengths")
+    assert _call_mods.causal_window(call) == (True, 3)
+    padding = _call_mods.mask_mod_of_kind(call, "lengths")
     assert ops.convert_to_numpy(padding.lengths).tolist() == [3, 6]
-    assert _native.causal_window(_call(rand)) == (False, None)
+    assert _call_mods.causal_window(_call(rand)) == (False, None)
 
 
 def test_call_mods_are_the_whole_call(rand, rng):
@@ -116,7 +117,7 @@ def test_call_mods_are_the_whole_call(rand, rng):
         bias=rand(2, 1, 5, 6),
         query_offset=1,
     )
-    score_mod, mask_mod = _native.call_mods(call)
+    score_mod, mask_mod = _call_mods.call_mods(call)
     plain = dataclasses.replace(
         call,
         masks=AttentionMasks(mask_mods=(mask_mod,)),
@@ -133,7 +134,7 @@ def test_call_mods_are_the_whole_call(rand, rng):
 
 
 def test_a_call_without_masks_has_no_mods(rand):
-    assert _native.call_mods(_call(rand)) == (None, None)
+    assert _call_mods.call_mods(_call(rand)) == (None, None)
 
 
 def test_describe_reads_the_call(rand, monkeypatch):
@@ -143,7 +144,7 @@ def test_describe_reads_the_call(rand, monkeypatch):
         score_mod=mods.soft_cap(5.0),
         query_offset=2,
     )
-    native = _native.describe(call, backward=False)
+    native = _native_plan.describe(call, backward=False)
     assert native.masks == ("causal",)
     assert native.score_mod and not native.bias and native.offset
     assert (native.head_dim, native.value_dim, native.grouped) == (8, 8, True)
@@ -153,25 +154,25 @@ def test_describe_reads_the_call(rand, monkeypatch):
     # FlexAttention there, nor for one that is differentiated.
     assert native.lowers is None
     if keras.backend.backend() != "torch":
-        assert _native.describe(call).backward is True
+        assert _native_plan.describe(call).backward is True
         return
     monkeypatch.setattr(_native_plan, "CPU_FLEX_MIN_LENGTH", 6)
-    assert _native.describe(call, backward=False).lowers is True
+    assert _native_plan.describe(call, backward=False).lowers is True
     monkeypatch.setattr(_native_plan, "CPU_FLEX_MIN_LENGTH", 7)
-    assert _native.describe(call, backward=False).lowers is None
+    assert _native_plan.describe(call, backward=False).lowers is None
 
 
 def test_each_flex_call_is_described_once_and_planned_once(
     plans, rand, monkeypatch
 ):
     described = []
-    original = _native.describe
+    original = _native_plan.describe
 
     def counting(*args, **kwargs):
         described.append(original(*args, **kwargs))
         return described[-1]
 
-    monkeypatch.setattr(_native, "describe", counting)
+    monkeypatch.setattr(_native_plan, "describe", counting)
     q = rand(1, 8, 2, 4)
     keras_attention.ops.flex_attention(q, q, q, mask_mod=mods.causal())
     assert len(described) == len(plans) == 1
