@@ -138,6 +138,68 @@ def _is_module(dotted):
     return dotted in MODULES
 
 
+def _loads(module):
+    """The package modules `module` imports, at any level of its code
+    (function-level imports included): `from a import b` loads `a.b`
+    where that is a module, else `a` itself."""
+    loaded = set()
+    for imported, name in _imports(MODULES[module]):
+        if not imported.startswith("keras_attention"):
+            continue
+        dotted = f"{imported}.{name}" if name else imported
+        loaded.add(dotted if _is_module(dotted) else imported)
+    return loaded - {module}
+
+
+def _cycles(graph):
+    """The strongly connected sets of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on.add(node)
+        for after in sorted(graph[node]):
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in on:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = set()
+            while node not in component:
+                component.add(stack.pop())
+            on.difference_update(component)
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    """Each step of a call goes one way: no set of modules imports itself
+    round, however deep in a function the import sits."""
+    graph = {m: {t for t in _loads(m) if t in MODULES} for m in MODULES}
+    assert not _cycles(graph)
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m.startswith("keras_attention.ops."))
+)
+def test_no_ops_module_imports_the_ops_package(module):
+    """The ops read each other's modules, never the package's namespace
+    (which imports them all: the engine's steps would climb back up)."""
+    assert "keras_attention.ops" not in _loads(module)
+
+
 def _code_lines(node):
     """Lines of a function from its first statement after the docstring."""
     body = node.body
@@ -175,7 +237,13 @@ def test_no_module_over_600_lines(module):
 # Every module of every package has a test file at the mirrored path,
 # `keras_attention/a/b.py` <-> `tests/a/test_b.py` (a private module
 # `_b.py` <-> `test_b.py`); the modules tested by a file of another name:
-TESTED_ELSEWHERE = {}
+TESTED_ELSEWHERE = {
+    "keras_attention.layers._holders": "tests/layers/test_multi_head_base.py",
+    "keras_attention.layers._latent_rope": "tests/layers/test_latent.py",
+    "keras_attention.ops._native": "tests/ops/test_native_torch.py",
+    "keras_attention.ops._refusals": "tests/ops/test_plan.py",
+    "keras_attention.ops._registry": "tests/ops/test_kernels.py",
+}
 
 
 def _mirrored_modules():
