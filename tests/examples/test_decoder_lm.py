@@ -53,6 +53,12 @@ def test_a_run_saves_a_model_that_reloads_and_generates_the_same(
     assert written["val_loss"] == pytest.approx(metrics["val_loss"])
     assert 0.0 <= written["continuation_accuracy"] <= 1.0
     (sample,) = written["samples"]
+    # docs/examples.md's table of metrics.json names every key.
+    with open(os.path.join(ROOT, "docs", "examples.md")) as f:
+        section = f.read().split("## Decoder-only language model")[1]
+    row = next(x for x in section.splitlines() if x.startswith("| `metrics"))
+    missing = [key for key in written if f"`{key}`" not in row]
+    assert not missing, missing
     assert sample["prompt"].endswith(" =")
     # Reloaded from model.keras, the model continues the prompt the same.
     continuation = _example().main(
