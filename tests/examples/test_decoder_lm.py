@@ -92,6 +92,12 @@ def test_a_run_saves_a_model_that_reloads_and_generates_the_same(
     assert "read as [UNK]: zzqx, qxzz" in err
     assert "--max-new-tokens 1000 clipped to" in err
     assert "context is 64 positions" in err
+    # A prompt that fills the context is one error line.
+    with pytest.raises(SystemExit) as exit_info:
+        _example().main(["--output", output, "--generate", "de " * 64])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the prompt's 64 words fill the model's")
     # And the cached, compiled generation is the full model's greedy one.
     import keras
 
