@@ -69,11 +69,14 @@ class Generator:
 
     On PyTorch, the loop runs with one CPU thread (`torch_threads`): a
     step's tensors are small, and from about 32k elements (a cache of
-    512 positions of 64 features) PyTorch splits each copy and attention
-    across its intra-op threads, whose start and join cost more than the
-    work, and more the busier the cores: on 2 cores 2000 tokens took 7.6x
-    the time of 500, and 4.0x with one thread. Set `torch_threads = None`
-    to keep PyTorch's setting (a large model whose matmuls need them).
+    512 positions of 64 features) PyTorch splits each copy of the cache
+    and its attention across its intra-op threads, whose start and join
+    cost more than the work once the cores are shared: on 2 busy cores
+    2000 tokens took 8.4x the time of 500 (22 s, 186 s), with one thread
+    4.1x (7.0 s, 28.6 s). On idle cores PyTorch's threads are faster
+    (4.1 s, 20.1 s: 4.9x; one thread 6.2 s, 22.9 s), and a model of
+    width 256 generates 20% faster with them: set `torch_threads = None`
+    to keep PyTorch's setting where the cores are yours.
 
     Args:
         model: A model of `build_language_model`, or one loaded from its

@@ -149,7 +149,7 @@ def test_the_loop_stops_when_every_row_has_ended(model, monkeypatch):
 )
 def test_the_eager_loop_runs_on_one_thread_and_restores_it(model):
     """The cost of PyTorch's intra-op threads grew with the cache (2000
-    tokens 7.6x the time of 500 on 2 cores; one thread: 4.0x): each
+    tokens 8.4x the time of 500 on 2 cores; one thread: 4.1x): each
     step's calls run on one thread, and the setting comes back after."""
     import torch
 
