@@ -1,8 +1,8 @@
 """Every `python` block of the README and the documentation runs, on
 every backend: each page's blocks in order, in one namespace, in a scratch
-folder (tests/test_docs.py finds them). A block labelled `python
-tensorflow` (`jax`, `torch`) needs that backend by design and runs in its
-lane only; its text says so."""
+folder (tests/test_docs.py finds them). A block that needs one backend by
+design is fenced `python title="TensorFlow only"` (JAX, PyTorch): the site
+shows the title, it runs in that lane only, and its text says why."""
 
 import keras
 import pytest
@@ -19,6 +19,6 @@ def test_python_blocks_of_the_page_run_in_order(page, tmp_path, monkeypatch):
         (tmp_path / name).symlink_to(test_docs.ROOT / target)
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "docs"}
-    infos = ("python", f"python {BACKEND}")
+    infos = ("python", test_docs.only_on(BACKEND))
     for line, code in test_docs._blocks(page, infos):
         exec(compile(code, f"{page}:{line}", "exec"), namespace)

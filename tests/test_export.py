@@ -251,8 +251,9 @@ def test_serving_doc_python_blocks_run(tmp_path, monkeypatch):
     """docs/serving.md's Python blocks, in order, from a scratch folder."""
     with open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8") as f:
         text = f.read()
-    # Labelled `python tensorflow`: a SavedModel needs TensorFlow.
-    blocks = re.findall(r"^```python tensorflow\n(.*?)^```", text, re.M | re.S)
+    # Titled "TensorFlow only": a SavedModel needs TensorFlow.
+    fence = r'^```python title="TensorFlow only"\n(.*?)^```'
+    blocks = re.findall(fence, text, re.M | re.S)
     assert len(blocks) == 2
     os.symlink(SAVED_MODELS, tmp_path / "saved_models")
     monkeypatch.chdir(tmp_path)
