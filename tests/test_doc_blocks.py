@@ -10,6 +10,15 @@ import pytest
 from tests import test_docs
 
 BACKEND = keras.backend.backend()
+INFOS = ("python", test_docs.only_on(BACKEND))
+# The README's blocks stand alone (each imports what it uses): one that a
+# page of the documentation repeats word for word runs there only.
+REPEATED = {
+    code
+    for page in test_docs.RUNNABLE
+    if page != "README.md"
+    for _, code in test_docs._blocks(page, INFOS)
+}
 
 
 @pytest.mark.parametrize("page", test_docs.RUNNABLE)
@@ -19,6 +28,7 @@ def test_python_blocks_of_the_page_run_in_order(page, tmp_path, monkeypatch):
         (tmp_path / name).symlink_to(test_docs.ROOT / target)
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "docs"}
-    infos = ("python", test_docs.only_on(BACKEND))
-    for line, code in test_docs._blocks(page, infos):
+    for line, code in test_docs._blocks(page, INFOS):
+        if page == "README.md" and code in REPEATED:
+            continue
         exec(compile(code, f"{page}:{line}", "exec"), namespace)
