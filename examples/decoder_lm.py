@@ -24,7 +24,11 @@ loads with `keras.saving.load_model` after `import keras_attention`),
 `vocabulary.json` (the words of the ids) and `metrics.json` (validation
 loss and perplexity; on synthetic data `continuation_accuracy`; a few
 generated samples; generation speed). `--generate PROMPT` continues a
-prompt with `OUTPUT/model.keras` instead of training. Errors in the
+prompt with `OUTPUT/model.keras` instead of training: the text stops at
+the model's `[end]`, a last line gives the tokens per second, words
+not in the vocabulary are named in a warning on stderr (they read as
+`[UNK]`), and `--max-new-tokens` is clipped, saying so on stderr, to the
+model's context (`--sequence-length` of its training). Errors in the
 arguments or the files print one line `error: ...` and exit with status 2.
 """
 
@@ -157,7 +161,9 @@ def _add_generation_arguments(group):
         "--max-new-tokens",
         type=cli.positive_int,
         default=20,
-        help="ids generated after a prompt (text stops at [end])",
+        help="ids generated after a prompt, at most: generation stops at "
+        "[end]; with --generate, clipped (said on stderr) to the context "
+        "the model was trained on (--sequence-length)",
     )
     group.add_argument(
         "--eval-examples",
@@ -171,7 +177,9 @@ def _add_generation_arguments(group):
         "--generate",
         type=cli.sentence,
         metavar="PROMPT",
-        help="continue PROMPT with OUTPUT/model.keras instead of training",
+        help="continue PROMPT with OUTPUT/model.keras instead of training; "
+        "words not in OUTPUT/vocabulary.json read as [UNK], named in a "
+        "warning on stderr",
     )
 
 
@@ -239,6 +247,38 @@ def _generator(model, args):
     return Generator(model, cache_dtype=dtype)
 
 
+def _context(output):
+    """The window the saved model was trained on (`--sequence-length` in
+    `OUTPUT/metrics.json`), or `None` where that file does not say."""
+    try:
+        with open(os.path.join(output, "metrics.json")) as f:
+            return int(json.load(f)["args"]["sequence_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _new_tokens(args, prompt_length):
+    """`--max-new-tokens`, clipped (said on stderr) to the context the
+    model was trained on; a prompt that fills it is an error."""
+    context = _context(args.output)
+    if context is None or prompt_length + args.max_new_tokens <= context:
+        return args.max_new_tokens
+    if prompt_length >= context:
+        cli.fail(
+            f"the prompt's {prompt_length} words fill the model's context "
+            f"of {context} positions (--sequence-length of its training): "
+            "give a shorter --generate prompt"
+        )
+    clipped = context - prompt_length
+    print(
+        f"note: --max-new-tokens {args.max_new_tokens} clipped to {clipped}: "
+        f"the model's context is {context} positions (--sequence-length of "
+        f"its training), {prompt_length} of them the prompt's",
+        file=sys.stderr,
+    )
+    return clipped
+
+
 def generate(args):
     """Continues `--generate` with the saved model; returns the text."""
     import numpy as np
@@ -253,9 +293,29 @@ def generate(args):
             vocabulary = json.load(f)
         generator = _generator(model, args)
         prompt = np.asarray([language.to_ids(args.generate, vocabulary)])
-    ids = generator.generate(prompt, args.max_new_tokens)
-    continuation = language.decode(ids[0, prompt.shape[1] :], vocabulary)
+    known = set(vocabulary)
+    unknown = [w for w in language.words(args.generate) if w not in known]
+    if unknown:
+        print(
+            f"warning: {len(unknown)} words of the prompt are not in the "
+            f"model's vocabulary and read as [UNK]: {', '.join(unknown)}",
+            file=sys.stderr,
+        )
+    new_tokens = _new_tokens(args, prompt.shape[1])
+    start = time.perf_counter()
+    ids = generator.generate(
+        prompt, new_tokens, stop_token_ids=[language.END_ID]
+    )
+    seconds = time.perf_counter() - start
+    generated = ids[0, prompt.shape[1] :]
+    ended = np.flatnonzero(generated == language.END_ID)
+    count = int(ended[0]) + 1 if ended.size else len(generated)
+    continuation = language.decode(generated, vocabulary)
     print(f"{args.generate} -> {continuation}")
+    print(
+        f"{count} tokens in {seconds:.2f} s: {count / seconds:.1f} tokens/s "
+        "(with the compilation)"
+    )
     return continuation
 
 
@@ -352,9 +412,16 @@ def _samples(args, generator, lines, vocabulary):
 
 def main(argv=None):
     args = parse_args(argv)
-    cli.import_tensorflow()
     if args.generate is not None:
+        # Generation needs TensorFlow on its own backend only: elsewhere
+        # importing it cost seconds and printed its C++ log lines.
+        if cli.keras_backend() == "tensorflow":
+            cli.import_tensorflow()
         return generate(args)
+    # Training seeds the weights with keras.utils.set_random_seed, which
+    # imports TensorFlow (to seed it) whenever it is installed: quietly
+    # here, on every backend.
+    cli.import_tensorflow()
     cli.make_run_directory(args.output)
     vocabulary, train, validation, lines = _data(args)
     print(

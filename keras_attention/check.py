@@ -22,6 +22,7 @@ import numpy as np
 
 import keras_attention
 from keras_attention import seq2seq
+from keras_attention.models import cli
 
 _ATOL = 1e-5
 
@@ -105,6 +106,11 @@ CHECKS = {
 
 def main() -> int:
     """Runs every check; returns the exit status (0: all passed)."""
+    # Keras imports TensorFlow whenever it is installed, on any backend,
+    # to seed it and when it saves a model; quietly here, as the example
+    # scripts do, so that its C++ log lines do not print on JAX or PyTorch.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    cli.import_tensorflow()
     print(
         f"keras_attention {keras_attention.__version__}, keras "
         f"{keras.__version__}, backend {keras.backend.backend()}, "

@@ -45,7 +45,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Test paths (relative to the repository root) of the PyTorch lane: the
 # ops, scores, layers, seq2seq, saving and error checks, the layout map of
 # tensor parallelism (built on every backend) and the language model's
-# generation (eager on PyTorch, as keras-hub's).
+# generation (eager on PyTorch, as keras-hub's) and the documentation's
+# code blocks.
 TORCH_LANE = (
     "tests/ops/",
     "tests/scores/",
@@ -61,6 +62,7 @@ TORCH_LANE = (
     "tests/seq2seq/",
     "tests/visualize/test_collect.py",
     "tests/models/test_generation.py",
+    "tests/test_doc_blocks.py",
 )
 
 

@@ -29,3 +29,14 @@ def test_a_broken_softmax_is_reported_and_fails(monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "FAIL masked_softmax agrees with NumPy" in printed
     assert "1 checks failed" in printed
+
+
+def test_tensorflow_is_imported_quietly_first(monkeypatch, capsys):
+    """Keras imports TensorFlow whenever it is installed (to seed it, to
+    save a model), on every backend: on PyTorch the check printed its C++
+    log lines. The check imports it first, quietly."""
+    calls = []
+    monkeypatch.setattr(check.cli, "import_tensorflow", lambda: calls.append(1))
+    monkeypatch.setattr(check, "CHECKS", {})
+    assert check.main() == 0
+    assert calls == [1]

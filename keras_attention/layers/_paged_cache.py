@@ -141,10 +141,23 @@ class PagedCache(_cache.AttentionCache):
             index = ops.cast(index, "int32")
             last = ops.cast(self.max_length - new_length, "int32")
             return ops.clip(index, 0, last)
+        if len(value) != len(table):
+            raise ValueError(
+                f"{layer_name}: a PagedCache's `cache_update_index` has one "
+                f"position per sequence, {len(table)} (the rows of its "
+                "block table). Received: "
+                f"cache_update_index={value.tolist()}"
+            )
+        if (value < 0).any():
+            raise ValueError(
+                f"{layer_name}: each sequence's `cache_update_index` is a "
+                "position, 0 or more; it is negative for the sequences "
+                f"{np.flatnonzero(value < 0).tolist()}. Received: "
+                f"cache_update_index={value.tolist()}"
+            )
         given = (table >= 0).sum(axis=1) * self.page_size
         needed = value + new_length
-        bad = np.flatnonzero((value < 0) | (needed > given))
-        if len(value) != len(table) or bad.size:
+        if (needed > given).any():
             raise ValueError(
                 f"{layer_name}: each sequence's `cache_update_index` and "
                 "the call's positions must fit in the pages its row of the "

@@ -224,6 +224,14 @@ class RollingCache(_cache.AttentionCache):
                 )
             window = spec.window
         window = _validation.positive_int("window", window)
+        if spec.window is not None and window < spec.window:
+            # Refused here, not at the first call: a shorter window would
+            # drop positions the layer still attends to.
+            raise ValueError(
+                f"{spec.layer_name} attends to its last {spec.window} "
+                "positions (`sliding_window`): its RollingCache needs a "
+                f"window of at least {spec.window}. Received: window={window}"
+            )
         sinks = _validation.non_negative_length(
             "num_sink_tokens", num_sink_tokens
         )

@@ -135,6 +135,22 @@ def import_tensorflow():
             _pass_on(captured.read().decode("utf-8", "replace"))
 
 
+def keras_backend() -> str:
+    """The backend Keras will load, read as Keras reads it
+    (`KERAS_BACKEND`, else `keras.json` in `KERAS_HOME` or `~/.keras`),
+    without importing Keras."""
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get(
+        "KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras")
+    )
+    try:
+        with open(os.path.join(home, "keras.json")) as f:
+            return str(json.load(f).get("backend", "tensorflow"))
+    except (OSError, ValueError, AttributeError):
+        return "tensorflow"
+
+
 def _pass_on(text):
     """Prints `text` to stderr, less absl's INFO lines if asked to."""
     quiet = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") not in ("", "0")

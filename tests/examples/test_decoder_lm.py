@@ -9,6 +9,7 @@ cached generation against the full model.
 import importlib.util
 import json
 import os
+import re
 
 import pytest
 
@@ -40,7 +41,9 @@ def _example():
 
 
 @pytest.mark.tensorflow_lane
-def test_a_run_saves_a_model_that_reloads_and_generates_the_same(tmp_path):
+def test_a_run_saves_a_model_that_reloads_and_generates_the_same(
+    tmp_path, capsys
+):
     output = str(tmp_path)
     metrics = _example().main([*TINY, "--output", output])
     for name in ("model.keras", "vocabulary.json", "metrics.json"):
@@ -50,6 +53,12 @@ def test_a_run_saves_a_model_that_reloads_and_generates_the_same(tmp_path):
     assert written["val_loss"] == pytest.approx(metrics["val_loss"])
     assert 0.0 <= written["continuation_accuracy"] <= 1.0
     (sample,) = written["samples"]
+    # docs/examples.md's table of metrics.json names every key.
+    with open(os.path.join(ROOT, "docs", "examples.md")) as f:
+        section = f.read().split("## Decoder-only language model")[1]
+    row = next(x for x in section.splitlines() if x.startswith("| `metrics"))
+    missing = [key for key in written if f"`{key}`" not in row]
+    assert not missing, missing
     assert sample["prompt"].endswith(" =")
     # Reloaded from model.keras, the model continues the prompt the same.
     continuation = _example().main(
@@ -63,6 +72,32 @@ def test_a_run_saves_a_model_that_reloads_and_generates_the_same(tmp_path):
         ]
     )
     assert continuation == sample["continuation"]
+    # The text stops at [end], then one line of speed; unknown words are
+    # named on stderr, and a --max-new-tokens past the context clipped.
+    capsys.readouterr()
+    _example().main(
+        [
+            "--output",
+            output,
+            "--generate",
+            f"zzqx {sample['prompt']} qxzz",
+            "--max-new-tokens",
+            "1000",
+        ]
+    )
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and "[end]" not in lines[0], out
+    assert re.fullmatch(r"\d+ tokens in [\d.]+ s: [\d.]+ tokens/s .*", lines[1])
+    assert "read as [UNK]: zzqx, qxzz" in err
+    assert "--max-new-tokens 1000 clipped to" in err
+    assert "context is 64 positions" in err
+    # A prompt that fills the context is one error line.
+    with pytest.raises(SystemExit) as exit_info:
+        _example().main(["--output", output, "--generate", "de " * 64])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the prompt's 64 words fill the model's")
     # And the cached, compiled generation is the full model's greedy one.
     import keras
 
@@ -116,3 +151,21 @@ def test_bad_input_is_one_error_line_and_status_2(
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err
     assert message in err
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("backend", ["torch", "jax", "tensorflow"])
+def test_generating_imports_tensorflow_on_its_backend_only(
+    backend, monkeypatch
+):
+    """On PyTorch `--generate` printed TensorFlow's C++ log lines: it
+    imported TensorFlow, which generating there never needs."""
+    example = _example()
+    imported = []
+    monkeypatch.setenv("KERAS_BACKEND", backend)
+    monkeypatch.setattr(
+        example.cli, "import_tensorflow", lambda: imported.append(1)
+    )
+    monkeypatch.setattr(example, "generate", lambda args: "generated")
+    assert example.main(["--generate", "de feza ="]) == "generated"
+    assert imported == ([1] if backend == "tensorflow" else [])

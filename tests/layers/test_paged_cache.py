@@ -155,3 +155,20 @@ def test_decoding_runs_compiled_with_traced_positions(rand):
         out, pages = model.predict_on_batch([tokens, pages, table, index])
         np.testing.assert_allclose(out[0, 0], alone[0, i + 1], atol=1e-5)
         np.testing.assert_allclose(out[1, 0], alone[1, i], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "index, fragment",
+    [
+        ([0, 0, 0], r"one position per sequence, 2 .*=\[0, 0, 0\]"),
+        ([-1, 0], r"negative for the sequences \[0\]\..*=\[-1, 0\]"),
+    ],
+)
+def test_a_bad_index_is_named_with_its_problem(rand, index, fragment):
+    layer = _layer()
+    x = rand(2, 1, D)
+    layer(x, x)
+    cache = keras_attention.PagedCache.allocate(layer, 8, 2, 4)
+    cache = cache.join(2).reserve([2, 2])
+    with pytest.raises(ValueError, match=fragment):
+        layer(x, x, cache=cache, cache_update_index=np.array(index))

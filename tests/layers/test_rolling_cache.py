@@ -185,3 +185,11 @@ def test_the_blocks_read_the_slots_at_their_positions(rand):
     cache = keras_attention.RollingCache.allocate(chunked, B)
     out, _ = _decode(chunked, x, cache, [(0, 5), (5, 6), (6, 12)])
     np.testing.assert_allclose(out, full, rtol=1e-5, atol=1e-5)
+
+
+def test_a_window_shorter_than_the_layers_is_refused_at_allocate(rand):
+    layer, _, _ = _pair(rand)
+    with pytest.raises(ValueError, match=rf"at least {W}\. .*window=2"):
+        keras_attention.RollingCache.allocate(layer, B, window=W - 1)
+    cache = keras_attention.RollingCache.allocate(layer, B, window=W + 1)
+    assert cache.window_size == W + 1

@@ -88,3 +88,91 @@ def test_bad_arguments_are_named(model):
         generator.generate(PROMPT, 0)
     with pytest.raises(ValueError, match="build_language_model"):
         Generator(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
+
+
+def _first_end(ids, stop):
+    """Each row's position of its first id of `stop` after the prompt, or
+    the last position where it has none."""
+    found = [np.flatnonzero(np.isin(row[3:], stop)) for row in ids]
+    return [int(f[0]) + 3 if f.size else ids.shape[1] - 1 for f in found]
+
+
+def _stop(free):
+    """An end id that row 0 generates before row 1 does (if ever): the
+    rows end at different steps, the first one padded while the other
+    runs on."""
+    for position in range(3, free.shape[1] - 2):
+        stop = [int(free[0, position])]
+        ends = _first_end(free, stop)
+        if ends[0] < ends[1]:
+            return stop, ends
+    raise AssertionError(f"no end id that ends the rows apart: {free}")
+
+
+def test_each_row_stops_at_its_own_end_token_and_pads_the_rest(model):
+    generator = Generator(model)
+    free = generator.generate(PROMPT, NEW_TOKENS)
+    stop, ends = _stop(free)
+    ids = generator.generate(PROMPT, NEW_TOKENS, stop_token_ids=stop)
+    for b, end in enumerate(ends):
+        np.testing.assert_array_equal(ids[b, : end + 1], free[b, : end + 1])
+        assert (ids[b, end + 1 :] == 0).all(), ids[b]
+    uncached = generator.generate_uncached(PROMPT, NEW_TOKENS, stop)
+    np.testing.assert_array_equal(ids, uncached)
+    padded = generator.generate(PROMPT, NEW_TOKENS, stop, pad_token_id=23)
+    assert (padded[0, ends[0] + 1 :] == 23).all()
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch",
+    reason="counts the eager loop's steps: compiled, a step is traced once",
+)
+def test_the_loop_stops_when_every_row_has_ended(model, monkeypatch):
+    generator = Generator(model)
+    free = generator.generate(PROMPT, NEW_TOKENS)
+    # Each row ends at position 5 at the latest, 3 of its 8 new ids.
+    stop = [int(free[0, 5]), int(free[1, 5])]
+    last = max(_first_end(free, stop))
+    steps = []
+    step = generator.step
+    monkeypatch.setattr(
+        generator, "step", lambda *a: steps.append(1) or step(*a)
+    )
+    generator.generate(PROMPT, NEW_TOKENS, stop_token_ids=stop)
+    # The prompt's call, then one a step up to the last row's end.
+    assert len(steps) == 1 + last - PROMPT.shape[1]
+    assert len(steps) < NEW_TOKENS
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch", reason="PyTorch's CPU threads"
+)
+def test_the_eager_loop_runs_on_one_thread_and_restores_it(model):
+    """The cost of PyTorch's intra-op threads grew with the cache (2000
+    tokens 8.4x the time of 500 on 2 cores; one thread: 4.1x): each
+    step's calls run on one thread, and the setting comes back after."""
+    import torch
+
+    generator = Generator(model)
+    threads = []
+    step = generator.step
+    generator.step = lambda *a: (
+        threads.append(torch.get_num_threads()) or (step(*a))
+    )
+    before = torch.get_num_threads()
+    generator.generate(PROMPT, 3)
+    assert threads == [1, 1, 1]
+    assert torch.get_num_threads() == before
+    generator.torch_threads = None
+    generator._compiled.clear()
+    threads.clear()
+    generator.generate(PROMPT, 2)
+    assert threads == [before, before]
+
+
+def test_bad_end_and_pad_ids_are_named(model):
+    generator = Generator(model)
+    with pytest.raises(ValueError, match=r"Received: stop_token_ids=\[24\]"):
+        generator.generate(PROMPT, 2, stop_token_ids=[24])
+    with pytest.raises(ValueError, match="Received: pad_token_id=-1"):
+        generator.generate(PROMPT, 2, pad_token_id=-1)
