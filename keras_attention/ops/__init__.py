@@ -55,6 +55,7 @@ from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
 from keras_attention.ops.flex import apply_mods as apply_mods
 from keras_attention.ops.flex import flex_attention as flex_attention
+from keras_attention.ops.gated_delta import gated_delta_rule as gated_delta_rule
 from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
 from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample
 from keras_attention.ops.logits import mask_logits as mask_logits
