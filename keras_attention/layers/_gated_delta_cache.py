@@ -29,6 +29,10 @@ class GatedDeltaCache(_cache.AttentionCache):
         recurrent_state: `(batch_size, num_value_heads, key_head_dim,
             value_head_dim)`, float32.
 
+    Returns:
+        A layer called with it returns a `GatedDeltaCache` of the same
+        shapes holding the state after the call.
+
     Example:
 
     >>> layer = keras_attention.GatedDeltaNet(2, 4, num_value_heads=4)
