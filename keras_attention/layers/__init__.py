@@ -2,6 +2,9 @@
 
 from keras_attention.layers._cache import AttentionCache as AttentionCache
 from keras_attention.layers._cache import KeyValueCache as KeyValueCache
+from keras_attention.layers._gated_delta_cache import (
+    GatedDeltaCache as GatedDeltaCache,
+)
 from keras_attention.layers._paged_cache import PagedCache as PagedCache
 from keras_attention.layers._quantized_cache import (
     QuantizedCache as QuantizedCache,
@@ -11,6 +14,9 @@ from keras_attention.layers.additive import (
     AdditiveAttention as AdditiveAttention,
 )
 from keras_attention.layers.attention import Attention as Attention
+from keras_attention.layers.gated_delta_net import (
+    GatedDeltaNet as GatedDeltaNet,
+)
 from keras_attention.layers.grouped_query import (
     GroupedQueryAttention as GroupedQueryAttention,
 )

@@ -59,6 +59,7 @@ from keras_attention.ops.explain import Explanation as Explanation
 from keras_attention.ops.flex import apply_mods as apply_mods
 from keras_attention.ops.flex import explain_attention as explain_attention
 from keras_attention.ops.flex import flex_attention as flex_attention
+from keras_attention.ops.gated_delta import gated_delta_rule as gated_delta_rule
 from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
 from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample
 from keras_attention.ops.logits import mask_logits as mask_logits

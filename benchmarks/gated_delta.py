@@ -1,0 +1,198 @@
+"""Gated DeltaNet's op against keras-hub's chunked function: forward and
+backward time, compile time and the compiled graph, per length.
+
+    KERAS_BACKEND=jax python benchmarks/gated_delta.py --lengths 1024 2048
+
+For each length T: `keras_attention.ops.gated_delta_rule` (chunked) and
+keras-hub's `_chunk_gated_delta_rule` (Qwen3.5's, Python loops over the
+chunks and the rows of each chunk) on the same inputs, `(1, T, heads,
+64)`, differentiated (the sum of the output) under the backend's compiler
+(`jax.jit`, `tf.function(jit_compile=True)`; PyTorch runs eagerly, as
+keras-hub's layer does). Prints one row per length: the first call
+(trace and compile), the median of `--repeats` calls after it, time per
+token, and the ratio keras-hub / ours. keras-hub's function normalises
+the query and key itself; ours gets them normalised, so both compute the
+same thing. `--decode` adds the cost of one recurrent step after a
+prefill of each length (a state, so it should not depend on T).
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+
+def parse():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 8192])
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--chunk-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--skip-hub", action="store_true", help="time only ours"
+    )
+    parser.add_argument(
+        "--decode", action="store_true", help="time one decoding step too"
+    )
+    return parser.parse_args()
+
+
+def _compiled(fn):
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    return fn
+
+
+def _grad_fn(fn):
+    """`inputs -> gradients of sum(fn(*inputs))`, on the backend."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.grad(lambda xs: keras.ops.sum(fn(*xs)))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def grads(xs):
+            with tf.GradientTape() as tape:
+                tape.watch(xs)
+                loss = keras.ops.sum(fn(*xs))
+            return tape.gradient(loss, xs)
+
+        return grads
+    import torch
+
+    def grads(xs):
+        xs = [x.detach().requires_grad_(True) for x in xs]
+        return torch.autograd.grad(keras.ops.sum(fn(*xs)), xs)
+
+    return grads
+
+
+def _time(fn, inputs, repeats):
+    import keras
+
+    def block(result):
+        return [keras.ops.convert_to_numpy(r) for r in result]
+
+    start = time.perf_counter()
+    block(fn(inputs))
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        block(fn(inputs))
+        times.append(time.perf_counter() - start)
+    return first, statistics.median(times)
+
+
+def _inputs(length, heads, dim):
+    import keras
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shape = (1, length, heads, dim)
+    q, k = rng.normal(size=shape), rng.normal(size=shape)
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    v = rng.normal(size=shape)
+    g = -rng.uniform(0, 1, size=shape[:3])
+    beta = rng.uniform(0, 1, size=shape[:3])
+    return [
+        keras.ops.convert_to_tensor(x.astype("float32"))
+        for x in (q, k, v, g, beta)
+    ]
+
+
+def main():
+    args = parse()
+    import keras
+
+    import keras_attention
+
+    def ours(q, k, v, g, beta):
+        return keras_attention.ops.gated_delta_rule(
+            q, k, v, g, beta, chunk_size=args.chunk_size, form="chunk"
+        )
+
+    def hubs(q, k, v, g, beta):
+        from keras_hub.src.models.qwen3_5 import qwen3_5_gated_delta_net
+
+        return qwen3_5_gated_delta_net._chunk_gated_delta_rule(
+            q, k, v, g, beta, chunk_size=args.chunk_size
+        )[0]
+
+    backend = keras.backend.backend()
+    print(f"backend {backend}, heads {args.heads}, Dk = Dv = {args.dim}")
+    print(
+        "| T | ours first (s) | ours fwd+bwd (ms) | ours µs/token "
+        "| keras-hub first (s) | keras-hub fwd+bwd (ms) | keras-hub / ours |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for length in args.lengths:
+        inputs = _inputs(length, args.heads, args.dim)
+        first, ours_t = _time(_compiled(_grad_fn(ours)), inputs, args.repeats)
+        row = f"| {length} | {first:.1f} | {ours_t * 1e3:.1f} "
+        row += f"| {ours_t * 1e6 / length:.1f} "
+        if args.skip_hub:
+            print(row + "| - | - | - |", flush=True)
+            continue
+        hub_first, hub_t = _time(
+            _compiled(_grad_fn(hubs)), inputs, args.repeats
+        )
+        row += f"| {hub_first:.1f} | {hub_t * 1e3:.1f} | {hub_t / ours_t:.2f} |"
+        print(row, flush=True)
+    if args.decode:
+        _decode(args)
+
+
+def _decode(args):
+    import keras
+
+    import keras_attention
+
+    def step(xs):
+        q, k, v, g, beta, state = xs
+        return keras_attention.ops.gated_delta_rule(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            initial_state=state,
+            output_final_state=True,
+            form="recurrent",
+        )
+
+    print("| prefilled T | one decoding step (ms) |")
+    print("|---|---|")
+    compiled = _compiled(step)
+    for length in args.lengths:
+        inputs = _inputs(length, args.heads, args.dim)
+        _, state = keras_attention.ops.gated_delta_rule(
+            *inputs, output_final_state=True
+        )
+        token = [x[:, -1:] for x in inputs] + [state]
+        _, t = _time(compiled, token, args.repeats * 4)
+        print(f"| {length} | {t * 1e3:.2f} |", flush=True)
+    del keras
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    main()

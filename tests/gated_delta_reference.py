@@ -1,0 +1,62 @@
+"""The gated delta rule in NumPy, float64, one position at a time.
+
+A transcription of the recurrence of Yang, Kautz & Hatamizadeh (2024)
+as flash-linear-attention's `naive_recurrent_gated_delta_rule` writes
+it, the reference the op's forms and the layer are checked against: for
+each value head `h` (reading query/key head `h // groups`) and position
+`t`, the state emptied where a document begins, then
+`S ← S · exp(g_t)`, `v' = β_t (v_t − Sᵀ k_t)`, `S ← S + k_t v'ᵀ`,
+`o_t = Sᵀ (scale · q_t)`.
+"""
+
+import numpy as np
+
+
+def gated_delta_rule(
+    query, key, value, g, beta, scale=None, initial_state=None, segment_ids=None
+):
+    """`(output (B, T, Hv, Dv), final_state (B, Hv, Dk, Dv))`, float64."""
+    query, key, value, g, beta = (
+        np.asarray(x, np.float64) for x in (query, key, value, g, beta)
+    )
+    batch, length, heads, depth = query.shape
+    value_heads, value_depth = value.shape[2:]
+    groups = value_heads // heads
+    scale = depth**-0.5 if scale is None else scale
+    if initial_state is None:
+        states = np.zeros((batch, value_heads, depth, value_depth))
+    else:
+        states = np.array(initial_state, np.float64)
+    output = np.zeros((batch, length, value_heads, value_depth))
+    for b in range(batch):
+        for h in range(value_heads):
+            state = states[b, h]
+            for t in range(length):
+                if (
+                    segment_ids is not None
+                    and t > 0
+                    and segment_ids[b, t] != segment_ids[b, t - 1]
+                ):
+                    state = np.zeros_like(state)
+                q = query[b, t, h // groups] * scale
+                k = key[b, t, h // groups]
+                state = state * np.exp(g[b, t, h])
+                written = beta[b, t, h] * (value[b, t, h] - state.T @ k)
+                state = state + np.outer(k, written)
+                output[b, t, h] = state.T @ q
+            states[b, h] = state
+    return output, states
+
+
+def inputs(rng, batch, length, heads, value_heads, depth, value_depth):
+    """Inputs as Gated DeltaNet's layer makes them: unit query and key
+    (L2-normalised), decays `g` in `(-1, 0)`, `beta` in `(0, 1)`;
+    float32."""
+    shape = (batch, length, heads, depth)
+    query, key = rng.normal(size=shape), rng.normal(size=shape)
+    query /= np.linalg.norm(query, axis=-1, keepdims=True)
+    key /= np.linalg.norm(key, axis=-1, keepdims=True)
+    value = rng.normal(size=(batch, length, value_heads, value_depth))
+    g = -rng.uniform(0.0, 1.0, size=(batch, length, value_heads))
+    beta = rng.uniform(0.0, 1.0, size=(batch, length, value_heads))
+    return [x.astype("float32") for x in (query, key, value, g, beta)]
