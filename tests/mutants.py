@@ -265,6 +265,22 @@ MUTANTS = (
         "    both = rotate(rotary_embedding, both, start_index + 1)\n",
     ),
     Mutant(
+        "partial_rotation_last_features",
+        "a partial rotary embedding rotates the last features instead of "
+        "the first (keras-hub's and Qwen3.5's)",
+        "keras_attention/layers/rotary.py",
+        "            moved[..., :turned] if turned < features else moved,\n",
+        "            moved[..., -turned:] if turned < features else moved,\n",
+    ),
+    Mutant(
+        "yarn_truncate_ignored",
+        "YaRN's correction range is always rounded, so gpt-oss's "
+        "`truncate=False` frequencies are keras-hub's default ones",
+        "keras_attention/ops/rotary.py",
+        "    if truncate:\n",
+        "    if True:\n",
+    ),
+    Mutant(
         "in_place_left_on",
         "the in-place writes stay on after the Generator's loop: later "
         "cache writes change the caller's tensors",
