@@ -61,6 +61,7 @@ TORCH_LANE = (
     "tests/seq2seq/",
     "tests/visualize/test_collect.py",
     "tests/models/test_generation.py",
+    "tests/test_hub.py",
 )
 
 

@@ -281,6 +281,22 @@ MUTANTS = (
         "    if True:\n",
     ),
     Mutant(
+        "hub_gpt_oss_window_one_short",
+        "gpt-oss's window w (keys j >= i - w) swapped in as our "
+        "sliding_window=w, one key short",
+        "keras_attention/hub.py",
+        '        "sliding_window": window + 1 if window else None,\n',
+        '        "sliding_window": window if window else None,\n',
+    ),
+    Mutant(
+        "hub_generate_function_kept",
+        "a CausalLM's generate compiled before the swap is kept, so it "
+        "still runs keras-hub's attention",
+        "keras_attention/hub.py",
+        '        "generate_function",\n',
+        "",
+    ),
+    Mutant(
         "in_place_left_on",
         "the in-place writes stay on after the Generator's loop: later "
         "cache writes change the caller's tensors",
