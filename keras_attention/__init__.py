@@ -1,6 +1,7 @@
 """keras-attention: classic attention mechanisms as Keras 3 layers."""
 
 from keras_attention import distribution as distribution
+from keras_attention import hub as hub
 from keras_attention import layers as layers
 from keras_attention import ops as ops
 from keras_attention import saving as saving

@@ -63,6 +63,7 @@ TORCH_LANE = (
     "tests/visualize/test_collect.py",
     "tests/models/test_generation.py",
     "tests/test_doc_blocks.py",
+    "tests/test_hub.py",
 )
 
 

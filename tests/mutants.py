@@ -265,6 +265,38 @@ MUTANTS = (
         "    both = rotate(rotary_embedding, both, start_index + 1)\n",
     ),
     Mutant(
+        "partial_rotation_last_features",
+        "a partial rotary embedding rotates the last features instead of "
+        "the first (keras-hub's and Qwen3.5's)",
+        "keras_attention/layers/rotary.py",
+        "            moved[..., :turned] if turned < features else moved,\n",
+        "            moved[..., -turned:] if turned < features else moved,\n",
+    ),
+    Mutant(
+        "yarn_truncate_ignored",
+        "YaRN's correction range is always rounded, so gpt-oss's "
+        "`truncate=False` frequencies are keras-hub's default ones",
+        "keras_attention/ops/rotary.py",
+        "    if truncate:\n",
+        "    if True:\n",
+    ),
+    Mutant(
+        "hub_gpt_oss_window_one_short",
+        "gpt-oss's window w (keys j >= i - w) swapped in as our "
+        "sliding_window=w, one key short",
+        "keras_attention/hub.py",
+        '        "sliding_window": window + 1 if window else None,\n',
+        '        "sliding_window": window if window else None,\n',
+    ),
+    Mutant(
+        "hub_generate_function_kept",
+        "a CausalLM's generate compiled before the swap is kept, so it "
+        "still runs keras-hub's attention",
+        "keras_attention/hub.py",
+        '        "generate_function",\n',
+        "",
+    ),
+    Mutant(
         "in_place_left_on",
         "the in-place writes stay on after the Generator's loop: later "
         "cache writes change the caller's tensors",

@@ -25,6 +25,7 @@ CORE = (
     "text",
     "_validation",
     "distribution",
+    "hub",
 )
 ABOVE_CORE = ("data", "models", "visualize")
 MAX_FUNCTION_LINES = 60
@@ -88,6 +89,10 @@ def test_imports_go_down_the_floors(module):
         forbidden += ("scores", "layers", "seq2seq", "saving")
     if floor == "scores":
         forbidden += ("layers", "seq2seq", "saving")
+    if floor not in ("", "hub"):
+        # keras-hub models on our layers: the top of the core, imported
+        # by the package only.
+        forbidden += ("hub",)
     bad = [
         target
         for imported, name in _imports(MODULES[module])
@@ -132,6 +137,20 @@ def test_no_private_names_of_other_modules(module):
         ):
             bad.append(f"{node.value.id}.{node.attr}")
     assert not bad, f"{module} uses private names: {bad}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_keras_hub_is_imported_only_lazily_in_hub(module):
+    # keras-hub is a test extra, not a dependency: `import keras_attention`
+    # must work without it.
+    tree = MODULES[module]
+    top_level = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        for imported, _ in _imports(ast.Module(body=[node], type_ignores=[])):
+            if imported.split(".")[0] != "keras_hub":
+                continue
+            assert module == "keras_attention.hub", module
+            assert id(node) not in top_level, f"{module}: at import"
 
 
 def _is_module(dotted):

@@ -20,6 +20,29 @@ def _positive_number(name, value):
     return value
 
 
+def _fraction(name, value):
+    """A number in `(0, 1]`."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not 0 < value <= 1
+    ):
+        raise _validation.invalid(name, value, "a number in (0, 1]")
+    return value
+
+
+def _truncate(value, rope_type):
+    if not isinstance(value, bool):
+        raise _validation.invalid("truncate", value, "a bool")
+    if not value and rope_type != "yarn":
+        raise ValueError(
+            "`truncate=False` leaves YaRN's correction range unrounded: it "
+            f'needs `rope_type="yarn"`. Received: rope_type={rope_type!r}, '
+            f"truncate={value!r}"
+        )
+    return value
+
+
 def _axis(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise _validation.invalid(name, value, "an integer axis")
@@ -98,8 +121,16 @@ class RotaryEmbedding(keras.layers.Layer):
     `precompute_freqs_cis`, keras-hub's `rope_type="yarn"`): the pairs
     that turn fewer than `beta_slow` times over the original context are
     interpolated, those that turn more than `beta_fast` times kept, a
-    ramp between, and the rotated features are multiplied by
-    `attention_factor`, so a rotated query-key logit by its square.
+    ramp between (its ends rounded to whole pairs, or with
+    `truncate=False` not, as gpt-oss sets), and the rotated features are
+    multiplied by `attention_factor`, so a rotated query-key logit by its
+    square.
+
+    Partial rotation (`partial_rotary_factor`, keras-hub's and Hugging
+    Face's name; Qwen3.5 rotates a quarter of each head): the first
+    `int(partial_rotary_factor · d)` features are rotated as if they were
+    the whole feature axis (their frequencies `λ^(-2i / d_rot)`, the
+    halves of those features paired), the rest pass through unchanged.
 
     Args:
         max_wavelength: The base `λ` of the geometric wavelengths.
@@ -126,6 +157,13 @@ class RotaryEmbedding(keras.layers.Layer):
             features. Defaults to `None`: `0.1 · ln(scaling_factor) + 1`
             (YaRN's; DeepSeek's `mscale` `m` is `0.1 · m · ln(s) + 1`,
             `keras_attention.ops.rotary.yarn_attention_factor`).
+        truncate: `"yarn"` only: whether the ends of YaRN's ramp are
+            rounded outwards to whole pairs (keras-hub's argument: `True`
+            as YaRN, DeepSeek-V3 and keras-hub's default; gpt-oss sets
+            `False`). Defaults to `True`.
+        partial_rotary_factor: The share of the features that is rotated,
+            in `(0, 1]`: the first `int(partial_rotary_factor · d)`, an
+            even number, the rest passed through. Defaults to `1.0`.
         interleaved: Whether the pairs are adjacent features. Defaults to
             `False` (the half split).
         **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
@@ -176,6 +214,8 @@ class RotaryEmbedding(keras.layers.Layer):
         beta_slow=1.0,
         attention_factor=None,
         interleaved=False,
+        truncate=True,
+        partial_rotary_factor=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -198,6 +238,10 @@ class RotaryEmbedding(keras.layers.Layer):
         if not isinstance(interleaved, bool):
             raise _validation.invalid("interleaved", interleaved, "a bool")
         self.interleaved = interleaved
+        self.truncate = _truncate(truncate, rope_type)
+        self.partial_rotary_factor = _fraction(
+            "partial_rotary_factor", partial_rotary_factor
+        )
 
     @property
     def rope_type(self):
@@ -233,13 +277,23 @@ class RotaryEmbedding(keras.layers.Layer):
                 f"inputs.shape={tuple(shape)}"
             )
         features = shape[axes[1]]
-        if features is not None and features % 2:
+        turned = None if features is None else self.rotated_features(features)
+        if turned is not None and (turned % 2 or turned < 2):
             raise ValueError(
-                "The rotated feature axis must have an even size. Received: "
+                "The rotated features must be an even number (the first "
+                "`int(partial_rotary_factor · features)`): the feature axis "
+                "must have an even size. Received: "
                 f"inputs.shape={tuple(shape)}, feature_axis="
-                f"{self.feature_axis}"
+                f"{self.feature_axis}, partial_rotary_factor="
+                f"{self.partial_rotary_factor}"
             )
         return axes
+
+    def rotated_features(self, features):
+        """How many of `features` are rotated (the first ones)."""
+        if self.partial_rotary_factor == 1:
+            return features
+        return int(features * self.partial_rotary_factor)
 
     def build(self, input_shape):
         self._axes(input_shape)
@@ -251,6 +305,7 @@ class RotaryEmbedding(keras.layers.Layer):
             dim,
             self.max_wavelength,
             self.scaling_factor,
+            truncate=self.truncate,
             **self.scaling,
         )
         if len(angles.shape) == 2:
@@ -269,12 +324,19 @@ class RotaryEmbedding(keras.layers.Layer):
             positions = ops.arange(length, dtype="float32") + ops.cast(
                 start_index, "float32"
             )
-        angles = self.angles(positions, moved.shape[-1])
+        features = moved.shape[-1]
+        turned = self.rotated_features(features)
+        angles = self.angles(positions, turned)
         for _ in range(len(moved.shape) - 3):
             angles = ops.expand_dims(angles, 2)
         rotated = ka_ops.apply_rotary(
-            moved, angles, self.interleaved, scale=self.output_scale
+            moved[..., :turned] if turned < features else moved,
+            angles,
+            self.interleaved,
+            scale=self.output_scale,
         )
+        if turned < features:
+            rotated = ops.concatenate([rotated, moved[..., turned:]], -1)
         return rotated if ordered else ops.moveaxis(rotated, (1, -1), axes)
 
     def compute_output_shape(self, input_shape):
@@ -290,4 +352,6 @@ class RotaryEmbedding(keras.layers.Layer):
             **self.scaling,
             "attention_factor": self.attention_factor,
             "interleaved": self.interleaved,
+            "truncate": self.truncate,
+            "partial_rotary_factor": self.partial_rotary_factor,
         }

@@ -59,22 +59,28 @@ def _llama3(inverse, factor, original, low_freq_factor, high_freq_factor):
     return ops.where(band, blended, scaled)
 
 
-def _yarn(inverse, dim, base, factor, original, beta_fast, beta_slow):
-    """YaRN's ramp (Peng et al.; DeepSeek-V3's `precompute_freqs_cis`):
-    the pairs that turn fewer than `beta_slow` times over the original
-    context are interpolated (divided by `factor`), those that turn more
-    than `beta_fast` times kept, a linear ramp between."""
+def _yarn(inverse, dim, base, factor, original, betas, truncate):
+    """YaRN's ramp (Peng et al.; DeepSeek-V3's `precompute_freqs_cis`,
+    keras-hub's): the pairs that turn fewer than `beta_slow` times over
+    the original context are interpolated (divided by `factor`), those
+    that turn more than `beta_fast` times kept, a linear ramp between;
+    its ends rounded outwards to whole pairs with `truncate` (DeepSeek's,
+    keras-hub's default) or not (gpt-oss)."""
+    beta_fast, beta_slow = betas
 
     def pair_index(rotations):
         turns = original / (rotations * 2.0 * math.pi)
         return dim * math.log(turns) / (2.0 * math.log(base))
 
-    low = max(math.floor(pair_index(beta_fast)), 0)
-    high = min(math.ceil(pair_index(beta_slow)), dim - 1)
-    if low == high:
-        high += 0.001
+    low, high = pair_index(beta_fast), pair_index(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    # An empty ramp would divide by zero: keras-hub's (and DeepSeek's)
+    # smallest width.
+    width = max(high - low, 0.001)
     pairs = ops.arange(dim // 2, dtype="float32")
-    kept = 1.0 - ops.clip((pairs - low) / (high - low), 0.0, 1.0)
+    kept = 1.0 - ops.clip((pairs - low) / width, 0.0, 1.0)
     return inverse / factor * (1.0 - kept) + inverse * kept
 
 
@@ -88,6 +94,7 @@ def rotary_frequencies(
     high_freq_factor=4.0,
     beta_fast=32.0,
     beta_slow=1.0,
+    truncate=True,
 ):
     """The `dim // 2` rotation frequencies `λ^(-2i / dim)`, scaled.
 
@@ -113,6 +120,9 @@ def rotary_frequencies(
             to `32.0` (YaRN's and DeepSeek-V3's).
         beta_slow: `"yarn"`'s turns below which a pair is interpolated.
             Defaults to `1.0`.
+        truncate: `"yarn"` only: whether the ends of the ramp are rounded
+            to whole pairs (YaRN's, DeepSeek-V3's and keras-hub's default;
+            gpt-oss sets `False`). Defaults to `True`.
 
     Returns:
         float32 frequencies, `(dim // 2,)`.
@@ -138,8 +148,8 @@ def rotary_frequencies(
             max_wavelength,
             factor,
             original,
-            beta_fast,
-            beta_slow,
+            (beta_fast, beta_slow),
+            truncate,
         )
     return inverse / factor
 

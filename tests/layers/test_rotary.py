@@ -126,6 +126,114 @@ def test_yarn_matches_keras_hub(rand):
     )
 
 
+def _gpt_oss_rotary(keras_hub, head_dim, scaling_factor):
+    # gpt-oss's attention builds its own keras-hub RotaryEmbedding (YaRN,
+    # `truncate=False`); build one and take it.
+    from keras_hub.src.models.gpt_oss import gpt_oss_attention
+
+    attention = gpt_oss_attention.GptOssAttention(
+        num_query_heads=2,
+        num_key_value_heads=1,
+        rope_max_wavelength=150000,
+        rope_scaling_factor=scaling_factor,
+        head_dim=head_dim,
+    )
+    attention.build((None, None, 8))
+    return attention.rotary_embedding_layer
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_yarn_truncate_matches_keras_hub_and_gpt_oss(rand, truncate):
+    # gpt-oss's YaRN leaves the correction range unrounded: at head size
+    # 16 its ramp ends at pairs 3.9 and 6.5 instead of 3 and 7.
+    keras_hub = pytest.importorskip(
+        "keras_hub", reason="keras-hub is the reference layer"
+    )
+    x = rand(2, 5, 2, 16)
+    kwargs = dict(
+        max_wavelength=150000,
+        scaling_factor=32.0,
+        rope_type="yarn",
+        original_max_position_embeddings=4096,
+        truncate=truncate,
+    )
+    ours = to_np(keras_attention.RotaryEmbedding(**kwargs)(x, start_index=200))
+    theirs = keras_hub.layers.RotaryEmbedding(**kwargs)
+    np.testing.assert_allclose(
+        ours, to_np(theirs(x, start_index=200)), rtol=1e-5, atol=1e-5
+    )
+    other = keras_attention.RotaryEmbedding(
+        **{**kwargs, "truncate": not truncate}
+    )
+    assert np.abs(to_np(other(x, start_index=200)) - ours).max() > 1e-2
+    if not truncate:
+        gpt_oss = _gpt_oss_rotary(keras_hub, 16, 32.0)
+        np.testing.assert_allclose(
+            ours, to_np(gpt_oss(x, start_index=200)), rtol=1e-5, atol=1e-5
+        )
+
+
+def _qwen3_5_partial_rope(head_dim, factor, wavelength):
+    # Qwen3.5's attention rotates the first `int(head_dim * factor)`
+    # features with a keras-hub RotaryEmbedding and passes the rest.
+    from keras_hub.src.models.qwen3_5 import qwen3_5_attention
+
+    attention = qwen3_5_attention.Qwen3_5Attention(
+        num_query_heads=2,
+        num_key_value_heads=1,
+        head_dim=head_dim,
+        partial_rotary_factor=factor,
+        rope_max_wavelength=wavelength,
+    )
+    attention.build((None, None, 8))
+    return attention
+
+
+@pytest.mark.parametrize("factor", [0.25, 0.5, 1.0])
+def test_partial_rotation_matches_keras_hub_and_qwen3_5(rand, factor):
+    keras_hub = pytest.importorskip(
+        "keras_hub", reason="keras-hub is the reference layer"
+    )
+    x = rand(2, 6, 3, 16)
+    ours = keras_attention.RotaryEmbedding(
+        max_wavelength=1000, partial_rotary_factor=factor
+    )
+    got = to_np(ours(x, start_index=7))
+    turned = int(16 * factor)
+    hub = keras_hub.layers.RotaryEmbedding(max_wavelength=1000)
+    want = np.concatenate(
+        [to_np(hub(x[..., :turned], start_index=7)), x[..., turned:]], -1
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[..., turned:], x[..., turned:])
+    qwen = _qwen3_5_partial_rope(16, factor, 1000)
+    # The model's own rotation (a private method of keras-hub's layer: the
+    # only place it is written).
+    own = to_np(qwen._apply_partial_rope(x, start_index=7))
+    np.testing.assert_allclose(got, own, rtol=1e-5, atol=1e-6)
+
+
+def test_partial_rotation_with_yarn_and_adjacent_pairs(rand):
+    # The rotated share is a whole rotary embedding of its own size.
+    x = rand(2, 4, 12)
+    kwargs = dict(
+        scaling_factor=4.0,
+        rope_type="yarn",
+        original_max_position_embeddings=16,
+        truncate=False,
+        interleaved=True,
+    )
+    partial = keras_attention.RotaryEmbedding(
+        partial_rotary_factor=2 / 3, **kwargs
+    )
+    whole = keras_attention.RotaryEmbedding(**kwargs)
+    got = to_np(partial(x, start_index=3))
+    np.testing.assert_allclose(
+        got[..., :8], to_np(whole(x[..., :8], start_index=3)), atol=1e-6
+    )
+    np.testing.assert_array_equal(got[..., 8:], x[..., 8:])
+
+
 @pytest.mark.parametrize(
     "kwargs, frequencies, scale",
     [
@@ -212,9 +320,11 @@ def test_basics(rand):
             "original_max_position_embeddings": 16,
             "attention_factor": 1.1,
             "interleaved": True,
+            "truncate": False,
+            "partial_rotary_factor": 0.5,
         },
-        rand(2, 4, 6),
-        expected_output_shape=(2, 4, 6),
+        rand(2, 4, 8),
+        expected_output_shape=(2, 4, 8),
         expected_num_trainable_weights=0,
         run_training=False,
     )
@@ -266,6 +376,17 @@ def test_start_index_as_a_tensor_under_jit(rand):
             "attention_factor=0",
         ),
         ({"interleaved": "yes"}, "Received: interleaved='yes'"),
+        ({"truncate": "no"}, "Received: truncate='no'"),
+        (
+            {"truncate": False},
+            "needs `rope_type=\"yarn\"`. Received: rope_type='linear', "
+            "truncate=False",
+        ),
+        ({"partial_rotary_factor": 0}, "Received: partial_rotary_factor=0"),
+        (
+            {"partial_rotary_factor": 1.5},
+            "Received: partial_rotary_factor=1.5",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):
@@ -277,6 +398,11 @@ def test_bad_arguments_are_named(kwargs, match):
     "kwargs, shape, match",
     [
         ({}, (2, 3, 5), "even size"),
+        (
+            {"partial_rotary_factor": 0.5},
+            (2, 3, 6),
+            "Received: inputs.shape=\\(2, 3, 6\\).*partial_rotary_factor=0.5",
+        ),
         ({"feature_axis": 1}, (2, 3, 4), "two different axes"),
         ({"sequence_axis": 4}, (2, 3, 4), "sequence_axis=4"),
     ],
