@@ -101,9 +101,42 @@ MUTANTS = (
         "a layer call is planned twice (the planner asked again below "
         "the engine)",
         "keras_attention/layers/_multi_head_base.py",
-        "        plan = self._plan(record, call.training, cache is not None)\n",
-        "        plan = self._plan(record, call.training, cache is not None)\n"
-        "        plan = self._plan(record, call.training, cache is not None)\n",
+        "        plan = engine.plan_call(record, self.chunk_size, **flags)\n",
+        "        plan = engine.plan_call(record, self.chunk_size, **flags)\n"
+        "        plan = engine.plan_call(record, self.chunk_size, **flags)\n",
+    ),
+    Mutant(
+        "weights_replanned",
+        "an overridden `_compute_attention` that asks for the scores its "
+        "call did not gets a second plan (the weights route plans again)",
+        "keras_attention/layers/_keras_hooks.py",
+        "            raise _weights_not_planned(type(self).__name__, plan)\n",
+        "            record = dataclasses.replace(record, weights=True)\n"
+        "            plan = engine.plan_call(record, 0, **self._plan_flags())\n",
+    ),
+    Mutant(
+        "hook_drops_score_mod",
+        "`_compute_attention` called on its own (keras-hub's way) drops "
+        "the layer's `score_mod`",
+        "keras_attention/layers/_keras_hooks.py",
+        "score_mod=_mods.chained(own_score),",
+        "score_mod=None,",
+    ),
+    Mutant(
+        "explain_other_path",
+        "`explain_attention` explains the dense plan, not the call's",
+        "keras_attention/ops/flex.py",
+        "return explain_call(call, plan, chunk_size, backward, **flags)",
+        "return explain_call(call, engine.plan_call(call, 0, backward, "
+        "**flags), chunk_size, backward, **flags)",
+    ),
+    Mutant(
+        "mla_takes_all",
+        "MultiHeadLatentAttention accepts an engine option it does not "
+        "implement",
+        "keras_attention/layers/latent.py",
+        "        self._refuse_untaken(kwargs)\n",
+        "",
     ),
     Mutant(
         "grouped_mask_heads",

@@ -456,6 +456,34 @@ ROWS.update(
             "a score mod: its call takes the index tensors of a kernel; "
             "tests/layers/test_mods.py and docs/errors.md"
         ),
+        "GatedDeltaNet": cls(
+            {"num_key_heads": 2, "key_head_dim": 2},
+            lambda o, inputs: o(inputs),
+            inputs=(2, 5, 4),
+        ),
+        "GatedDeltaCache": cls(
+            lambda: {
+                "conv_state": _zeros(2, 12, 3),
+                "recurrent_state": _zeros(2, 2, 2, 2),
+            },
+            lambda cache, inputs: ka.GatedDeltaNet(2, 2)(inputs, cache=cache),
+            inputs=(2, 1, 4),
+        ),
+        "ops.gated_delta_rule": fn(
+            ka.ops.gated_delta_rule,
+            query=(2, 5, 2, 4),
+            key=(2, 5, 2, 4),
+            value=(2, 5, 2, 3),
+            g=(2, 5, 2),
+            beta=(2, 5, 2),
+        ),
+        "ops.explain_attention": fn(
+            ka.ops.explain_attention,
+            query=(2, 3, 2, 4),
+            key=(2, 5, 1, 4),
+            value=(2, 5, 1, 4),
+        ),
+        "ops.Explanation": exempt(RESULT),
         "ops.flex_attention": fn(
             ka.ops.flex_attention,
             query=(2, 3, 2, 4),

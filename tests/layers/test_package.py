@@ -9,6 +9,7 @@ PUBLIC_LAYERS = (
     "AdditiveAttention",
     "Attention",
     "AttentionPooling",
+    "GatedDeltaNet",
     "GroupQueryAttention",
     "GroupedQueryAttention",
     "HardAttention",
