@@ -202,6 +202,8 @@ def _flex_call(
 ):
     """`(AttentionCall, flags)` of a `flex_attention` call: its record
     and what `engine.plan_call` is told beside it."""
+    # Before the conversion, which on JAX refuses NumPy text in its words.
+    checks.floating(name, query=query, key=key, value=value)
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
     checks.grouped_heads(name, query, key, value)
     checks.mod("score_mod", score_mod)
