@@ -7,13 +7,19 @@ For each length T: `keras_attention.ops.gated_delta_rule` (chunked) and
 keras-hub's `_chunk_gated_delta_rule` (Qwen3.5's, Python loops over the
 chunks and the rows of each chunk) on the same inputs, `(1, T, heads,
 64)`, differentiated (the sum of the output) under the backend's compiler
-(`jax.jit`, `tf.function(jit_compile=True)`; PyTorch runs eagerly, as
-keras-hub's layer does). Prints one row per length: the first call
+(`jax.jit`, a `tf.function` graph; PyTorch runs eagerly, as keras-hub's
+layer does). TensorFlow's XLA does not compile the gradient of our
+chunks' scan (tf2xla: the gradient tape's accumulator in the while loop),
+so TensorFlow runs the plain graph, as `model.fit` does on a CPU. Prints one row per length: the first call
 (trace and compile), the median of `--repeats` calls after it, time per
 token, and the ratio keras-hub / ours. keras-hub's function normalises
 the query and key itself; ours gets them normalised, so both compute the
 same thing. `--decode` adds the cost of one recurrent step after a
 prefill of each length (a state, so it should not depend on T).
+`--memory` measures instead, for each length in a process of its own,
+the peak resident memory (`ru_maxrss`) of one compiled forward and
+backward pass of ours, and what it adds to the process's peak before the
+pass (the backend, the inputs): linear in T if each 4x of T adds 4x.
 """
 
 import argparse
@@ -38,6 +44,14 @@ def parse():
     parser.add_argument(
         "--decode", action="store_true", help="time one decoding step too"
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="peak memory of ours per length, one process each, no timing",
+    )
+    parser.add_argument(
+        "--peak-of", type=int, default=None, help=argparse.SUPPRESS
+    )
     return parser.parse_args()
 
 
@@ -52,7 +66,7 @@ def _compiled(fn):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(fn, jit_compile=True)
+        return tf.function(fn)
     return fn
 
 
@@ -119,16 +133,60 @@ def _inputs(length, heads, dim):
     ]
 
 
-def main():
-    args = parse()
-    import keras
+def _peak_mib():
+    import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def _ours(args):
     import keras_attention
 
     def ours(q, k, v, g, beta):
         return keras_attention.ops.gated_delta_rule(
             q, k, v, g, beta, chunk_size=args.chunk_size, form="chunk"
         )
+
+    return ours
+
+
+def _one_peak(args):
+    """In the child: the peak before and after one fwd+bwd pass."""
+    import keras
+
+    inputs = _inputs(args.peak_of, args.heads, args.dim)
+    before = _peak_mib()
+    grads = _compiled(_grad_fn(_ours(args)))(inputs)
+    [keras.ops.convert_to_numpy(x) for x in grads]
+    print(f"{before:.0f} {_peak_mib():.0f}")
+
+
+def _memory(args):
+    import subprocess
+    import sys
+
+    print("| T | peak RSS (MiB) | added by the pass (MiB) |")
+    print("|---|---|---|")
+    for length in args.lengths:
+        command = [sys.executable, __file__, "--peak-of", str(length)]
+        command += ["--heads", str(args.heads), "--dim", str(args.dim)]
+        command += ["--chunk-size", str(args.chunk_size)]
+        out = subprocess.run(
+            command, capture_output=True, text=True, check=True
+        ).stdout.split()
+        before, after = float(out[-2]), float(out[-1])
+        print(f"| {length} | {after:.0f} | {after - before:.0f} |", flush=True)
+
+
+def main():
+    args = parse()
+    if args.peak_of is not None:
+        return _one_peak(args)
+    if args.memory:
+        return _memory(args)
+    import keras
+
+    ours = _ours(args)
 
     def hubs(q, k, v, g, beta):
         from keras_hub.src.models.qwen3_5 import qwen3_5_gated_delta_net
