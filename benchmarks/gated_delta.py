@@ -6,20 +6,21 @@ backward time, compile time and the compiled graph, per length.
 For each length T: `keras_attention.ops.gated_delta_rule` (chunked) and
 keras-hub's `_chunk_gated_delta_rule` (Qwen3.5's, Python loops over the
 chunks and the rows of each chunk) on the same inputs, `(1, T, heads,
-64)`, differentiated (the sum of the output) under the backend's compiler
-(`jax.jit`, a `tf.function` graph; PyTorch runs eagerly, as keras-hub's
-layer does). TensorFlow's XLA does not compile the gradient of our
-chunks' scan (tf2xla: the gradient tape's accumulator in the while loop),
-so TensorFlow runs the plain graph, as `model.fit` does on a CPU. Prints one row per length: the first call
-(trace and compile), the median of `--repeats` calls after it, time per
-token, and the ratio keras-hub / ours. keras-hub's function normalises
-the query and key itself; ours gets them normalised, so both compute the
-same thing. `--decode` adds the cost of one recurrent step after a
-prefill of each length (a state, so it should not depend on T).
-`--memory` measures instead, for each length in a process of its own,
-the peak resident memory (`ru_maxrss`) of one compiled forward and
-backward pass of ours, and what it adds to the process's peak before the
-pass (the backend, the inputs): linear in T if each 4x of T adds 4x.
+64)`, differentiated (the sum of the output) under the backend's
+compiler (`jax.jit`, a `tf.function` graph; PyTorch runs eagerly, as
+keras-hub's layer does). TensorFlow's XLA does not compile the gradient
+of our chunks' scan (tf2xla: the gradient tape's accumulator in the
+while loop), so TensorFlow runs the plain graph, as `model.fit` does on
+a CPU. Prints one row per length: the first call (trace and compile),
+the median of `--repeats` calls after it, time per token, and the ratio
+keras-hub / ours. keras-hub's function normalises the query and key
+itself; ours gets them normalised, so both compute the same thing.
+`--decode` adds the cost of one recurrent step after a prefill of each
+length (a state, so it should not depend on T). `--memory` measures
+instead, for each length in a process of its own, the peak resident
+memory (`ru_maxrss`) of one compiled forward and backward pass of ours,
+and what it adds to the process's peak before the pass (the backend, the
+inputs): linear in T if each 4x of T adds 4x.
 """
 
 import argparse

@@ -112,7 +112,9 @@ MUTANTS = (
         "keras_attention/layers/_keras_hooks.py",
         "            raise _weights_not_planned(type(self).__name__, plan)\n",
         "            record = dataclasses.replace(record, weights=True)\n"
-        "            plan = engine.plan_call(record, 0, **self._plan_flags())\n",
+        "            plan = engine.plan_call(\n"
+        "                record, 0, **self._plan_flags()\n"
+        "            )\n",
     ),
     Mutant(
         "hook_drops_score_mod",
@@ -336,6 +338,53 @@ MUTANTS = (
         "keras_attention/layers/_in_place.py",
         "        _STATE.on = previous\n",
         "        pass\n",
+    ),
+    Mutant(
+        "gated_delta_decay_after_write",
+        "Gated DeltaNet's recurrence decays the state after the write, "
+        "not before it",
+        "keras_attention/ops/_gated_delta_recurrent.py",
+        "        state = state * a[..., None, None]\n"
+        '        remembered = ops.einsum("bhk,bhkv->bhv", k, state)\n'
+        "        written = (v - remembered) * b[..., None]\n"
+        "        state = state + k[..., :, None] * written[..., None, :]\n",
+        '        remembered = ops.einsum("bhk,bhkv->bhv", k, state)\n'
+        "        written = (v - remembered) * b[..., None]\n"
+        "        state = state + k[..., :, None] * written[..., None, :]\n"
+        "        state = state * a[..., None, None]\n",
+    ),
+    Mutant(
+        "gated_delta_beta_on_key",
+        "the write strength β scales the key that reads the state, not the "
+        "value written",
+        "keras_attention/ops/_gated_delta_recurrent.py",
+        '        remembered = ops.einsum("bhk,bhkv->bhv", k, state)\n'
+        "        written = (v - remembered) * b[..., None]\n",
+        '        remembered = ops.einsum("bhk,bhkv->bhv", k * b[..., None], '
+        "state)\n"
+        "        written = v - remembered\n",
+    ),
+    Mutant(
+        "gated_delta_chunk_start_off_by_one",
+        "the decay from a chunk's start to a position leaves out the "
+        "position's own",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "    start = ops.exp(ops.cumsum(g, axis=-1))\n",
+        "    start = ops.exp(ops.cumsum(g, axis=-1) - g)\n",
+    ),
+    Mutant(
+        "gated_delta_no_reset",
+        "the chunked form carries the state over a document boundary",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "        start = ops.where(first, start, 0.0)\n",
+        "        start = start\n",
+    ),
+    Mutant(
+        "gated_delta_conv_state_shifted",
+        "GatedDeltaNet's convolution state is one input early after a call",
+        "keras_attention/layers/gated_delta_net.py",
+        "        return padded[:, length:]\n",
+        "        return padded[:, length - 1 : -1]\n",
     ),
 )
 
