@@ -32,6 +32,7 @@ model's context (`--sequence-length` of its training). Errors in the
 arguments or the files print one line `error: ...` and exit with status 2.
 """
 
+import argparse
 import importlib.util
 import json
 import os
@@ -145,8 +146,27 @@ def _add_model_arguments(group):
         "(Gemma 3: 6)",
     )
     group.add_argument(
+        "--layer-types",
+        type=_layer_types,
+        default=None,
+        help="a hybrid model: the blocks' pattern, repeated over "
+        "--num-layers, each 'full' (attention) or 'linear' (Gated "
+        "DeltaNet, a state cache when generating), e.g. "
+        "linear,linear,linear,full as Qwen3.5 (default: every block full)",
+    )
+    group.add_argument(
         "--dropout", type=cli.fraction, default=0.1, help="dropout rate"
     )
+
+
+def _layer_types(text):
+    """`--layer-types`: comma-separated 'full' and 'linear'."""
+    types = [part.strip() for part in text.split(",")]
+    if not all(t in ("full", "linear") for t in types):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated 'full' and 'linear', got {text!r}"
+        )
+    return types
 
 
 def _add_generation_arguments(group):
@@ -354,6 +374,7 @@ def _train(args, vocabulary, train, validation):
             dropout=args.dropout,
             sliding_window=args.sliding_window,
             global_every=args.global_every,
+            layer_types=args.layer_types,
         )
     start = time.perf_counter()
     history = language_model.train_language_model(
@@ -440,6 +461,11 @@ def main(argv=None):
         "perplexity": language_model.perplexity(val_loss),
         **generated,
         "train_seconds": seconds,
+        "layer_types": [
+            "linear" if type(block).__name__ == "GatedDeltaBlock" else "full"
+            for block in model.layers
+            if block.name.startswith("block_")
+        ],
         "samples": samples,
         "args": vars(args),
     }

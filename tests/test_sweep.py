@@ -360,6 +360,11 @@ ROWS = {
         lambda o, source_ids: o.decode(source_ids),
         source_ids=("ids", (2, 3), 4),
     ),
+    "seq2seq.GatedDeltaBlock": cls(
+        {"model_dim": 4, "num_heads": 2, "feed_forward_dim": 4},
+        lambda o, inputs: o(inputs),
+        inputs=(2, 3, 4),
+    ),
     "seq2seq.TransformerEncoderBlock": cls(
         {"model_dim": 4, "num_heads": 2, "feed_forward_dim": 4},
         lambda o, inputs: o(inputs),

@@ -6,6 +6,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention.layers import _cache
 from keras_attention.layers._gated_delta_cache import GatedDeltaCache
+from keras_attention.ops import checks
 from keras_attention.ops.gated_delta import gated_delta_rule
 
 # keras-hub's L2 normalisation of the query and key, `x · rsqrt(Σx² + ε)`.
@@ -260,6 +261,7 @@ class GatedDeltaNet(keras.layers.Layer):
         training=None,
     ):
         key_heads, value_heads, key_dim, value_dim = self._heads
+        checks.positions(type(self).__name__, inputs=inputs.shape)
         opened = self._open(cache, cache_update_index, inputs)
         valid = None if mask is None else ops.cast(mask, "bool")
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]

@@ -39,6 +39,9 @@ from keras_attention.models.translation import (
     train_translator as train_translator,
 )
 from keras_attention.seq2seq.transformer import (
+    GatedDeltaBlock as GatedDeltaBlock,
+)
+from keras_attention.seq2seq.transformer import (
     TransformerDecoderBlock as TransformerDecoderBlock,
 )
 from keras_attention.seq2seq.transformer import (

@@ -17,6 +17,8 @@ import numpy as np
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention.layers import GatedDeltaCache
+from keras_attention.layers import GatedDeltaNet
 from keras_attention.layers import KeyValueCache
 from keras_attention.layers import QuantizedCache
 from keras_attention.layers import RollingCache
@@ -117,7 +119,9 @@ class Generator:
         caches = []
         for block in self.blocks:
             attention = block.self_attention
-            if block.sliding_window is not None:
+            if isinstance(attention, GatedDeltaNet):
+                cache = GatedDeltaCache.allocate(attention, batch_size)
+            elif block.sliding_window is not None:
                 cache = RollingCache.allocate(attention, batch_size)
             elif self.cache_dtype is not None:
                 cache = QuantizedCache.allocate(

@@ -4,7 +4,8 @@ trained and evaluated.
 The model is a functional `keras.Model`: token embeddings, `num_layers`
 causal `TransformerEncoderBlock`s (pre-norm; `SelfAttention` with rotary
 positions, or `GroupedQueryAttention` with fewer key/value heads or a
-window), a final `LayerNormalization` and the logits. Every layer is
+window) or, in a hybrid (`layer_types`), Gated DeltaNet
+`GatedDeltaBlock`s, a final `LayerNormalization` and the logits. Every layer is
 registered, so a saved model loads with `keras.saving.load_model` after
 `import keras_attention`. `keras_attention.models.Generator` generates
 from it with the blocks' caches; its text is
@@ -18,7 +19,10 @@ import numpy as np
 
 from keras_attention import _validation
 from keras_attention.data import language
+from keras_attention.seq2seq.transformer import GatedDeltaBlock
 from keras_attention.seq2seq.transformer import TransformerEncoderBlock
+
+LAYER_TYPES = ("full", "linear")
 
 
 def build_language_model(
@@ -31,6 +35,7 @@ def build_language_model(
     dropout=0.1,
     sliding_window=None,
     global_every=6,
+    layer_types=None,
 ):
     """The decoder-only model: ids `(batch, time)` → logits `(batch, time,
     vocabulary_size)`.
@@ -52,6 +57,12 @@ def build_language_model(
             to `None`, every block global.
         global_every: Every how many blocks one is global. Defaults to
             `6` (five local to one global).
+        layer_types: A hybrid model's pattern, repeated over the blocks:
+            a sequence of `"full"` (attention, a `TransformerEncoderBlock`)
+            and `"linear"` (Gated DeltaNet, a `GatedDeltaBlock`), e.g.
+            Qwen3.5's `("linear", "linear", "linear", "full")`. The
+            window and `global_every` count the full blocks only.
+            Defaults to `None`, every block full.
 
     Returns:
         A `keras.Model` named `decoder_lm` with layers `token_embedding`,
@@ -71,12 +82,25 @@ def build_language_model(
     )
     num_layers = _validation.positive_int("num_layers", num_layers)
     global_every = _validation.positive_int("global_every", global_every)
+    types = _layer_types(layer_types, num_layers)
     ids = keras.Input((None,), dtype="int32", name="token_ids")
     x = keras.layers.Embedding(
         vocabulary_size, model_dim, name="token_embedding"
     )(ids)
+    full = 0
     for i in range(num_layers):
-        local = sliding_window is not None and (i + 1) % global_every
+        if types[i] == "linear":
+            x = GatedDeltaBlock(
+                model_dim,
+                num_heads,
+                feed_forward_dim,
+                num_key_value_heads=num_key_value_heads,
+                dropout=dropout,
+                name=f"block_{i}",
+            )(x)
+            continue
+        full += 1
+        local = sliding_window is not None and full % global_every
         x = TransformerEncoderBlock(
             model_dim,
             num_heads,
@@ -89,6 +113,21 @@ def build_language_model(
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
     logits = keras.layers.Dense(vocabulary_size, name="logits")(x)
     return keras.Model(ids, logits, name="decoder_lm")
+
+
+def _layer_types(layer_types, num_layers):
+    """The type of each of `num_layers` blocks: the pattern repeated."""
+    if layer_types is None:
+        return ("full",) * num_layers
+    pattern = (
+        (layer_types,) if isinstance(layer_types, str) else tuple(layer_types)
+    )
+    if not pattern or any(t not in LAYER_TYPES for t in pattern):
+        raise ValueError(
+            "Expected `layer_types` to be a non-empty sequence of 'full' "
+            f"and 'linear'. Received: layer_types={layer_types!r}"
+        )
+    return tuple(pattern[i % len(pattern)] for i in range(num_layers))
 
 
 def train_language_model(

@@ -59,6 +59,9 @@ from keras_attention.seq2seq.scheduled import (
 )
 from keras_attention.seq2seq.scheduled import linear_decay as linear_decay
 from keras_attention.seq2seq.transformer import (
+    GatedDeltaBlock as GatedDeltaBlock,
+)
+from keras_attention.seq2seq.transformer import (
     TransformerDecoderBlock as TransformerDecoderBlock,
 )
 from keras_attention.seq2seq.transformer import (

@@ -124,6 +124,7 @@ def test_help_lists_the_options(capsys):
         "--sliding-window",
         "--num-key-value-heads",
         "--cache-dtype",
+        "--layer-types",
         "--max-new-tokens",
         "--generate PROMPT",
         "--output",
@@ -140,6 +141,7 @@ def test_help_lists_the_options(capsys):
         (["--data", "multi30k", "--data-dir", "nowhere"], "nowhere/train.en"),
         (["--generate", "de feza ="], "no trained model in"),
         (["--epochs", "0"], "expected a positive integer, got '0'"),
+        (["--layer-types", "linear,mamba"], "got 'linear,mamba'"),
     ],
 )
 def test_bad_input_is_one_error_line_and_status_2(

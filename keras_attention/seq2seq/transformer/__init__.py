@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer translator.
 
-`blocks` holds the pre-norm encoder and decoder blocks, `cell` the decoder
+`blocks` holds the pre-norm encoder and decoder blocks (`linear_block`
+the Gated DeltaNet block of a hybrid decoder-only model), `cell` the decoder
 stepped by `keras_attention.seq2seq`'s decoders with its key/value cache,
 `model` the `TransformerTranslator` built from them. `keras_attention.models`
 re-exports them; they live here, in the library core, so that a saved
@@ -15,6 +16,9 @@ from keras_attention.seq2seq.transformer.blocks import (
 )
 from keras_attention.seq2seq.transformer.cell import (
     TransformerDecoderCell as TransformerDecoderCell,
+)
+from keras_attention.seq2seq.transformer.linear_block import (
+    GatedDeltaBlock as GatedDeltaBlock,
 )
 from keras_attention.seq2seq.transformer.model import (
     TransformerTranslator as TransformerTranslator,

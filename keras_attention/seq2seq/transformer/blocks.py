@@ -19,7 +19,7 @@ from keras_attention.layers.rotary import RotaryEmbedding
 from keras_attention.layers.self_attention import SelfAttention
 from keras_attention.seq2seq import checks
 
-_EPSILON = 1e-6
+EPSILON = 1e-6
 
 
 def _attention(
@@ -78,8 +78,9 @@ def _build(layer, *shapes):
         layer.build(*shapes)
 
 
-class _Block(keras.layers.Layer):
-    """What both blocks share: sizes, the feed-forward network, config."""
+class Block(keras.layers.Layer):
+    """What the blocks share (these two and `linear_block`'s
+    `GatedDeltaBlock`): sizes, the feed-forward network, config."""
 
     def __init__(
         self,
@@ -117,7 +118,7 @@ class _Block(keras.layers.Layer):
         self.dropout = _validation.rate("dropout", dropout)
         self.key_dim = model_dim // num_heads
         self.feed_forward_norm = keras.layers.LayerNormalization(
-            epsilon=_EPSILON, name="feed_forward_norm"
+            epsilon=EPSILON, name="feed_forward_norm"
         )
         self.feed_forward_inner = keras.layers.Dense(
             feed_forward_dim, activation="relu", name="feed_forward_inner"
@@ -193,7 +194,7 @@ class _Block(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerEncoderBlock(_Block):
+class TransformerEncoderBlock(Block):
     """Pre-norm encoder block: `x + SelfAttention(LN(x))`, then `+ FFN(LN)`.
 
     The self-attention rotates its queries and keys with a
@@ -245,7 +246,7 @@ class TransformerEncoderBlock(_Block):
     def __init__(self, model_dim, num_heads, feed_forward_dim, **kwargs):
         super().__init__(model_dim, num_heads, feed_forward_dim, **kwargs)
         self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=_EPSILON, name="self_attention_norm"
+            epsilon=EPSILON, name="self_attention_norm"
         )
         self.self_attention = self._attention("self", "self_attention")
 
@@ -296,7 +297,7 @@ class TransformerEncoderBlock(_Block):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerDecoderBlock(_Block):
+class TransformerDecoderBlock(Block):
     """Pre-norm decoder block: causal self-attention, cross-attention, FFN.
 
     `h = y + SelfAttention(LN(y), causal)`, `h = h + MHA(LN(h), memory)`,
@@ -354,11 +355,11 @@ class TransformerDecoderBlock(_Block):
     def __init__(self, model_dim, num_heads, feed_forward_dim, **kwargs):
         super().__init__(model_dim, num_heads, feed_forward_dim, **kwargs)
         self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=_EPSILON, name="self_attention_norm"
+            epsilon=EPSILON, name="self_attention_norm"
         )
         self.self_attention = self._attention("self", "self_attention")
         self.cross_attention_norm = keras.layers.LayerNormalization(
-            epsilon=_EPSILON, name="cross_attention_norm"
+            epsilon=EPSILON, name="cross_attention_norm"
         )
         self.cross_attention = self._attention("cross", "cross_attention")
 
