@@ -112,7 +112,7 @@ MUTANTS = (
         "keras_attention/layers/_keras_hooks.py",
         "            raise _weights_not_planned(type(self).__name__, plan)\n",
         "            record = dataclasses.replace(record, weights=True)\n"
-        "            plan = engine.plan_call(record, 0, **self._plan_flags())\n",
+        "            plan = engine.plan_call(record, 0, **self._plan_flags())\n",  # noqa: E501
     ),
     Mutant(
         "hook_drops_score_mod",
@@ -336,6 +336,16 @@ MUTANTS = (
         "keras_attention/layers/_in_place.py",
         "        _STATE.on = previous\n",
         "        pass\n",
+    ),
+    Mutant(
+        "query_key_norm_after_rotation",
+        "`query_key_norm` normalizes the heads after the rotation instead "
+        "of before (Qwen3's and Gemma 3's order)",
+        "keras_attention/layers/_multi_head_base.py",
+        "        k = k if norm is None else norm.key(k)\n"
+        "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n",
+        "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n"
+        "        k = k if norm is None else norm.key(k)\n",
     ),
 )
 

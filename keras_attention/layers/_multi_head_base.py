@@ -25,6 +25,7 @@ from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers import _query_key_norm
 from keras_attention.layers import _rotation
 from keras_attention.layers._caching import CachedAttention
 from keras_attention.layers._holders import Sinks
@@ -105,6 +106,8 @@ class MultiHeadBase(
         mask_mod=None,
         rotary_embedding=None,
         use_sinks=False,
+        query_key_norm=None,
+        query_key_norm_epsilon=1e-6,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -144,6 +147,9 @@ class MultiHeadBase(
         self.rotary_embedding = _rotation.get_rotary(rotary_embedding)
         self.use_sinks = _validation.optional_bool("use_sinks", use_sinks)
         self.use_sinks = bool(self.use_sinks)
+        self.query_key_norm, self.query_key_norm_epsilon = (
+            _query_key_norm.checked(query_key_norm, query_key_norm_epsilon)
+        )
         self.flash_attention = _validation.optional_bool(
             "flash_attention", flash_attention
         )
@@ -254,10 +260,14 @@ class MultiHeadBase(
         (MLA's absorbed or expanded heads)."""
         rotary = self.rotary_embedding
         start = 0 if cache is None else cache.start
+        norm = getattr(self, "_query_key_norm", None)
         q = self._query_dense(query)
+        q = q if norm is None else norm.query(q)
         if cache is not None and not cache.writes:
             return (_rotation.rotate(rotary, q, start), *cache.read())
-        q, k = _rotation.rotate_pair(rotary, q, self._key_dense(key), start)
+        k = self._key_dense(key)
+        k = k if norm is None else norm.key(k)
+        q, k = _rotation.rotate_pair(rotary, q, k, start)
         v = self._value_dense(value)
         return (q, k, v) if cache is None else (q, *cache.write(k, v))
 
@@ -466,6 +476,13 @@ class MultiHeadBase(
         if self.use_sinks:
             self._sinks = Sinks(self.num_heads, dtype=self.dtype_policy)
             self._sinks.build()
+        if self.query_key_norm is not None:
+            self._query_key_norm = _query_key_norm.QueryKeyNorm(
+                heads_shape[-1],
+                self.query_key_norm_epsilon,
+                dtype=self.dtype_policy,
+            )
+            self._query_key_norm.build()
 
     @property
     def sinks(self):
@@ -473,3 +490,17 @@ class MultiHeadBase(
         `use_sinks=True`, once built), else `None`."""
         holder = getattr(self, "_sinks", None)
         return None if holder is None else holder.sinks
+
+    @property
+    def query_norm(self):
+        """The queries' RMSNorm scale `(head_dim,)` (with
+        `query_key_norm="rms"`, once built), else `None`."""
+        holder = getattr(self, "_query_key_norm", None)
+        return None if holder is None else holder.query_norm
+
+    @property
+    def key_norm(self):
+        """The keys' RMSNorm scale `(head_dim,)` (with
+        `query_key_norm="rms"`, once built), else `None`."""
+        holder = getattr(self, "_query_key_norm", None)
+        return None if holder is None else holder.key_norm

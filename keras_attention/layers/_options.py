@@ -43,6 +43,8 @@ ENGINE_OPTIONS = (
     "mask_mod",
     "rotary_embedding",
     "use_sinks",
+    "query_key_norm",
+    "query_key_norm_epsilon",
 )
 
 
@@ -84,6 +86,8 @@ class EngineOptions:
             if rotary is None
             else keras.saving.serialize_keras_object(rotary),
             "use_sinks": self.use_sinks,
+            "query_key_norm": self.query_key_norm,
+            "query_key_norm_epsilon": self.query_key_norm_epsilon,
         }
 
     def get_config(self):
