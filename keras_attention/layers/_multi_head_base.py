@@ -108,6 +108,7 @@ class MultiHeadBase(
         use_sinks=False,
         query_key_norm=None,
         query_key_norm_epsilon=1e-6,
+        query_pre_attn_scalar=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -149,6 +150,9 @@ class MultiHeadBase(
         self.use_sinks = bool(self.use_sinks)
         self.query_key_norm, self.query_key_norm_epsilon = (
             _query_key_norm.checked(query_key_norm, query_key_norm_epsilon)
+        )
+        self.query_pre_attn_scalar = _query_key_norm.pre_attn_scalar(
+            query_pre_attn_scalar, self.score
         )
         self.flash_attention = _validation.optional_bool(
             "flash_attention", flash_attention
@@ -264,12 +268,23 @@ class MultiHeadBase(
         q = self._query_dense(query)
         q = q if norm is None else norm.query(q)
         if cache is not None and not cache.writes:
-            return (_rotation.rotate(rotary, q, start), *cache.read())
+            q = _rotation.rotate(rotary, q, start)
+            return (self._scaled(q), *cache.read())
         k = self._key_dense(key)
         k = k if norm is None else norm.key(k)
         q, k = _rotation.rotate_pair(rotary, q, k, start)
-        v = self._value_dense(value)
+        q, v = self._scaled(q), self._value_dense(value)
         return (q, k, v) if cache is None else (q, *cache.write(k, v))
+
+    def _scaled(self, query):
+        """With `query_pre_attn_scalar=s`, the queries times
+        `sqrt(head_dim / s)`: the score's `1 / sqrt(head_dim)` then makes
+        the logits' scale `s ** -0.5` (Gemma's)."""
+        scalar = self.query_pre_attn_scalar
+        if scalar is None:
+            return query
+        factor = (query.shape[-1] / scalar) ** 0.5
+        return query * ops.cast(factor, query.dtype)
 
     def _project_out(self, context, query, layout=None):
         """The output from the heads' context `(B, Tq, H, Dv)`: the gate,

@@ -45,6 +45,7 @@ ENGINE_OPTIONS = (
     "use_sinks",
     "query_key_norm",
     "query_key_norm_epsilon",
+    "query_pre_attn_scalar",
 )
 
 
@@ -88,6 +89,7 @@ class EngineOptions:
             "use_sinks": self.use_sinks,
             "query_key_norm": self.query_key_norm,
             "query_key_norm_epsilon": self.query_key_norm_epsilon,
+            "query_pre_attn_scalar": self.query_pre_attn_scalar,
         }
 
     def get_config(self):

@@ -1,6 +1,7 @@
 """The per-head query/key RMSNorm of the multi-head engine
 (`query_key_norm="rms"`), before the rotation, as Qwen3's and Gemma 3's
-attention (private module).
+attention, and Gemma's query scale `query_pre_attn_scalar` (private
+module).
 
 Each projected head `x (..., head_dim)` becomes
 `x * rsqrt(mean(x**2) + epsilon) * scale`, computed in float32 and cast
@@ -14,6 +15,7 @@ import keras
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention import scores as scores_lib
 
 # The forms `query_key_norm` takes (`None`: no normalization).
 FORMS = (None, "rms")
@@ -27,6 +29,21 @@ def checked(query_key_norm, epsilon):
         )
     epsilon = _validation.positive_number("query_key_norm_epsilon", epsilon)
     return query_key_norm, epsilon
+
+
+def pre_attn_scalar(value, score):
+    """`query_pre_attn_scalar` checked: `None`, or a positive number that
+    replaces `head_dim` in the scaled dot score's `1 / sqrt(head_dim)`."""
+    if value is None:
+        return None
+    value = _validation.positive_number("query_pre_attn_scalar", value)
+    if not isinstance(score, scores_lib.ScaledDotScore):
+        raise ValueError(
+            "`query_pre_attn_scalar` replaces the head size in the scaled "
+            'dot score\'s scale; it needs score="scaled_dot". Received: '
+            f"query_pre_attn_scalar={value}, score={type(score).__name__}"
+        )
+    return value
 
 
 def rms_norm(x, scale, epsilon):

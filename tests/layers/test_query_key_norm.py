@@ -170,3 +170,93 @@ def test_latent_attention_refuses_it():
             v_head_dim=4,
             query_key_norm="rms",
         )
+
+
+def _gemma3(rng, **options):
+    from keras_hub.src.models.gemma3 import gemma3_attention
+
+    theirs = gemma3_attention.CachedGemma3Attention(
+        head_dim=HEAD_DIM,
+        num_query_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        query_head_dim_normalize=False,
+        **options,
+    )
+    theirs.build((2, T, 24))
+    for variable in theirs.weights:
+        value = rng.normal(scale=0.5, size=variable.shape)
+        variable.assign(value.astype("float32"))
+    return theirs
+
+
+@pytest.mark.parametrize("query_key_norm", [None, "rms"])
+def test_query_pre_attn_scalar_equals_keras_hubs_gemma3_attention(
+    query_key_norm, rng
+):
+    # keras-hub's Gemma 3 scales its queries by (hidden_dim // heads)**-0.5
+    # (here 6, not the head size 8); its norms are `1 + scale`.
+    pytest.importorskip("keras_hub", reason="Gemma 3 is the model")
+    theirs = _gemma3(rng, use_query_key_norm=query_key_norm is not None)
+    ours = keras_attention.GroupedQueryAttention(
+        HEAD_DIM,
+        HEADS,
+        KV_HEADS,
+        use_bias=False,
+        rotary_embedding=keras_attention.RotaryEmbedding(),
+        query_key_norm=query_key_norm,
+        query_pre_attn_scalar=24 // HEADS,
+    )
+    x = rng.normal(size=(2, T, 24)).astype("float32")
+    ours(x, x)
+    named = {"/".join(v.path.split("/")[-2:]): v for v in theirs.weights}
+    for name in ("query", "key", "value"):
+        kernel = keras.ops.transpose(named[f"{name}/kernel"], (1, 0, 2))
+        getattr(ours, f"{name}_dense").kernel.assign(kernel)
+    ours.output_dense.kernel.assign(named["attention_output/kernel"])
+    if query_key_norm:
+        ours.query_norm.assign(1.0 + named["query_norm/scale"])
+        ours.key_norm.assign(1.0 + named["key_norm/scale"])
+    causal = np.tril(np.ones((T, T), "int32"))[None].repeat(2, 0)
+    np.testing.assert_allclose(
+        to_np(ours(x, x, use_causal_mask=True)),
+        to_np(theirs(x, attention_mask=causal)),
+        atol=1e-5,
+    )
+
+
+def test_query_pre_attn_scalar_is_the_logits_scale(rng):
+    # Against the same layer with an unscaled dot score and the queries'
+    # kernel times s**-0.5.
+    x = rng.normal(size=(2, T, DIM)).astype("float32")
+    scaled = keras_attention.MultiHeadAttention(
+        HEADS, HEAD_DIM, use_bias=False, query_pre_attn_scalar=3.0
+    )
+    plain = keras_attention.MultiHeadAttention(
+        HEADS, HEAD_DIM, use_bias=False, score="dot"
+    )
+    scaled(x, x), plain(x, x)
+    plain.set_weights(scaled.get_weights())
+    plain.query_dense.kernel.assign(scaled.query_dense.kernel * 3.0**-0.5)
+    np.testing.assert_allclose(
+        to_np(scaled(x, x, use_causal_mask=True)),
+        to_np(plain(x, x, use_causal_mask=True)),
+        atol=1e-5,
+    )
+    assert scaled.get_config()["query_pre_attn_scalar"] == 3.0
+    again = keras_attention.MultiHeadAttention.from_config(scaled.get_config())
+    assert again.query_pre_attn_scalar == 3.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(query_pre_attn_scalar=0), "Received: query_pre_attn_scalar=0"),
+        (
+            dict(query_pre_attn_scalar=4, score="dot"),
+            'needs score="scaled_dot"',
+        ),
+    ],
+)
+def test_bad_query_pre_attn_scalar_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        keras_attention.GroupedQueryAttention(4, 2, 1, **kwargs)
