@@ -25,6 +25,11 @@ from keras_attention.layers.rotary import RotaryEmbedding
 # The variables of the attention layers, keras-hub's and ours, by the
 # last two parts of their paths (our projections keep keras-hub's names).
 _PROJECTIONS = ("query", "key", "value", "attention_output")
+# keras-hub's per-head query/key norms (their weight `scale`), as ours.
+_NORMS = {
+    "query_dense_layernorm": "query_norm",
+    "key_dense_layernorm": "key_norm",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +123,25 @@ def _gpt_oss_options(layer, head_dim):
     }
 
 
+def _qwen3_options(layer, head_dim):
+    """Qwen3 (`Qwen3Attention`): per-head RMSNorm of the queries and keys
+    before the rotation (the attention's own epsilon, not the
+    decoder's), no biases, keras-hub's window `|i - j| < w` (our
+    `sliding_window=w`)."""
+    config = layer.get_config()
+    rotary = RotaryEmbedding(
+        max_wavelength=config["rope_max_wavelength"],
+        scaling_factor=config["rope_scaling_factor"],
+    )
+    options = _options(config["dropout"], rotary, use_bias=False)
+    return {
+        **options,
+        "query_key_norm": "rms",
+        "query_key_norm_epsilon": layer.layer_norm_epsilon,
+        "sliding_window": config["sliding_window_size"] or None,
+    }
+
+
 def _options(dropout, rotary, use_bias):
     if dropout:
         # keras-hub drops the attention's output, ours its weights.
@@ -152,29 +176,30 @@ _FAMILIES = (
         "self_attention_layer",
         _gpt_oss_options,
     ),
+    _Family(
+        "Qwen3",
+        "Qwen3Backbone",
+        "Qwen3Attention",
+        "_self_attention_layer",
+        _qwen3_options,
+    ),
 )
 
 # Families whose attention needs an option our layers do not have yet.
 _MISSING = {
     "Gemma3Backbone": (
         "Gemma 3",
-        "query_key_norm (per-head RMSNorm of the query and key before the "
-        "rotation), query_pre_attn_scalar and cache_update_mask",
-    ),
-    "Qwen3Backbone": (
-        "Qwen3",
-        "query_key_norm (per-head RMSNorm of the query and key before the "
-        "rotation)",
+        "cache_update_mask (the per-token skipping of cache writes of its "
+        "generate); query_key_norm and query_pre_attn_scalar are there",
     ),
     "Qwen3_5Backbone": (
         "Qwen3.5",
-        "query_key_norm (per-head RMSNorm of the query and key before the "
-        "rotation), its gated output and the Gated DeltaNet layers "
-        "(linear_attention)",
+        "its gated output and the Gated DeltaNet layers (linear_attention)",
     ),
     "SmolLM3Backbone": (
         "SmolLM3",
-        "layers without rotation in a rotating model (NoPE)",
+        "its swap (layers without rotation in a rotating model, NoPE: "
+        "rotary_embedding=None, not mapped yet)",
     ),
 }
 
@@ -304,6 +329,8 @@ def _variable_key(variable):
     parts = variable.path.split("/")
     if len(parts) > 1 and parts[-2] in _PROJECTIONS:
         return "/".join(parts[-2:])
+    if len(parts) > 1 and parts[-1] == "scale" and parts[-2] in _NORMS:
+        return _NORMS[parts[-2]]
     return parts[-1]
 
 
@@ -401,9 +428,10 @@ def swap_attention(model):
     """Puts keras_attention's attention in a keras-hub model, in place.
 
     Every attention layer of a keras-hub `CausalLM` or `Backbone` of the
-    Llama 3 (and Llama 2), Mistral and gpt-oss families is replaced by a
-    `keras_attention.GroupedQueryAttention` with the same settings (its
-    rotary embedding, window, biases and sinks) and the same weights,
+    Llama 3 (and Llama 2), Mistral, gpt-oss and Qwen3 families is replaced
+    by a `keras_attention.GroupedQueryAttention` with the same settings
+    (its rotary embedding, window, biases, sinks and query/key norms) and
+    the same weights,
     called through `KerasHubAttention`. The logits and `generate` stay
     keras-hub's within float32 rounding; the model saves to `.keras` and
     loads back, after `import keras_attention`, still swapped. A

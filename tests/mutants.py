@@ -386,6 +386,24 @@ MUTANTS = (
         "        return padded[:, length:]\n",
         "        return padded[:, length - 1 : -1]\n",
     ),
+    Mutant(
+        "query_key_norm_after_rotation",
+        "`query_key_norm` normalizes the heads after the rotation instead "
+        "of before (Qwen3's and Gemma 3's order)",
+        "keras_attention/layers/_multi_head_base.py",
+        "        k = k if norm is None else norm.key(k)\n"
+        "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n",
+        "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n"
+        "        k = k if norm is None else norm.key(k)\n",
+    ),
+    Mutant(
+        "query_pre_attn_scalar_ignored",
+        "`query_pre_attn_scalar` leaves the queries at the score's "
+        "`1 / sqrt(head_dim)` (Gemma's scale lost)",
+        "keras_attention/layers/_multi_head_base.py",
+        "        factor = (query.shape[-1] / scalar) ** 0.5\n",
+        "        factor = 1.0\n",
+    ),
 )
 
 

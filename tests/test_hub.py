@@ -27,7 +27,8 @@ TINY = dict(
 
 # A family: its backbone and causal LM, the tiny settings that exercise
 # what the swap maps (Llama 3.1's rope scaling, Mistral's window,
-# gpt-oss's sinks, biases, YaRN and windowed layers), the decoder's
+# gpt-oss's sinks, biases, YaRN and windowed layers, Qwen3's query/key
+# norms with random scales), the decoder's
 # attribute that holds its attention.
 FAMILIES = {
     "llama3": (
@@ -60,6 +61,12 @@ FAMILIES = {
             rope_scaling_factor=32.0,
         ),
         "self_attention_layer",
+    ),
+    "qwen3": (
+        "Qwen3Backbone",
+        "Qwen3CausalLM",
+        dict(head_dim=8, rope_max_wavelength=500, rope_scaling_factor=2.0),
+        "_self_attention_layer",
     ),
 }
 
@@ -201,11 +208,10 @@ def _tiny(name, **options):
 @pytest.mark.parametrize(
     "name, options, match",
     [
-        ("Qwen3Backbone", dict(head_dim=4), "Qwen3 needs .*query_key_norm"),
         (
             "Gemma3Backbone",
             dict(head_dim=4, image_size=None, vision_encoder=None),
-            "Gemma 3 needs .*query_key_norm.*cache_update_mask",
+            "Gemma 3 needs .*cache_update_mask",
         ),
         (
             "SmolLM3Backbone",
@@ -239,7 +245,7 @@ def test_other_models_are_refused_naming_the_families():
         intermediate_dim=8,
         max_sequence_length=8,
     )
-    families = "Llama 3, Mistral, gpt-oss. Received: a GPT2Backbone"
+    families = "Llama 3, Mistral, gpt-oss, Qwen3. Received: a GPT2Backbone"
     with pytest.raises(ValueError, match=families):
         hub.swap_attention(gpt2)
     with pytest.raises(ValueError, match="Received: a Sequential"):

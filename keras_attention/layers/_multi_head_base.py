@@ -25,6 +25,7 @@ from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
+from keras_attention.layers import _query_key_norm
 from keras_attention.layers import _rotation
 from keras_attention.layers._caching import CachedAttention
 from keras_attention.layers._holders import Sinks
@@ -43,6 +44,17 @@ _MASK_ARGUMENTS = (
     "key_mask",
     "attention_mask",
 )
+
+
+def _flash(flash_attention):
+    """`(flash_attention, whether to use it)`: Keras's rule, the argument,
+    or else the global setting (`None`, "when available", unless
+    `keras.config.disable_flash_attention`)."""
+    flash_attention = _validation.optional_bool(
+        "flash_attention", flash_attention
+    )
+    use = flash_attention or keras.config.is_flash_attention_enabled()
+    return flash_attention, bool(use)
 
 
 class MultiHeadBase(
@@ -105,6 +117,9 @@ class MultiHeadBase(
         mask_mod=None,
         rotary_embedding=None,
         use_sinks=False,
+        query_key_norm=None,
+        query_key_norm_epsilon=1e-6,
+        query_pre_attn_scalar=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -144,14 +159,13 @@ class MultiHeadBase(
         self.rotary_embedding = _rotation.get_rotary(rotary_embedding)
         self.use_sinks = _validation.optional_bool("use_sinks", use_sinks)
         self.use_sinks = bool(self.use_sinks)
-        self.flash_attention = _validation.optional_bool(
-            "flash_attention", flash_attention
+        self.query_key_norm, self.query_key_norm_epsilon = (
+            _query_key_norm.checked(query_key_norm, query_key_norm_epsilon)
         )
-        # Keras's rule: the argument, or else the global setting (`None`,
-        # "when available", unless `keras.config.disable_flash_attention`).
-        self._flash_attention = bool(
-            flash_attention or keras.config.is_flash_attention_enabled()
+        self.query_pre_attn_scalar = _query_key_norm.pre_attn_scalar(
+            query_pre_attn_scalar, self.score
         )
+        self.flash_attention, self._flash_attention = _flash(flash_attention)
         self.supports_masking = True
         self._return_attention_scores = False
         # The window: the band `(left, right)` of an uncausal call, then of
@@ -254,12 +268,27 @@ class MultiHeadBase(
         (MLA's absorbed or expanded heads)."""
         rotary = self.rotary_embedding
         start = 0 if cache is None else cache.start
+        norm = getattr(self, "_query_key_norm", None)
         q = self._query_dense(query)
+        q = q if norm is None else norm.query(q)
         if cache is not None and not cache.writes:
-            return (_rotation.rotate(rotary, q, start), *cache.read())
-        q, k = _rotation.rotate_pair(rotary, q, self._key_dense(key), start)
-        v = self._value_dense(value)
+            q = _rotation.rotate(rotary, q, start)
+            return (self._scaled(q), *cache.read())
+        k = self._key_dense(key)
+        k = k if norm is None else norm.key(k)
+        q, k = _rotation.rotate_pair(rotary, q, k, start)
+        q, v = self._scaled(q), self._value_dense(value)
         return (q, k, v) if cache is None else (q, *cache.write(k, v))
+
+    def _scaled(self, query):
+        """With `query_pre_attn_scalar=s`, the queries times
+        `sqrt(head_dim / s)`: the score's `1 / sqrt(head_dim)` then makes
+        the logits' scale `s ** -0.5` (Gemma's)."""
+        scalar = self.query_pre_attn_scalar
+        if scalar is None:
+            return query
+        factor = (query.shape[-1] / scalar) ** 0.5
+        return query * ops.cast(factor, query.dtype)
 
     def _project_out(self, context, query, layout=None):
         """The output from the heads' context `(B, Tq, H, Dv)`: the gate,
@@ -466,6 +495,13 @@ class MultiHeadBase(
         if self.use_sinks:
             self._sinks = Sinks(self.num_heads, dtype=self.dtype_policy)
             self._sinks.build()
+        if self.query_key_norm is not None:
+            self._query_key_norm = _query_key_norm.QueryKeyNorm(
+                heads_shape[-1],
+                self.query_key_norm_epsilon,
+                dtype=self.dtype_policy,
+            )
+            self._query_key_norm.build()
 
     @property
     def sinks(self):
@@ -473,3 +509,17 @@ class MultiHeadBase(
         `use_sinks=True`, once built), else `None`."""
         holder = getattr(self, "_sinks", None)
         return None if holder is None else holder.sinks
+
+    @property
+    def query_norm(self):
+        """The queries' RMSNorm scale `(head_dim,)` (with
+        `query_key_norm="rms"`, once built), else `None`."""
+        holder = getattr(self, "_query_key_norm", None)
+        return None if holder is None else holder.query_norm
+
+    @property
+    def key_norm(self):
+        """The keys' RMSNorm scale `(head_dim,)` (with
+        `query_key_norm="rms"`, once built), else `None`."""
+        holder = getattr(self, "_query_key_norm", None)
+        return None if holder is None else holder.key_norm

@@ -43,6 +43,9 @@ ENGINE_OPTIONS = (
     "mask_mod",
     "rotary_embedding",
     "use_sinks",
+    "query_key_norm",
+    "query_key_norm_epsilon",
+    "query_pre_attn_scalar",
 )
 
 
@@ -84,6 +87,9 @@ class EngineOptions:
             if rotary is None
             else keras.saving.serialize_keras_object(rotary),
             "use_sinks": self.use_sinks,
+            "query_key_norm": self.query_key_norm,
+            "query_key_norm_epsilon": self.query_key_norm_epsilon,
+            "query_pre_attn_scalar": self.query_pre_attn_scalar,
         }
 
     def get_config(self):
