@@ -224,3 +224,220 @@ def test_cache_bleu_copies_the_archive_with_each_cache_dtype_set(tmp_path):
         archive.writestr("config.json", json.dumps({"config": {}}))
     with pytest.raises(ValueError, match="no `cache_dtype`"):
         module.with_cache_dtype(path, "int8", tmp_path)
+
+
+def _roofline():
+    return _benchmark("roofline")
+
+
+@pytest.mark.parametrize(
+    "mask, n, documents, window, pairs",
+    [
+        ("none", 4, 1, 1, 16),
+        # Query i sees keys 0..i: 1 + 2 + 3 + 4.
+        ("causal", 4, 1, 1, 10),
+        # Two documents of two, each seen whole from inside: 2 * 2^2.
+        ("documents", 4, 2, 1, 8),
+        # Three documents of 5 in 15 and four of 3, 3, 3, 3 in 12.
+        ("documents", 15, 3, 1, 75),
+        ("documents", 12, 4, 1, 36),
+        # The 2 most recent keys, the query's own included: 1 + 2 + 2 + 2.
+        ("window", 4, 1, 2, 7),
+        # A window as long as the sequence is causal.
+        ("window", 4, 1, 4, 10),
+        ("window", 4, 1, 9, 10),
+    ],
+)
+def test_roofline_counts_the_pairs_each_mask_keeps(
+    mask, n, documents, window, pairs
+):
+    assert _roofline().allowed_pairs(mask, n, documents, window) == pairs
+
+
+def test_roofline_useful_flops_are_4_d_a_pair_and_3_5x_for_fwd_bwd():
+    module = _roofline()
+    spec = {"batch": 2, "heads": 3, "head_dim": 5, "documents": 2}
+    spec["window"] = 2
+    # Causal N = 4: 10 pairs, 4 * 5 FLOPs each, for 2 x 3 heads.
+    assert module.useful_flops(spec, "causal", 4, "forward") == 1200
+    assert module.useful_flops(spec, "causal", 4, "backward") == 4200
+    assert module.useful_flops(spec, "none", 4, "forward") == 1920
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "documents", "window"])
+def test_roofline_counts_what_the_kernels_are_given(mask):
+    """The count, the boolean mask the anchors get and the mask mod ours
+    gets keep the same pairs (documents of 4, 4 and 4; a window of 5)."""
+    import keras
+
+    module = _roofline()
+    n, documents, window = 12, 3, 5
+    pairs = module.allowed_pairs(mask, n, documents, window)
+    dense = module.dense_mask(mask, n, documents, window)
+    assert (n * n if dense is None else int(dense.sum())) == pairs
+    mod = module.our_mask_mod(mask, n, documents, window)
+    assert (mod is None) == (mask == "none")
+    if mod is not None:
+        q, kv = keras.ops.arange(n)[:, None], keras.ops.arange(n)[None]
+        kept = keras.ops.broadcast_to(mod(0, 0, q, kv), (n, n))
+        assert keras.ops.convert_to_numpy(kept).tolist() == dense.tolist()
+
+
+def _roofline_results():
+    """Made-up measurements: a roof of 100 GFLOP/s; ours forward at half
+    of it, its fwd+bwd 3x its forward; an anchor that did not run and
+    one whose output differs."""
+    flops = 4 * 64 * 1024 * 1024 * 8  # N = 1024, no mask
+    row = {"backend": "tensorflow", "n": 1024, "mask": "none"}
+    ours = {**row, "implementation": "ours: flex_attention", "kernel": "ours"}
+    keras_row = {
+        **row,
+        "implementation": "keras.ops.dot_product_attention",
+        "kernel": "keras",
+    }
+    seconds = flops / 50e9
+    rows = [
+        {**ours, "pass": "forward", "flops": flops, "seconds": seconds},
+        {
+            **ours,
+            "pass": "backward",
+            "flops": 3.5 * flops,
+            "seconds": 3 * seconds,
+            "path": "blocks",
+        },
+        {**keras_row, "pass": "forward", "flops": flops, "error": "no mask"},
+        {
+            **keras_row,
+            "mask": "causal",
+            "pass": "forward",
+            "flops": flops / 2,
+            "seconds": seconds,
+            "max_diff": 0.5,
+        },
+    ]
+    return {
+        "tensorflow": {
+            "gflops": 100.0,
+            "versions": "Keras 3, tensorflow 2",
+            "rows": rows,
+            "error": None,
+        },
+        "jax": {
+            "gflops": None,
+            "versions": "jax",
+            "rows": [],
+            "error": "the process ended with status -9 after 0 rows: Killed",
+        },
+    }
+
+
+def test_roofline_table_gives_the_fraction_of_the_roof(monkeypatch, tmp_path):
+    import json
+
+    module = _roofline()
+    calls = []
+
+    def run_backend(args, backend):
+        calls.append(backend)
+        return _roofline_results()[backend]
+
+    monkeypatch.setattr(module, "run_backend", run_backend)
+    monkeypatch.setattr(module, "commit", lambda: "abc1234")
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 0.5))
+    path = tmp_path / "rows.json"
+    argv = ["--backends", "tensorflow", "jax", "--json", str(path)]
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert module.main(argv) == 0
+    lines = out.getvalue().splitlines()
+    assert calls == ["tensorflow", "jax"]
+    text = out.getvalue()
+    assert "Commit abc1234." in text
+    assert "avx512f: " in text and "avx512_bf16: " in text
+    assert "before 1.50, 1.00, 0.50; after 1.50, 1.00, 0.50" in text
+    assert "tensorflow 100.0 GFLOP/s (Keras 3, tensorflow 2)" in text
+    assert "3.5x" in text
+    table = [line for line in lines if line.startswith("| tensorflow ")]
+    assert table == [
+        "| tensorflow | 1024 | none | ours: flex_attention | forward | "
+        "42.9 | - | 0.50 |",
+        "| tensorflow | 1024 | none | ours: flex_attention (blocks) | "
+        "fwd+bwd | 128.8 | 3.00 | 0.58 |",
+        "| tensorflow | 1024 | none | keras.ops.dot_product_attention | "
+        "forward | n/a | - | - |",
+        "| tensorflow | 1024 | causal | keras.ops.dot_product_attention | "
+        "forward | 42.9 | - | 0.25 |",
+    ]
+    assert (
+        "- n/a: tensorflow, keras.ops.dot_product_attention, forward "
+        "(N=1024 none): no mask" in lines
+    )
+    assert any(
+        line.startswith("- differs from ours: tensorflow, keras.ops")
+        and "5.0e-01" in line
+        for line in lines
+    )
+    assert lines[-1].startswith("- jax: the process ended with status -9")
+    saved = json.loads(path.read_text())
+    assert saved["machine"]["commit"] == "abc1234"
+    assert saved["roofs"]["jax"]["gflops"] is None
+    assert [round(r["fraction"] or 0, 3) for r in saved["rows"]] == [
+        0.5,
+        0.583,
+        0,
+        0.25,
+    ]
+
+
+def test_roofline_reads_the_cpu_and_its_avx512_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Test CPU 9000\n"
+        "flags\t\t: fpu avx2 avx512f avx512bw\n\n"
+        "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n"
+    )
+    info = _roofline().machine(str(cpuinfo))
+    assert info["cpu"] == "Test CPU 9000"
+    assert info["avx512f"] is True
+    assert info["avx512_bf16"] is False
+
+
+def test_roofline_quick_is_small():
+    args = _roofline().parse_args(["--quick"])
+    assert (args.lengths, args.repeats, args.gemm_size) == ([256], 1, 512)
+    assert args.window == 64
+    args = _roofline().parse_args([])
+    assert (args.lengths, args.repeats, args.gemm_size) == (
+        [1024, 4096],
+        5,
+        4096,
+    )
+    assert (args.window, args.documents, args.heads, args.head_dim) == (
+        256,
+        8,
+        8,
+        64,
+    )
+    assert args.backends == ["tensorflow", "jax", "torch"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--lengths", "0"], "argument --lengths: a positive integer"),
+        (["--lengths", "1k"], "argument --lengths: a positive integer"),
+        (["--backends", "numpy"], "argument --backends: invalid choice"),
+        (["--masks", "alibi"], "argument --masks: invalid choice"),
+        (["--repeats", "-1"], "argument --repeats: a positive integer"),
+        (["--max-gib", "0"], "--max-gib must be positive"),
+        (["--lengths", "4", "--documents", "8"], "--documents (8) must not"),
+    ],
+)
+def test_roofline_bad_arguments_are_a_one_line_error(argv, message):
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        with pytest.raises(SystemExit) as exit_info:
+            _roofline().main(argv)
+    assert exit_info.value.code == 2
+    lines = stderr.getvalue().splitlines()
+    assert ": error: " in lines[-1], lines
+    assert message in lines[-1], lines
