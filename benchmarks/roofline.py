@@ -495,16 +495,23 @@ def _inputs(spec, n, heads_first):
 
 def _our_path(spec, n, mask, pass_):
     """The kernel the planner takes for ours (`explain_attention`: the
-    call planned with its shapes, not run)."""
+    call planned with its shapes, not run). PyTorch's planner asks
+    autograd whether the call trains, so its query requires a gradient
+    where the pass is a backward one."""
+    import keras
     import numpy as np
 
     import keras_attention
 
     shape = (spec["batch"], n, spec["heads"], spec["head_dim"])
-    x = np.zeros(shape, "float32")
+    x = keras.ops.convert_to_tensor(np.zeros(shape, "float32"))
+    training = pass_ == "backward"
+    query = x
+    if training and keras.backend.backend() == "torch":
+        query = x.clone().requires_grad_(True)
     mod = our_mask_mod(mask, n, spec["documents"], spec["window"])
     explained = keras_attention.ops.explain_attention(
-        x, x, x, mask_mod=mod, training=pass_ == "backward"
+        query, x, x, mask_mod=mod, training=training
     )
     return explained.path
 
