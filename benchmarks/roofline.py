@@ -62,6 +62,7 @@ import functools
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -494,16 +495,23 @@ def _inputs(spec, n, heads_first):
 
 def _our_path(spec, n, mask, pass_):
     """The kernel the planner takes for ours (`explain_attention`: the
-    call planned with its shapes, not run)."""
+    call planned with its shapes, not run). PyTorch's planner asks
+    autograd whether the call trains, so its query requires a gradient
+    where the pass is a backward one."""
+    import keras
     import numpy as np
 
     import keras_attention
 
     shape = (spec["batch"], n, spec["heads"], spec["head_dim"])
-    x = np.zeros(shape, "float32")
+    x = keras.ops.convert_to_tensor(np.zeros(shape, "float32"))
+    training = pass_ == "backward"
+    query = x
+    if training and keras.backend.backend() == "torch":
+        query = x.clone().requires_grad_(True)
     mod = our_mask_mod(mask, n, spec["documents"], spec["window"])
     explained = keras_attention.ops.explain_attention(
-        x, x, x, mask_mod=mod, training=pass_ == "backward"
+        query, x, x, mask_mod=mod, training=training
     )
     return explained.path
 
@@ -602,24 +610,36 @@ def run_backend(args, backend):
         with subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
         ) as process:
-            for line in process.stdout:
-                if not line.startswith(ROW):
-                    continue
-                row = json.loads(line[len(ROW) :])
-                if row.get("kind") == "gemm":
-                    result["gflops"] = row["gflops"]
-                    result["versions"] = row["versions"]
-                    continue
-                result["rows"].append(row)
-                print(f"  {_progress(row)}", file=sys.stderr, flush=True)
-        if process.returncode:
+            try:
+                for line in process.stdout:
+                    _take(line, result)
+            except KeyboardInterrupt:  # Ctrl-C, or `timeout`'s SIGTERM
+                process.kill()
+                result["interrupted"] = True
+        done = f"after {len(result['rows'])} rows"
+        if result.get("interrupted"):
+            result["error"] = f"interrupted {done}"
+        elif process.returncode:
             stderr.seek(0)
             last = (stderr.read().strip().splitlines() or ["no message"])[-1]
             result["error"] = (
-                f"the process ended with status {process.returncode} after "
-                f"{len(result['rows'])} rows: {last[:160]}"
+                f"the process ended with status {process.returncode} "
+                f"{done}: {last[:160]}"
             )
     return result
+
+
+def _take(line, result):
+    """Read one line of the worker's output into `result`."""
+    if not line.startswith(ROW):
+        return
+    row = json.loads(line[len(ROW) :])
+    if row.get("kind") == "gemm":
+        result["gflops"] = row["gflops"]
+        result["versions"] = row["versions"]
+        return
+    result["rows"].append(row)
+    print(f"  {_progress(row)}", file=sys.stderr, flush=True)
 
 
 def _progress(row):
@@ -777,7 +797,11 @@ def main(argv=None):
     if args.worker:
         return worker(json.loads(args.worker))
     info = {**machine(), "commit": commit(), "load_before": os.getloadavg()}
-    results = {backend: run_backend(args, backend) for backend in args.backends}
+    results = {}
+    for backend in args.backends:
+        results[backend] = run_backend(args, backend)
+        if results[backend].get("interrupted"):
+            break  # print what was measured
     info["load_after"] = os.getloadavg()
     rows = finish(results)
     lines = header(args, info, results) + [""] + table(args, rows)
@@ -798,4 +822,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # `timeout` sends SIGTERM: end the worker too, and print the rows so far.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())

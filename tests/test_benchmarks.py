@@ -441,3 +441,68 @@ def test_roofline_bad_arguments_are_a_one_line_error(argv, message):
     lines = stderr.getvalue().splitlines()
     assert ": error: " in lines[-1], lines
     assert message in lines[-1], lines
+
+
+class _InterruptedWorker:
+    """A worker process whose output stops with Ctrl-C after one row."""
+
+    killed = False
+
+    def __init__(self, command, **kwargs):
+        self.returncode = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.returncode = -9 if _InterruptedWorker.killed else 0
+
+    @property
+    def stdout(self):
+        import json
+
+        row = {"backend": "jax", "n": 8, "mask": "none", "pass": "forward"}
+        row.update(kernel="ours", seconds=0.001)
+        gemm = {"kind": "gemm", "gflops": 1.0, "versions": "jax"}
+        yield "@row " + json.dumps(gemm) + "\n"
+        yield "some log line\n"
+        yield "@row " + json.dumps(row) + "\n"
+        raise KeyboardInterrupt
+
+    def kill(self):
+        _InterruptedWorker.killed = True
+
+
+def test_roofline_interrupted_worker_is_killed_and_its_rows_kept(
+    monkeypatch,
+):
+    module = _roofline()
+    monkeypatch.setattr(module.subprocess, "Popen", _InterruptedWorker)
+    _InterruptedWorker.killed = False
+    args = module.parse_args(["--quick"])
+    with contextlib.redirect_stderr(io.StringIO()):
+        result = module.run_backend(args, "jax")
+    assert _InterruptedWorker.killed
+    assert result["interrupted"]
+    assert result["error"] == "interrupted after 1 rows"
+    assert (result["gflops"], result["versions"]) == (1.0, "jax")
+    assert [row["kernel"] for row in result["rows"]] == ["ours"]
+
+
+def test_roofline_stops_at_an_interrupted_backend_and_prints(monkeypatch):
+    module = _roofline()
+    results = _roofline_results()
+    results["tensorflow"]["interrupted"] = True
+    calls = []
+
+    def run_backend(args, backend):
+        calls.append(backend)
+        return results[backend]
+
+    monkeypatch.setattr(module, "run_backend", run_backend)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert module.main(["--backends", "tensorflow", "jax"]) == 0
+    assert calls == ["tensorflow"]
+    assert (
+        "| tensorflow | 1024 | none | ours: flex_attention |" in out.getvalue()
+    )
