@@ -175,7 +175,9 @@ def _add_generation_arguments(group):
         choices=["compute", "int8", "float8_e4m3fn"],
         default="compute",
         help="entries of the global blocks' caches: the compute dtype, or "
-        "quantized with one scale per position and head",
+        "quantized with one scale per position and head (sliding-window "
+        "blocks keep a rolling cache and linear blocks their recurrent "
+        "state, both in the compute dtype)",
     )
     group.add_argument(
         "--max-new-tokens",

@@ -85,6 +85,9 @@ class Generator:
             `.keras` file.
         cache_dtype: The global blocks' cache entries: `None` (the
             default, the compute dtype), `"int8"` or `"float8_e4m3fn"`.
+            Sliding-window blocks keep a `RollingCache` and Gated
+            DeltaNet blocks a `GatedDeltaCache`, both in the compute
+            dtype, whatever this says.
 
     Example:
 

@@ -64,6 +64,9 @@ def test_the_hybrid_generates_with_its_caches_as_full_passes(tmp_path):
     generator = Generator(model)
     kinds = [type(c).__name__ for c in generator.caches(2, 8)]
     assert kinds == ["GatedDeltaCache"] * 3 + ["KeyValueCache"]
+    # A quantized cache is for the full-attention blocks only.
+    int8 = [type(c).__name__ for c in Generator(model, "int8").caches(2, 8)]
+    assert int8 == ["GatedDeltaCache"] * 3 + ["QuantizedCache"]
     prompt = np.random.default_rng(2).integers(1, 20, (2, 5))
     cached = generator.generate(prompt, 6)
     np.testing.assert_array_equal(
