@@ -397,6 +397,14 @@ MUTANTS = (
         "        k = k if norm is None else norm.key(k)\n",
     ),
     Mutant(
+        "update_mask_ignored",
+        "a token masked by `cache_update_mask` is written to the cache "
+        "all the same (Gemma 3's batched generate overwrites prompts)",
+        "keras_attention/layers/_update_mask.py",
+        "    return ops.where(ops.reshape(mask, shape), update, old)\n",
+        "    return update\n",
+    ),
+    Mutant(
         "query_pre_attn_scalar_ignored",
         "`query_pre_attn_scalar` leaves the queries at the score's "
         "`1 / sqrt(head_dim)` (Gemma's scale lost)",
