@@ -319,9 +319,24 @@ MUTANTS = (
         "hub_gpt_oss_window_one_short",
         "gpt-oss's window w (keys j >= i - w) swapped in as our "
         "sliding_window=w, one key short",
-        "keras_attention/hub.py",
+        "keras_attention/_hub_families.py",
         '        "sliding_window": window + 1 if window else None,\n',
         '        "sliding_window": window if window else None,\n',
+    ),
+    Mutant(
+        "hub_gemma_one_plus_scale_not_mapped",
+        "Gemma 3's norm scales copied as they are, not as `1 + scale` "
+        "(keras-hub's Gemma RMSNorm multiplies by `1 + scale`)",
+        "keras_attention/_hub_families.py",
+        "        return 1.0 + value\n",
+        "        return value\n",
+    ),
+    Mutant(
+        "hub_smollm3_nope_rotated",
+        "SmolLM3's NoPE layers swapped in with a rotation",
+        "keras_attention/_hub_families.py",
+        "    if layer.use_rope:\n",
+        "    if True:\n",
     ),
     Mutant(
         "hub_generate_function_kept",
