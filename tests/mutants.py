@@ -339,6 +339,14 @@ MUTANTS = (
         "    if True:\n",
     ),
     Mutant(
+        "hub_old_attention_tracked",
+        "the swap leaves keras-hub's attention tracked: its variables stay "
+        "the model's and are saved beside ours",
+        "keras_attention/hub.py",
+        "        tracker.untrack(old)\n",
+        "",
+    ),
+    Mutant(
         "hub_generate_function_kept",
         "a CausalLM's generate compiled before the swap is kept, so it "
         "still runs keras-hub's attention",

@@ -260,6 +260,48 @@ def test_gemma3_scaled_by_the_model_width_maps_to_query_pre_attn_scalar():
     np.testing.assert_allclose(_logits(causal_lm, batch), want, atol=1e-5)
 
 
+def _saved_weights(path):
+    """`{path in the file: shape}` of a `.keras` file's model weights."""
+    import io
+    import zipfile
+
+    h5py = pytest.importorskip("h5py")
+    with zipfile.ZipFile(path) as archive:
+        data = io.BytesIO(archive.read("model.weights.h5"))
+    found = {}
+
+    def visit(name, item):
+        # h5py stops visiting at the first value returned: none is.
+        if isinstance(item, h5py.Dataset) and not name.startswith("optim"):
+            found[name] = item.shape
+
+    with h5py.File(data, "r") as weights:
+        weights.visititems(visit)
+    return found
+
+
+@pytest.mark.parametrize("family", ["qwen3", "smollm3"])
+def test_the_saved_file_holds_our_attention_weights_only(family, tmp_path):
+    # The swap untracks keras-hub's attention: its variables (SmolLM3's
+    # `q_proj` and `inv_freq`, Qwen3's norms' `scale`) leave the model and
+    # its file, ours join them, one entry each.
+    causal_lm = hub.swap_attention(_causal_lm(family))
+    path = str(tmp_path / "swapped.keras")
+    causal_lm.save(path)
+    saved = _saved_weights(path)
+    assert sorted(saved.values()) == sorted(
+        tuple(w.shape) for w in causal_lm.weights
+    )
+    attention = {
+        name.split("/")[-3]
+        for name in saved
+        if f"/{FAMILIES[family][3]}/" in name
+    }
+    ours = {"query_dense", "key_dense", "value_dense", "output_dense"}
+    norms = {"_query_key_norm"} if family == "qwen3" else set()
+    assert attention == ours | norms
+
+
 def test_a_swapped_model_swaps_again_as_it_is():
     causal_lm = hub.swap_attention(_causal_lm("llama3"))
     layers = _attentions(causal_lm, "llama3")
