@@ -278,6 +278,11 @@ FAMILIES = (
 MISSING = {
     "Qwen3_5Backbone": (
         "Qwen3.5",
-        "its gated output and the Gated DeltaNet layers (linear_attention)",
+        "its Gated DeltaNet layers (linear_attention) swapped onto "
+        "GatedDeltaNet, and a generate that feeds each position to their "
+        "state once (keras-hub's prefills the padded buffer and feeds "
+        "the last prompt token again); its full attention is "
+        "GroupedQueryAttention(use_gate=True, query_key_norm='rms', a "
+        "partial RotaryEmbedding)",
     ),
 }
