@@ -4,23 +4,21 @@ A keras-hub `CausalLM` or `Backbone` writes one attention layer per
 family; `swap_attention` replaces each by `GroupedQueryAttention` with
 the same weights, through a thin adapter that takes keras-hub's call
 (`hidden_states`, `attention_mask`, `cache`, `cache_update_index`). A
-family is one entry of `_FAMILIES`: how its layer's settings map onto
-our options, and the variables, which keep keras-hub's names. A setting
-our layers cannot reproduce exactly is refused, never approximated.
+family is one entry of `_hub_families.FAMILIES`: how its layer's
+settings map onto our options, and its variables, which keep keras-hub's
+names or are mapped onto ours. A setting our layers cannot reproduce
+exactly is refused, never approximated.
 
 keras-hub is a test extra, not a dependency: this module never imports
 it. keras-hub's classes are recognised by name, and a saved swapped
 model names its keras-hub class, which Keras imports when it loads.
 """
 
-import dataclasses
-import math
-
 import keras
 from keras import ops
 
+from keras_attention import _hub_families
 from keras_attention.layers.grouped_query import GroupedQueryAttention
-from keras_attention.layers.rotary import RotaryEmbedding
 
 # The variables of the attention layers, keras-hub's and ours, by the
 # last two parts of their paths (our projections keep keras-hub's names).
@@ -29,178 +27,8 @@ _PROJECTIONS = ("query", "key", "value", "attention_output")
 _NORMS = {
     "query_dense_layernorm": "query_norm",
     "key_dense_layernorm": "key_norm",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class _Family:
-    """One keras-hub family: its backbone and attention classes (names),
-    and its attention layer's settings as `GroupedQueryAttention`'s
-    arguments (`options(hub_layer, head_dim) -> dict`)."""
-
-    name: str
-    backbone: str
-    attention: str
-    attribute: str
-    options: object
-
-
-def _llama_options(layer, head_dim):
-    """Llama 2 and 3 (`LlamaAttention`): Llama 3.1's frequency ramp, or
-    positions divided by a linear factor; no window, no biases."""
-    position_factor = layer.rope_position_scaling_factor
-    if layer.rope_low_freq_factor is None:
-        rotary = RotaryEmbedding(
-            max_wavelength=layer.rope_max_wavelength,
-            scaling_factor=position_factor,
-        )
-    else:
-        if position_factor != 1.0:
-            raise ValueError(
-                "keras-hub's Llama 3 rope scaling together with a linear "
-                "position scaling has no equal in keras_attention's "
-                "RotaryEmbedding (one `rope_type` at a time). Received: "
-                f"rope_position_scaling_factor={position_factor}, "
-                f"rope_frequency_adjustment_factor="
-                f"{layer.rope_frequency_adjustment_factor}"
-            )
-        rotary = RotaryEmbedding(
-            max_wavelength=layer.rope_max_wavelength,
-            scaling_factor=layer.rope_frequency_adjustment_factor,
-            rope_type="llama3",
-            original_max_position_embeddings=(
-                layer.rope_pretraining_sequence_length
-            ),
-            low_freq_factor=layer.rope_low_freq_factor,
-            high_freq_factor=layer.rope_high_freq_factor,
-        )
-    return _options(layer.dropout, rotary, use_bias=False)
-
-
-def _mistral_options(layer, head_dim):
-    """Mistral (`CachedMistralAttention`): keras-hub's decoder masks keys
-    `j > i - w` (the `w` most recent, itself included), our
-    `sliding_window=w` with the causal mask."""
-    config = layer.get_config()
-    rotary = RotaryEmbedding(
-        max_wavelength=config["rope_max_wavelength"],
-        scaling_factor=config["rope_scaling_factor"],
-    )
-    options = _options(config["dropout"], rotary, use_bias=False)
-    return {**options, "sliding_window": config["sliding_window"]}
-
-
-def _gpt_oss_options(layer, head_dim):
-    """gpt-oss (`GptOssAttention`): biases, sinks, YaRN with its
-    correction range unrounded, and on every other layer a window that
-    keeps keys `j >= i - w` (`w + 1` keys: our `sliding_window=w + 1`)."""
-    config = layer.get_config()
-    if head_dim % 2:
-        raise ValueError(
-            "gpt-oss with an odd head size rotates all but its last "
-            "feature, which keras_attention's RotaryEmbedding does not "
-            f"do. Received: head_dim={head_dim}"
-        )
-    factor = config["rope_scaling_factor"]
-    rotary = RotaryEmbedding(
-        max_wavelength=config["rope_max_wavelength"],
-        scaling_factor=factor,
-        rope_type="yarn",
-        original_max_position_embeddings=4096,
-        beta_fast=32.0,
-        beta_slow=1.0,
-        truncate=False,
-        # keras-hub's factor, `0.1 · ln(s) + 1`, for every s (ours is 1
-        # below s = 1).
-        attention_factor=0.1 * math.log(factor) + 1.0,
-    )
-    window = config["sliding_window"]
-    options = _options(config["dropout"], rotary, use_bias=True)
-    return {
-        **options,
-        "use_sinks": True,
-        "sliding_window": window + 1 if window else None,
-    }
-
-
-def _qwen3_options(layer, head_dim):
-    """Qwen3 (`Qwen3Attention`): per-head RMSNorm of the queries and keys
-    before the rotation (the attention's own epsilon, not the
-    decoder's), no biases, keras-hub's window `|i - j| < w` (our
-    `sliding_window=w`)."""
-    config = layer.get_config()
-    rotary = RotaryEmbedding(
-        max_wavelength=config["rope_max_wavelength"],
-        scaling_factor=config["rope_scaling_factor"],
-    )
-    options = _options(config["dropout"], rotary, use_bias=False)
-    return {
-        **options,
-        "query_key_norm": "rms",
-        "query_key_norm_epsilon": layer.layer_norm_epsilon,
-        "sliding_window": config["sliding_window_size"] or None,
-    }
-
-
-def _options(dropout, rotary, use_bias):
-    if dropout:
-        # keras-hub drops the attention's output, ours its weights.
-        raise ValueError(
-            "keras-hub's attention dropout applies to the attention's "
-            "output, keras_attention's to its weights: they are not the "
-            f"same model in training. Received: dropout={dropout}"
-        )
-    return {"rotary_embedding": rotary, "use_bias": use_bias}
-
-
-# The decoder's attribute that holds its attention layer, per family.
-_FAMILIES = (
-    _Family(
-        "Llama 3",
-        "LlamaBackbone",
-        "LlamaAttention",
-        "_self_attention_layer",
-        _llama_options,
-    ),
-    _Family(
-        "Mistral",
-        "MistralBackbone",
-        "CachedMistralAttention",
-        "_self_attention_layer",
-        _mistral_options,
-    ),
-    _Family(
-        "gpt-oss",
-        "GptOssBackbone",
-        "GptOssAttention",
-        "self_attention_layer",
-        _gpt_oss_options,
-    ),
-    _Family(
-        "Qwen3",
-        "Qwen3Backbone",
-        "Qwen3Attention",
-        "_self_attention_layer",
-        _qwen3_options,
-    ),
-)
-
-# Families whose attention needs an option our layers do not have yet.
-_MISSING = {
-    "Gemma3Backbone": (
-        "Gemma 3",
-        "cache_update_mask (the per-token skipping of cache writes of its "
-        "generate); query_key_norm and query_pre_attn_scalar are there",
-    ),
-    "Qwen3_5Backbone": (
-        "Qwen3.5",
-        "its gated output and the Gated DeltaNet layers (linear_attention)",
-    ),
-    "SmolLM3Backbone": (
-        "SmolLM3",
-        "its swap (layers without rotation in a rotating model, NoPE: "
-        "rotary_embedding=None, not mapped yet)",
-    ),
+    "query_norm": "query_norm",
+    "key_norm": "key_norm",
 }
 
 
@@ -209,15 +37,15 @@ def _class_names(obj):
 
 
 def _supported():
-    return ", ".join(family.name for family in _FAMILIES)
+    return ", ".join(family.name for family in _hub_families.FAMILIES)
 
 
 def _family(model, backbone):
     names = _class_names(backbone)
-    for family in _FAMILIES:
+    for family in _hub_families.FAMILIES:
         if family.backbone in names:
             return family
-    for name, (title, missing) in _MISSING.items():
+    for name, (title, missing) in _hub_families.MISSING.items():
         if name in names:
             raise ValueError(
                 f"swap_attention: {title} needs what keras_attention's "
@@ -260,9 +88,20 @@ class KerasHubAttention(keras.layers.Layer):
         hidden_states: `(batch_size, T, hidden_dim)`.
         attention_mask: Optional `(batch_size, T, keys)`, nonzero = attend.
         cache: Optional `(batch_size, 2, max_length, num_key_value_heads,
-            head_dim)`.
+            head_dim)`, or Gemma 3's pair `(key, value)` of `(batch_size,
+            max_length, num_key_value_heads, head_dim)` (returned as a
+            pair).
         cache_update_index: Where the call's keys and values are written.
+        cache_update_mask: Optional `(batch_size, T)` booleans, `False`
+            for the tokens whose keys and values are not written (Gemma
+            3's).
         training: Whether dropout is active.
+        self_attention_cache: SmolLM3's name of `cache`.
+        self_attention_cache_update_index: SmolLM3's name of
+            `cache_update_index`.
+        **passed_down: What SmolLM3's backbone passes down from its own
+            constructor when it is built from a config (`name`, `dtype`,
+            `trainable`), which its attention ignores: so does this one.
 
     Returns:
         The output `(batch_size, T, hidden_dim)`, and the updated cache
@@ -301,18 +140,37 @@ class KerasHubAttention(keras.layers.Layer):
         attention_mask=None,
         cache=None,
         cache_update_index=None,
+        cache_update_mask=None,
         training=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        **passed_down,
     ):
+        _check_passed_down(passed_down)
+        if self_attention_cache is not None:
+            cache = self_attention_cache
+        if self_attention_cache_update_index is not None:
+            cache_update_index = self_attention_cache_update_index
         if attention_mask is not None:
             attention_mask = ops.cast(attention_mask, "bool")
-        return self.attention(
+        pair = isinstance(cache, (tuple, list))
+        if pair:
+            # Gemma 3's `(key, value)`, each `(batch, max_length, heads,
+            # head_dim)`: keras-hub's tensor for the call, a pair again.
+            cache = ops.stack(cache, axis=1)
+        outputs = self.attention(
             hidden_states,
             hidden_states,
             attention_mask=attention_mask,
             cache=cache,
             cache_update_index=cache_update_index,
+            cache_update_mask=cache_update_mask,
             training=training,
         )
+        if not pair:
+            return outputs
+        output, cache = outputs
+        return output, (cache[:, 0], cache[:, 1])
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
@@ -324,19 +182,40 @@ class KerasHubAttention(keras.layers.Layer):
         }
 
 
-def _variable_key(variable):
-    """A variable by its name in the layer: `query/kernel`, `sinks`."""
+# SmolLM3's backbone passes its constructor's keywords to its decoders,
+# which pass them to their attention.
+_PASSED_DOWN = ("name", "dtype", "trainable")
+
+
+def _check_passed_down(passed_down):
+    unknown = sorted(set(passed_down) - set(_PASSED_DOWN))
+    if unknown:
+        raise TypeError(
+            "KerasHubAttention takes keras-hub's attention arguments. "
+            f"Received: unexpected keyword arguments {unknown}"
+        )
+
+
+def _variable_key(variable, renames=None):
+    """A variable by its name in our layer: `query/kernel`, `sinks`,
+    `query_norm` (`renames`: a family's projections by ours)."""
     parts = variable.path.split("/")
-    if len(parts) > 1 and parts[-2] in _PROJECTIONS:
-        return "/".join(parts[-2:])
-    if len(parts) > 1 and parts[-1] == "scale" and parts[-2] in _NORMS:
-        return _NORMS[parts[-2]]
+    if len(parts) > 1:
+        owner = (renames or {}).get(parts[-2], parts[-2])
+        if owner in _PROJECTIONS:
+            return f"{owner}/{parts[-1]}"
+        if parts[-1] == "scale" and owner in _NORMS:
+            return _NORMS[owner]
     return parts[-1]
 
 
 def _ours(family, hub_layer):
     """Our layer with `hub_layer`'s settings and weights, in an adapter."""
-    theirs = {_variable_key(v): v for v in hub_layer.weights}
+    theirs = {}
+    for variable in hub_layer.weights:
+        key = _variable_key(variable, family.renames)
+        value = ops.convert_to_numpy(variable)
+        theirs[key] = family.transform(hub_layer, key, value)
     hidden_dim, heads, head_dim = theirs["query/kernel"].shape
     attention = GroupedQueryAttention(
         head_dim=head_dim,
@@ -428,11 +307,12 @@ def swap_attention(model):
     """Puts keras_attention's attention in a keras-hub model, in place.
 
     Every attention layer of a keras-hub `CausalLM` or `Backbone` of the
-    Llama 3 (and Llama 2), Mistral, gpt-oss and Qwen3 families is replaced
-    by a `keras_attention.GroupedQueryAttention` with the same settings
-    (its rotary embedding, window, biases, sinks and query/key norms) and
-    the same weights,
-    called through `KerasHubAttention`. The logits and `generate` stay
+    Llama 3 (and Llama 2), Mistral, gpt-oss, Qwen3, Gemma 3 (text) and
+    SmolLM3 families is replaced by a
+    `keras_attention.GroupedQueryAttention` with the same settings (its
+    rotary embedding or none, window, biases, sinks, query/key norms,
+    query scale and logit soft cap) and the same weights, called through
+    `KerasHubAttention`. The logits and `generate` stay
     keras-hub's within float32 rounding; the model saves to `.keras` and
     loads back, after `import keras_attention`, still swapped. A
     `CausalLM`'s compiled functions are rebuilt on their next call.

@@ -319,9 +319,32 @@ MUTANTS = (
         "hub_gpt_oss_window_one_short",
         "gpt-oss's window w (keys j >= i - w) swapped in as our "
         "sliding_window=w, one key short",
-        "keras_attention/hub.py",
+        "keras_attention/_hub_families.py",
         '        "sliding_window": window + 1 if window else None,\n',
         '        "sliding_window": window if window else None,\n',
+    ),
+    Mutant(
+        "hub_gemma_one_plus_scale_not_mapped",
+        "Gemma 3's norm scales copied as they are, not as `1 + scale` "
+        "(keras-hub's Gemma RMSNorm multiplies by `1 + scale`)",
+        "keras_attention/_hub_families.py",
+        "        return 1.0 + value\n",
+        "        return value\n",
+    ),
+    Mutant(
+        "hub_smollm3_nope_rotated",
+        "SmolLM3's NoPE layers swapped in with a rotation",
+        "keras_attention/_hub_families.py",
+        "    if layer.use_rope:\n",
+        "    if True:\n",
+    ),
+    Mutant(
+        "hub_old_attention_tracked",
+        "the swap leaves keras-hub's attention tracked: its variables stay "
+        "the model's and are saved beside ours",
+        "keras_attention/hub.py",
+        "        tracker.untrack(old)\n",
+        "",
     ),
     Mutant(
         "hub_generate_function_kept",
@@ -395,6 +418,14 @@ MUTANTS = (
         "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n",
         "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n"
         "        k = k if norm is None else norm.key(k)\n",
+    ),
+    Mutant(
+        "update_mask_ignored",
+        "a token masked by `cache_update_mask` is written to the cache "
+        "all the same (Gemma 3's batched generate overwrites prompts)",
+        "keras_attention/layers/_update_mask.py",
+        "    return ops.where(ops.reshape(mask, shape), update, old)\n",
+        "    return update\n",
     ),
     Mutant(
         "query_pre_attn_scalar_ignored",

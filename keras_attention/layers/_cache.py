@@ -37,6 +37,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention.layers import _in_place
+from keras_attention.layers import _update_mask
 
 
 class Attended(NamedTuple):
@@ -232,6 +233,8 @@ class AttentionCache(abc.ABC):
     #: Whether the slots are positions, so that an `attention_mask
     #: (batch_size, Tq, max_length)` can say which to see.
     slots_are_positions = True
+    #: Whether `write` takes `update_mask` (`cache_update_mask`).
+    takes_update_mask = False
 
     @property
     @abc.abstractmethod
@@ -386,6 +389,7 @@ class KeyValueCache(AttentionCache):
     """
 
     layout = "(batch_size, 2, max_length, heads, head_dim)"
+    takes_update_mask = True
 
     def __init__(self, tensor):
         self.tensor = tensor_argument(self, "tensor", tensor)
@@ -430,13 +434,15 @@ class KeyValueCache(AttentionCache):
     def read(self):
         return Attended((self.tensor[:, 0], self.tensor[:, 1]))
 
-    def write(self, index, keys, values):
+    def write(self, index, keys, values, update_mask=None):
         # One update of the whole tensor, not of its keys and values apart
         # and stacked again: in a compiled decoding loop XLA then writes the
         # step's slots in place instead of copying the cache twice a step.
         new = ops.stack((keys, ops.cast(values, keys.dtype)), axis=1)
         new = ops.cast(new, self.tensor.dtype)
-        tensor = _in_place.slice_update(self.tensor, [0, 0, index, 0, 0], new)
+        start = [0, 0, index, 0, 0]
+        new = _update_mask.kept(self.tensor, start, new, update_mask)
+        tensor = _in_place.slice_update(self.tensor, start, new)
         return Attended((tensor[:, 0], tensor[:, 1])), KeyValueCache(tensor)
 
     @classmethod
@@ -498,6 +504,8 @@ class CacheCall:
         self.start = 0 if self.index is None else self.index
         self.attended = None
         self.result = self.cache
+        # `cache_update_mask`, set by `_update_mask.open_cache`.
+        self.update_mask = None
 
     @property
     def writes(self):
@@ -512,7 +520,12 @@ class CacheCall:
     def write(self, *entries):
         """What the heads attend over: the cache with the call's `entries`
         (its keys and values, or MLA's latents) written at the index."""
-        self.attended, self.result = self.cache.write(self.index, *entries)
+        masked = {}
+        if self.update_mask is not None:
+            masked["update_mask"] = self.update_mask
+        self.attended, self.result = self.cache.write(
+            self.index, *entries, **masked
+        )
         return self.attended.tensors
 
     @property

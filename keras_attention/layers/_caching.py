@@ -4,6 +4,7 @@ its masks checked (private module)."""
 
 from keras_attention.layers import _cache
 from keras_attention.layers import _mask_shapes
+from keras_attention.layers import _update_mask
 from keras_attention.layers._paged_cache import PagedCache
 from keras_attention.layers._quantized_cache import QuantizedCache
 from keras_attention.layers._rolling_cache import RollingCache
@@ -29,22 +30,38 @@ class CachedAttention:
 
     def _open_cache(self, call):
         """The call's `_cache.CacheCall` (a cache tensor is keras-hub's
-        layout, `KeyValueCache`), or `None` without a cache."""
+        layout, `KeyValueCache`) with its `cache_update_mask` checked, or
+        `None` without a cache."""
+        mask = getattr(call, "cache_update_mask", None)
         if call.cache is None:
-            _cache.check_no_index(
-                type(self).__name__, None, call.cache_update_index
-            )
+            name = type(self).__name__
+            _cache.check_no_index(name, None, call.cache_update_index)
+            if mask is not None:
+                raise ValueError(
+                    f"{name}: `cache_update_mask` needs a cache. Received: "
+                    "cache=None"
+                )
             return None
         shape = call.query.shape
-        return _cache.open_cache(
+        batch, length = shape[0], shape[1] if len(shape) == 3 else None
+        opened = _cache.open_cache(
             self.cache_spec(),
             call.cache,
             call.cache_update_index,
-            shape[0],
-            shape[1] if len(shape) == 3 else None,
+            batch,
+            length,
             self.compute_dtype,
             self.cache_kinds,
         )
+        opened.update_mask = _update_mask.check(
+            type(self).__name__,
+            opened.cache,
+            mask,
+            opened.index,
+            batch,
+            length,
+        )
+        return opened
 
     def cache_spec(self):
         """What a cache of this layer must match: its key/value heads,

@@ -25,6 +25,8 @@ class LayerCall:
         use_causal_mask: Whether query `i` only sees keys `j <= i`.
         cache: The cache tensor or `None`.
         cache_update_index: Where the call's keys and values are written.
+        cache_update_mask: `(batch, Tq)` booleans: `False` tokens' keys
+            and values are not written (Gemma 3's), or `None`.
         training: Whether dropout is active.
         return_weights: Whether the weights are returned.
         score_mod, mask_mod: The call's mods, after the layer's own
@@ -45,6 +47,7 @@ class LayerCall:
     use_causal_mask: bool = False
     cache: Any = None
     cache_update_index: Any = None
+    cache_update_mask: Any = None
     training: Any = None
     return_weights: bool = False
     score_mod: Any = None

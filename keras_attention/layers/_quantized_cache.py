@@ -6,6 +6,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention.layers import _cache
 from keras_attention.layers import _in_place
+from keras_attention.layers import _update_mask
 
 # The largest magnitude of each quantized dtype: int8's symmetric range,
 # float8 e4m3's largest finite value.
@@ -75,6 +76,7 @@ class QuantizedCache(_cache.AttentionCache):
     """
 
     layout = "(batch_size, 2, max_length, heads, head_dim)"
+    takes_update_mask = True
 
     def __init__(self, values, scales):
         self.values = _cache.tensor_argument(self, "values", values)
@@ -147,14 +149,20 @@ class QuantizedCache(_cache.AttentionCache):
     def read(self):
         return self._attended(self.values, self.scales)
 
-    def write(self, index, keys, values):
+    def write(self, index, keys, values, update_mask=None):
         new = ops.stack([keys, ops.cast(values, keys.dtype)], axis=1)
         quantized, scales = quantize(new, self.dtype)
         start = [0, 0, index, 0, 0]
+        scales = ops.cast(scales, self.scales.dtype)
+        if update_mask is not None:
+            quantized = _update_mask.kept(
+                self.values, start, quantized, update_mask
+            )
+            scales = _update_mask.kept(
+                self.scales, start[:4], scales, update_mask
+            )
         stored = _in_place.slice_update(self.values, start, quantized)
-        scales = _in_place.slice_update(
-            self.scales, start[:4], ops.cast(scales, self.scales.dtype)
-        )
+        scales = _in_place.slice_update(self.scales, start[:4], scales)
         return self._attended(stored, scales), QuantizedCache(stored, scales)
 
     @classmethod

@@ -111,6 +111,10 @@ class GroupedQueryAttention(
             head_dim)` keys and values (keras-hub's layout).
         cache_update_index: Where the call's keys and values are written
             in `cache`; `None` attends to the cache as it is.
+        cache_update_mask: Optional `(batch_size, Tq)` booleans: a `False`
+            token's keys and values are not written, its slot keeps what
+            the cache held (keras-hub's Gemma 3). Needs
+            `cache_update_index`; a `KeyValueCache` or `QuantizedCache`.
         score_mod: Optional `flex_attention` score mod, after the
             constructor's.
         mask_mod: Optional `flex_attention` mask mod, ANDed with the
@@ -205,6 +209,7 @@ class GroupedQueryAttention(
         use_causal_mask=False,
         cache=None,
         cache_update_index=None,
+        cache_update_mask=None,
         score_mod=None,
         mask_mod=None,
     ):
@@ -222,6 +227,7 @@ class GroupedQueryAttention(
                 use_causal_mask=use_causal_mask,
                 cache=cache,
                 cache_update_index=cache_update_index,
+                cache_update_mask=cache_update_mask,
                 training=training,
                 return_weights=return_attention_scores,
                 score_mod=score_mod,

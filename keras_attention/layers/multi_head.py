@@ -353,6 +353,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         attention_bias=None,
         cache=None,
         cache_update_index=None,
+        cache_update_mask=None,
     ):
         _validation.floating_inputs(
             type(self).__name__, query=query, value=value, key=key
@@ -374,6 +375,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
                 use_causal_mask=use_causal_mask,
                 cache=cache,
                 cache_update_index=cache_update_index,
+                cache_update_mask=cache_update_mask,
                 training=training,
                 return_weights=return_attention_scores,
                 score_mod=score_mod,

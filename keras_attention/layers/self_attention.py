@@ -178,6 +178,7 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         attention_bias=None,
         cache=None,
         cache_update_index=None,
+        cache_update_mask=None,
     ):
         _validation.floating_inputs(type(self).__name__, inputs=inputs)
         if mask is None:
@@ -192,6 +193,7 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
                 use_causal_mask=use_causal_mask,
                 cache=cache,
                 cache_update_index=cache_update_index,
+                cache_update_mask=cache_update_mask,
                 training=training,
                 return_weights=return_attention_scores,
                 score_mod=score_mod,

@@ -36,6 +36,7 @@ def build_language_model(
     sliding_window=None,
     global_every=6,
     layer_types=None,
+    nope_layers=(),
 ):
     """The decoder-only model: ids `(batch, time)` → logits `(batch, time,
     vocabulary_size)`.
@@ -63,6 +64,10 @@ def build_language_model(
             Qwen3.5's `("linear", "linear", "linear", "full")`. The
             window and `global_every` count the full blocks only.
             Defaults to `None`, every block full.
+        nope_layers: The indices of the full blocks whose attention does
+            not rotate (NoPE: positions from the causal mask alone), e.g.
+            SmolLM3's every fourth, `range(3, num_layers, 4)`. Defaults
+            to `()`, every full block rotates.
 
     Returns:
         A `keras.Model` named `decoder_lm` with layers `token_embedding`,
@@ -83,6 +88,7 @@ def build_language_model(
     num_layers = _validation.positive_int("num_layers", num_layers)
     global_every = _validation.positive_int("global_every", global_every)
     types = _layer_types(layer_types, num_layers)
+    nope = _nope_layers(nope_layers, types)
     ids = keras.Input((None,), dtype="int32", name="token_ids")
     x = keras.layers.Embedding(
         vocabulary_size, model_dim, name="token_embedding"
@@ -108,6 +114,7 @@ def build_language_model(
             num_key_value_heads=num_key_value_heads,
             dropout=dropout,
             sliding_window=sliding_window if local else None,
+            use_rotary_embedding=i not in nope,
             name=f"block_{i}",
         )(x, use_causal_mask=True)
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
@@ -128,6 +135,25 @@ def _layer_types(layer_types, num_layers):
             f"and 'linear'. Received: layer_types={layer_types!r}"
         )
     return tuple(pattern[i % len(pattern)] for i in range(num_layers))
+
+
+def _nope_layers(nope_layers, types):
+    """`nope_layers` as a set, each the index of a full block."""
+    try:
+        indices = set(nope_layers)
+    except TypeError:
+        indices = None
+    full = {i for i, kind in enumerate(types) if kind == "full"}
+    if indices is None or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i in full
+        for i in indices
+    ):
+        raise ValueError(
+            "Expected `nope_layers` to be indices of full (attention) "
+            f"blocks, in {sorted(full)}. Received: nope_layers="
+            f"{nope_layers!r}"
+        )
+    return indices
 
 
 def train_language_model(

@@ -260,3 +260,54 @@ def test_query_pre_attn_scalar_is_the_logits_scale(rng):
 def test_bad_query_pre_attn_scalar_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         keras_attention.GroupedQueryAttention(4, 2, 1, **kwargs)
+
+
+def test_qwen3_5_full_attention_is_a_gated_partially_rotated_gqa(rng):
+    # Qwen3.5's full attention (the map swap_attention will need): its
+    # query kernel is the query's and the gate's side by side per head
+    # (`(dim, heads, 2 · head_dim)`), its norms `1 + scale`, a quarter of
+    # each head rotated; ours is `use_gate=True`, `query_key_norm="rms"`
+    # and `RotaryEmbedding(partial_rotary_factor=0.25)`.
+    pytest.importorskip("keras_hub", reason="Qwen3.5 is the model")
+    from keras_hub.src.models.qwen3_5 import qwen3_5_attention
+
+    theirs = qwen3_5_attention.Qwen3_5Attention(
+        num_query_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        partial_rotary_factor=0.25,
+        rope_max_wavelength=100,
+    )
+    theirs.build((2, T, DIM))
+    for variable in theirs.weights:
+        value = rng.normal(scale=0.5, size=variable.shape)
+        variable.assign(value.astype("float32"))
+    ours = keras_attention.GroupedQueryAttention(
+        HEAD_DIM,
+        HEADS,
+        KV_HEADS,
+        use_bias=False,
+        use_gate=True,
+        query_key_norm="rms",
+        rotary_embedding=keras_attention.RotaryEmbedding(
+            max_wavelength=100, partial_rotary_factor=0.25
+        ),
+    )
+    x = rng.normal(size=(2, T, DIM)).astype("float32")
+    ours(x, x)
+    named = {"/".join(v.path.split("/")[-2:]): v for v in theirs.weights}
+    query_and_gate = to_np(named["query/kernel"])
+    ours.query_dense.kernel.assign(query_and_gate[..., :HEAD_DIM])
+    (gate,) = [v for v in ours.weights if v.path.endswith("gate/kernel")]
+    gate.assign(query_and_gate[..., HEAD_DIM:])
+    ours.key_dense.kernel.assign(named["key/kernel"])
+    ours.value_dense.kernel.assign(named["value/kernel"])
+    ours.output_dense.kernel.assign(named["attention_output/kernel"])
+    ours.query_norm.assign(1.0 + named["query_norm/scale"])
+    ours.key_norm.assign(1.0 + named["key_norm/scale"])
+    causal = np.tril(np.ones((T, T), "int32"))[None].repeat(2, 0)
+    np.testing.assert_allclose(
+        to_np(ours(x, x, use_causal_mask=True)),
+        to_np(theirs(x, attention_mask=causal)),
+        atol=1e-5,
+    )

@@ -38,6 +38,36 @@ def test_blocks_alternate_local_and_global_and_the_logits_are_causal():
         language_model.build_language_model(11, num_layers=0)
 
 
+def test_nope_layers_leave_the_rotation_out_and_generate_cached():
+    from keras_attention.models import Generator
+
+    model = language_model.build_language_model(
+        11,
+        model_dim=8,
+        num_layers=3,
+        num_heads=2,
+        feed_forward_dim=8,
+        layer_types=("full", "full", "linear"),
+        nope_layers=[1],
+    )
+    blocks = [model.get_layer(f"block_{i}") for i in range(2)]
+    assert blocks[0].self_attention.rotary_embedding is not None
+    assert blocks[1].self_attention.rotary_embedding is None
+    generator = Generator(model)
+    prompt = np.array([[3, 4, 5]], "int32")
+    np.testing.assert_array_equal(
+        generator.generate(prompt, 3), generator.generate_uncached(prompt, 3)
+    )
+    for bad in ([2], [3], [True], 1):
+        with pytest.raises(ValueError, match="Received: nope_layers="):
+            language_model.build_language_model(
+                11,
+                num_layers=3,
+                layer_types=("full", "full", "linear"),
+                nope_layers=bad,
+            )
+
+
 class _Answers:
     """A generator that continues each prompt with `answer(prompt)`."""
 

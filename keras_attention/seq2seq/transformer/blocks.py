@@ -30,12 +30,14 @@ def _attention(
     dropout,
     name,
     sliding_window=None,
+    rotates=True,
 ):
     """A self-attention (`kind="self"`) or cross-attention layer; a local
     self-attention (`sliding_window`) is a `GroupedQueryAttention`, whose
-    window is `|i - j| < sliding_window`."""
+    window is `|i - j| < sliding_window`; a self-attention rotates its
+    queries and keys unless `rotates` is `False` (a NoPE layer)."""
     grouped = num_key_value_heads not in (None, num_heads)
-    rotary = RotaryEmbedding() if kind == "self" else None
+    rotary = RotaryEmbedding() if kind == "self" and rotates else None
     local = kind == "self" and sliding_window is not None
     if grouped or local:
         return GroupedQueryAttention(
@@ -90,10 +92,16 @@ class Block(keras.layers.Layer):
         num_key_value_heads=None,
         dropout=0.0,
         sliding_window=None,
+        use_rotary_embedding=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.model_dim = _validation.positive_int("model_dim", model_dim)
+        if not isinstance(use_rotary_embedding, bool):
+            raise _validation.invalid(
+                "use_rotary_embedding", use_rotary_embedding, "a bool"
+            )
+        self.use_rotary_embedding = use_rotary_embedding
         self.sliding_window = _validation.positive_int(
             "sliding_window", sliding_window, allow_none=True
         )
@@ -154,6 +162,7 @@ class Block(keras.layers.Layer):
             self.dropout,
             name,
             self.sliding_window,
+            self.use_rotary_embedding,
         )
 
     def _build_self_attention(self, shape):
@@ -190,6 +199,7 @@ class Block(keras.layers.Layer):
             "num_key_value_heads": self.num_key_value_heads,
             "dropout": self.dropout,
             "sliding_window": self.sliding_window,
+            "use_rotary_embedding": self.use_rotary_embedding,
         }
 
 
@@ -215,6 +225,10 @@ class TransformerEncoderBlock(Block):
         sliding_window: A local block: each position sees the positions
             `|i - j| < sliding_window` (a `GroupedQueryAttention` with
             that window). Defaults to `None`, all.
+        use_rotary_embedding: Whether the self-attention rotates its
+            queries and keys; `False` is a NoPE block (SmolLM3's every
+            fourth layer, Llama 4's): no position but the causal mask.
+            Defaults to `True`.
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.
@@ -324,6 +338,8 @@ class TransformerDecoderBlock(Block):
             `sliding_window` most recent positions (a
             `GroupedQueryAttention` with that window; decoding keeps a
             `RollingCache` of them). Defaults to `None`, all.
+        use_rotary_embedding: Whether the self-attention rotates its
+            queries and keys (`False`: a NoPE block). Defaults to `True`.
 
     Call arguments:
         inputs: `(batch_size, time, model_dim)`.

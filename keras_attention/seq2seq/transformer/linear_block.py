@@ -65,6 +65,12 @@ class GatedDeltaBlock(Block):
                 "earlier position. Received: sliding_window="
                 f"{kwargs['sliding_window']!r}"
             )
+        if kwargs.get("use_rotary_embedding") is False:
+            raise ValueError(
+                "GatedDeltaBlock never rotates: a NoPE block is a "
+                "TransformerEncoderBlock's. Received: "
+                "use_rotary_embedding=False"
+            )
         super().__init__(model_dim, num_heads, feed_forward_dim, **kwargs)
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=EPSILON, name="self_attention_norm"

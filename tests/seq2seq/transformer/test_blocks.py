@@ -180,3 +180,29 @@ def test_blocks_round_trip_their_config_and_check_their_sizes():
         )
         is TransformerEncoderBlock
     )
+
+
+@pytest.mark.parametrize("rotates", [True, False])
+def test_a_nope_block_sees_the_earlier_tokens_as_a_set(rotates):
+    # Without rotation a causal block's last position depends on which
+    # tokens came before, not on their order; with it, on the order too.
+    block = TransformerEncoderBlock(8, 2, 16, use_rotary_embedding=rotates)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 5, 8)).astype("float32")
+    swapped = x[:, [2, 0, 3, 1, 4]]
+    last = [
+        to_numpy(block(v, use_causal_mask=True))[:, -1] for v in (x, swapped)
+    ]
+    assert (block.self_attention.rotary_embedding is None) is not rotates
+    assert np.allclose(*last, atol=1e-5) is not rotates
+    clone = TransformerEncoderBlock.from_config(block.get_config())
+    assert clone.get_config()["use_rotary_embedding"] is rotates
+
+
+def test_use_rotary_embedding_is_a_bool_and_not_on_a_linear_block():
+    from keras_attention.models import GatedDeltaBlock
+
+    with pytest.raises(ValueError, match="Received: use_rotary_embedding=0"):
+        TransformerDecoderBlock(8, 2, 16, use_rotary_embedding=0)
+    with pytest.raises(ValueError, match="use_rotary_embedding=False"):
+        GatedDeltaBlock(8, 2, 16, use_rotary_embedding=False)
