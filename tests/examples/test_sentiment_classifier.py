@@ -121,7 +121,14 @@ def test_presets_without_their_data_are_a_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.heavy
+@pytest.mark.tensorflow_lane
 def test_synthetic_run_classifies_and_attends_to_cues(synthetic_run):
+    """The Quickstart's job, small. On JAX the script runs end to end in
+    tests/examples/test_distributed.py (`test_jax_data_and_model_parallel_
+    over_four_local_devices`, two processes in `test_jax_multi_process_
+    data_parallel_with_two_processes`), and its model takes a training
+    step in tests/models/sentiment/test_model.py: the JAX lane leaves
+    out this run (25 s) and its accuracy bar."""
     output, metrics = synthetic_run
     for name in (
         "model.keras",
@@ -160,7 +167,10 @@ def test_saved_model_takes_raw_strings(synthetic_run):
 
 
 @pytest.mark.heavy
+@pytest.mark.tensorflow_lane
 def test_saved_model_predicts_with_predict_sentiment(synthetic_run):
+    """On JAX: tests/models/sentiment/test_inference.py predicts with a
+    saved model of the same builder (this one needs the synthetic run)."""
     from keras_attention.models.sentiment import predict_sentiment
 
     output, metrics = synthetic_run

@@ -159,6 +159,10 @@ def test_the_eager_loop_runs_on_one_thread_and_restores_it(model):
     generator.step = lambda *a: (
         threads.append(torch.get_num_threads()) or (step(*a))
     )
+    # Two threads before, so that one thread while generating is seen
+    # (the test workers run on one: tests/subprocesses.py).
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
     before = torch.get_num_threads()
     generator.generate(PROMPT, 3)
     assert threads == [1, 1, 1]
@@ -167,6 +171,7 @@ def test_the_eager_loop_runs_on_one_thread_and_restores_it(model):
     generator._compiled.clear()
     threads.clear()
     generator.generate(PROMPT, 2)
+    torch.set_num_threads(saved)
     assert threads == [before, before]
 
 
