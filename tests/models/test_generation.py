@@ -160,7 +160,7 @@ def test_the_eager_loop_runs_on_one_thread_and_restores_it(model):
         threads.append(torch.get_num_threads()) or (step(*a))
     )
     # Two threads before, so that one thread while generating is seen
-    # (the test workers run on one: tests/subprocesses.py).
+    # whatever the machine's cores.
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
     before = torch.get_num_threads()
