@@ -37,11 +37,21 @@ from keras_attention.ops.mask_mods import keep
 COMPILE = True
 
 
+# The compile options of each function: FlexAttention one kernel per
+# shape. With PyTorch's default, a second length recompiles it with
+# dynamic shapes, which torch 2.13's inductor fails to build on the CPU
+# (a C++ error, `cur_kvSplitSize3` undeclared, at N = 2048 then 4096).
+# `create_block_mask` keeps the default: compiled for one shape, its
+# kernel of a gathering mask mod fails to build on small calls (a
+# `VecMask` type error).
+_OPTIONS = {"flex_attention": {"dynamic": False}}
+
+
 @functools.cache
 def _compiled(function):
     """`function` compiled, once per process, so that its compilations
     are reused."""
-    return torch.compile(function)
+    return torch.compile(function, **_OPTIONS.get(function.__name__, {}))
 
 
 def _torch_function(function):

@@ -247,6 +247,32 @@ def test_flex_keeps_float32_logits_under_mixed_precision(rand, eager):
     )
 
 
+def test_flex_is_compiled_once_per_shape(torch_native, monkeypatch):
+    """`dynamic=False` for FlexAttention: a second length compiles its
+    own kernel (its dynamic-shape kernel fails to build on the CPU);
+    `create_block_mask` with PyTorch's defaults."""
+    import torch
+    from torch.nn.attention import flex_attention as torch_flex
+
+    asked = {}
+
+    def compile(function, **kwargs):
+        asked[function.__name__] = kwargs
+        return function
+
+    monkeypatch.setattr(torch, "compile", compile)
+    torch_native._compiled.cache_clear()
+    try:
+        torch_native._torch_function(torch_flex.flex_attention)
+        torch_native._torch_function(torch_flex.create_block_mask)
+    finally:
+        torch_native._compiled.cache_clear()
+    assert asked == {
+        "flex_attention": {"dynamic": False},
+        "create_block_mask": {},
+    }
+
+
 @pytest.mark.heavy
 def test_compiled_flex_runs_inference_and_equals_ours(rand, plans):
     """The planner's CPU case: inference at N = 2048 with 8 documents, on
