@@ -89,15 +89,18 @@ def block_mask(call, mask_mod, device):
     )
 
 
-def _heads_first(x, dtype):
-    """`(B, T, H, D)` → `(B, H, T, D)` in `dtype`, contiguous."""
-    return ops.cast(x, dtype).transpose(1, 2).contiguous()
+def _heads_first(x, dtype, contiguous=True):
+    """`(B, T, H, D)` → `(B, H, T, D)` in `dtype`, contiguous or a view."""
+    x = ops.cast(x, dtype).transpose(1, 2)
+    return x.contiguous() if contiguous else x
 
 
-def _inputs(call, cpu):
+def _inputs(call, cpu, contiguous=True):
     """The query, key and value `(B, H, T, D)`, and the scale: in the
     logits dtype on the CPU (whose kernel may not widen half precision),
-    the heads' dtype on a GPU (its kernels compute in float32)."""
+    the heads' dtype on a GPU (its kernels compute in float32). SDPA
+    reads strided views (`contiguous=False`; on the CPU at N = 1024 a
+    quarter faster than copying them first)."""
     q, k, scale = call.score.dot_product_form(call.query, call.key)
     dtype = call.value.dtype
     if cpu:
@@ -106,7 +109,7 @@ def _inputs(call, cpu):
         scale = 1.0
     elif not isinstance(scale, (int, float)):
         q, scale = q * scale, 1.0
-    tensors = [_heads_first(t, dtype) for t in (q, k, call.value)]
+    tensors = [_heads_first(t, dtype, contiguous) for t in (q, k, call.value)]
     return tensors, float(scale)
 
 
@@ -188,7 +191,10 @@ def sdpa_mask(call, dtype):
     kept = None
     if mask is not None:
         kept = ops.any(mask, axis=-1, keepdims=True)
-        mask = ops.logical_or(mask, ops.logical_not(kept))
+        if bool(ops.all(kept)):  # eager: no row to bridge, no copy
+            kept = None
+        else:
+            mask = ops.logical_or(mask, ops.logical_not(kept))
     bias = _call_mods.four_d_bias(call, dtype)
     if bias is None:
         return mask, kept
@@ -262,12 +268,13 @@ def sdpa(call, plan):
     masks and mods as one mask), the lse where asked; a row with no kept
     key gives zeros (and `-inf` as its lse)."""
     device = ops.convert_to_tensor(call.query).device
-    (q, k, v), scale = _inputs(call, device.type == "cpu")
+    want_lse = call.lse or call.sinks is not None
+    (q, k, v), scale = _inputs(call, device.type == "cpu", want_lse)
     causal = _plain_causal(call)
     mask, kept = (None, None) if causal else sdpa_mask(call, q.dtype)
     gqa = k.shape[1] != q.shape[1]
     lse = None
-    if call.lse or call.sinks is not None:
+    if want_lse:
         if gqa:
             groups = q.shape[1] // k.shape[1]
             k, v = (t.repeat_interleave(groups, 1) for t in (k, v))
