@@ -410,6 +410,24 @@ MUTANTS = (
         "        return padded[:, length - 1 : -1]\n",
     ),
     Mutant(
+        "sdpa_drops_mask",
+        "SDPA on PyTorch is given no mask where the call has one (the "
+        "dense mask built, then dropped)",
+        "keras_attention/ops/_native_torch.py",
+        "    mask, kept = (None, None) if causal else sdpa_mask(call, "
+        "q.dtype)\n",
+        "    mask, kept = None, (None if causal else sdpa_mask(call, "
+        "q.dtype)[1])\n",
+    ),
+    Mutant(
+        "sdpa_lse_off_by_constant",
+        "the log-sum-exp of PyTorch's CPU flash kernel is off by a "
+        "constant (a scale or a log base mistaken)",
+        "keras_attention/ops/_native_torch.py",
+        "        lse = lse.float()\n",
+        "        lse = lse.float() + 1.0\n",
+    ),
+    Mutant(
         "query_key_norm_after_rotation",
         "`query_key_norm` normalizes the heads after the rotation instead "
         "of before (Qwen3's and Gemma 3's order)",

@@ -9,9 +9,14 @@ package's, saying why in `Plan.reason`:
   (`torch.nn.attention.flex_attention` under `torch.compile`): the score
   mods, mask mods, masks and block masks of any call, on CUDA; on the CPU
   for inference only (PyTorch compiles no backward pass and no
-  log-sum-exp there), where this package's kernel would take the blocks.
-- `"sdpa"`: PyTorch's `scaled_dot_product_attention` on CUDA, for a call
-  with no mask or a causal one (its FlashAttention kernel).
+  log-sum-exp there), where SDPA does not serve and this package's kernel
+  would take the blocks.
+- `"sdpa"`: PyTorch's `scaled_dot_product_attention`. On CUDA, for a
+  call with no mask or a causal one (its FlashAttention kernel). On the
+  CPU, for training and inference, a call with no score mod: no mask,
+  causal (`is_causal`), or its masks, mask mods and bias as one dense
+  mask, except where this package's blocks skip pairs that such a mask
+  would not; the lse (sinks) from its CPU flash kernel.
 - `"cudnn"`: `jax.nn.dot_product_attention(implementation="cudnn")` on a
   GPU: causal, causal windows, key lengths (`mods.padding`) and a bias, in
   float16 or bfloat16.
@@ -42,7 +47,7 @@ NATIVE_PATHS = (TORCH_FLEX, SDPA, CUDNN, PALLAS)
 # The kernels tried, in order, on each `(backend, device)` of `platform()`.
 KERNELS = {
     ("torch", "gpu"): (SDPA, TORCH_FLEX),
-    ("torch", "cpu"): (TORCH_FLEX,),
+    ("torch", "cpu"): (SDPA, TORCH_FLEX),
     ("jax", "gpu"): (CUDNN, PALLAS),
 }
 # On the CPU PyTorch's compiled FlexAttention pays only where this
@@ -126,6 +131,8 @@ class NativeCall:
         grouped: The key/value heads are fewer than the query heads.
         backward: Whether the call is differentiated (on PyTorch: whether
             autograd records it).
+        cpu_lse: Whether PyTorch's CPU flash kernel can be called for its
+            log-sum-exp (`_torch_probe.cpu_flash_lse`).
 
     Example:
 
@@ -148,6 +155,7 @@ class NativeCall:
     value_dim: int | None = None
     grouped: bool = False
     backward: bool = True
+    cpu_lse: bool = True
 
 
 def describe(call, backward=True):
@@ -160,11 +168,12 @@ def describe(call, backward=True):
     backward pass would fail there)."""
     offset = call.query_offset
     backend, device = platform()
-    lowers = None
+    lowers, cpu_lse = None, False
     if backend == "torch":
         from keras_attention.ops import _torch_probe
 
         backward = _torch_probe.records_gradients(call)
+        cpu_lse = _torch_probe.cpu_flash_lse()
         # Probing runs the mods: skipped on the CPU where FlexAttention
         # is refused anyway (training, or a short call: a decoding step).
         long = cpu_flex_length((call.query.shape[1], call.key.shape[1]))
@@ -181,6 +190,7 @@ def describe(call, backward=True):
         value_dim=call.value.shape[-1],
         grouped=call.key.shape[2] != call.query.shape[2],
         backward=bool(backward),
+        cpu_lse=cpu_lse,
     )
 
 
@@ -209,10 +219,31 @@ def choose(ours, form, shapes, chunk_size, request, native):
     for kernel in kernels:
         why = _CHECKS[kernel](ours, shapes, request, native, device)
         if not why:
-            where = " (inference on the CPU)" if device == "cpu" else ""
+            where = _where(kernel, request, native, device)
             return type(ours)(kernel, None, _REASONS[kernel] + where)
         refusals.append(f"{kernel}: {why}")
     return _ours(ours, "; ".join(refusals))
+
+
+def _where(kernel, request, native, device):
+    """What the reason adds to a native kernel's name on the CPU."""
+    if device != "cpu":
+        return ""
+    if kernel == TORCH_FLEX:
+        return " (inference on the CPU)"
+    how = "the lse from its CPU flash kernel" if request.lse else ""
+    if sdpa_mask(native):
+        how = ", ".join(p for p in ("the masks as one dense mask", how) if p)
+    elif native.masks:
+        how = ", ".join(p for p in ("is_causal", how) if p)
+    return f" ({how})" if how else ""
+
+
+def sdpa_mask(native):
+    """Whether SDPA takes the call's masks and mods as a dense mask (not
+    `is_causal`, nor no mask)."""
+    beyond = set(native.masks) - {"causal"}
+    return bool(beyond or native.bias or (native.offset and native.masks))
 
 
 def _ours(plan, why):
@@ -237,6 +268,8 @@ def _ours_only(form, chunk_size, request):
 
 
 def _sdpa(ours, shapes, request, native, device):
+    if device == "cpu":
+        return _cpu_sdpa(ours, request, native)
     mods = request.mods or native.score_mod or native.bias
     if mods or set(native.masks) - {"causal"}:
         return "masks or mods beyond causal"
@@ -244,6 +277,28 @@ def _sdpa(ours, shapes, request, native, device):
         return "a causal mask after a cache's positions"
     if request.lse:
         return "it returns no log-sum-exp (sinks)"
+    return ""
+
+
+def _cpu_sdpa(ours, request, native):
+    """Why SDPA does not run on the CPU: no score mod, its flash kernel's
+    equal head sizes; a dense mask (read whole) not where the blocks skip
+    pairs."""
+    if native.score_mod:
+        return "a score mod"
+    if request.block_mask:
+        return "a block mask"
+    if native.value_dim != native.head_dim:
+        return "value heads of another size (its CPU flash kernel)"
+    if native.bias and native.backward:
+        return "a bias in training (its CPU flash kernel has no gradient of it)"
+    if request.lse and not native.cpu_lse:
+        return "no log-sum-exp from this PyTorch's CPU kernel (sinks)"
+    kept = 1.0 if request.kept is None else request.kept
+    if sdpa_mask(native) and ours.path == "blocks" and kept < 1.0:
+        return (
+            f"its dense mask, where the blocks skip {1 - kept:.0%} of the pairs"
+        )
     return ""
 
 

@@ -6,10 +6,14 @@ the kernels (private module; imported on PyTorch only).
 - `lowers`: whether PyTorch's compiler can lower the call's mods inside
   FlexAttention: each mod run once on one-element index tensors, every
   op recorded.
+- `cpu_flash_lse`: whether PyTorch's CPU flash kernel, which SDPA runs
+  there, can be called for the log-sum-exp it computes.
 - `bound`: a score mod reading its tensors as given now, as the
   FlexAttention kernel binds it (so the probe runs what the kernel
   compiles).
 """
+
+import functools
 
 import torch
 from keras import ops
@@ -96,3 +100,12 @@ def bound(score_mod):
     if not tensors:
         return score_mod
     return score_mod.with_tensors([ops.convert_to_tensor(t) for t in tensors])
+
+
+@functools.cache
+def cpu_flash_lse():
+    """Whether PyTorch's CPU flash kernel and its backward pass can be
+    called directly (`_native_torch._FlashWithLse`): they are ATen's,
+    not a public API, and may be missing from a build."""
+    name = "_scaled_dot_product_flash_attention_for_cpu"
+    return all(hasattr(torch.ops.aten, name + n) for n in ("", "_backward"))

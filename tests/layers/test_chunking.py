@@ -7,6 +7,7 @@ from keras import ops
 
 import keras_attention
 from keras_attention import ops as ka_ops
+from keras_attention.ops import _native_plan
 from keras_attention.ops import plan as _plan
 from keras_attention.ops.plan import fused_path
 from tests.autodiff import gradients
@@ -14,6 +15,13 @@ from tests.layer_basics import to_np
 
 # The fused kernel the planner takes on this backend (Keras's on PyTorch).
 FUSED = fused_path()
+
+
+@pytest.fixture
+def ours_only(monkeypatch):
+    """The planner with no backend kernel (SDPA takes these calls on
+    PyTorch's CPU): this package's choice between dense and blocks."""
+    monkeypatch.setattr(_native_plan, "KERNELS", {})
 
 
 def outputs_and_grads(layer, inputs, **call_kwargs):
@@ -175,7 +183,7 @@ def test_chunk_size_survives_save_and_load(tmp_path, rand):
     )
 
 
-def test_automatic_choice(monkeypatch, rand, plans):
+def test_automatic_choice(monkeypatch, rand, plans, ours_only):
     # A training step of 64x64 logits for one example and one head holds
     # four such tensors: just past the bar.
     monkeypatch.setattr(_plan, "AUTO_CHUNK_MIN_BYTES", 4 * 4 * 64 * 64 - 1)
@@ -213,7 +221,9 @@ def test_automatic_choice(monkeypatch, rand, plans):
     assert paths() == [FUSED, "blocks"]
 
 
-def test_a_window_that_leaves_few_blocks_takes_them(monkeypatch, rand, plans):
+def test_a_window_that_leaves_few_blocks_takes_them(
+    monkeypatch, rand, plans, ours_only
+):
     """The share of blocks a band keeps (`plan.band_share`) decides long
     calls below the byte bar: a causal window of 3 over 128 positions in
     blocks of 16 keeps 15 of 64 pairs."""

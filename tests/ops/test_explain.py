@@ -4,28 +4,37 @@ layer's `explain` against its call, on every kernel this backend has.
 """
 
 import keras_attention
+from keras_attention.ops import _native_plan
 from keras_attention.ops import mods
 from keras_attention.ops.plan import fused_path
 from tests.layers.test_keras_hooks import _Identity
 from tests.layers.test_options import MLA
 
+CAUSAL = mods.causal()
+
 
 def _ops_cases(rand):
+    """`(path, (q, k, v, kwargs))`: on PyTorch's CPU SDPA takes the
+    first three."""
     q, kv = rand(1, 8, 4, 4), rand(1, 8, 2, 4)
-    return {
-        fused_path(): (q, kv, kv, {}),
-        "fused": (q, kv, kv, {"return_lse": True}),
-        "dense": (q, kv, kv, {"mask_mod": mods.causal()}),
-        "blocks": (q, kv, kv, {"chunk_size": 4}),
-    }
+    sdpa = _native_plan.platform() == ("torch", "cpu")
+    return [
+        ("sdpa" if sdpa else fused_path(), (q, kv, kv, {})),
+        ("sdpa" if sdpa else "fused", (q, kv, kv, {"return_lse": True})),
+        ("sdpa" if sdpa else "dense", (q, kv, kv, {"mask_mod": CAUSAL})),
+        (fused_path(), (q, kv, kv, {"chunk_size": 0})),
+        ("fused", (q, kv, kv, {"chunk_size": 0, "return_lse": True})),
+        ("dense", (q, kv, kv, {"score_mod": mods.soft_cap(5.0)})),
+        ("blocks", (q, kv, kv, {"chunk_size": 4})),
+    ]
 
 
 def test_explain_attention_names_the_kernel_that_runs(rand, plans):
-    for path, (q, k, v, kwargs) in _ops_cases(rand).items():
+    for path, (q, k, v, kwargs) in _ops_cases(rand):
         explained = keras_attention.ops.explain_attention(q, k, v, **kwargs)
         plans.clear()
         keras_attention.ops.flex_attention(q, k, v, **kwargs)
-        assert explained.path == plans[0].path == path, path
+        assert explained.path == plans[0].path == path, (path, kwargs)
         assert explained.reason == plans[0].reason
         assert isinstance(explained.step_bytes, int)
         assert set(explained.alternatives) | {kwargs.get("chunk_size")} == {

@@ -2,8 +2,9 @@
 
 The device is faked (`_native_plan.platform` replaced), so the whole table
 runs in every lane on this CPU: PyTorch with CUDA (SDPA, then compiled
-FlexAttention), PyTorch on the CPU (compiled FlexAttention for inference
-where this package's kernel would take the blocks), JAX with a GPU (cuDNN,
+FlexAttention), PyTorch on the CPU (SDPA where it serves the call, training
+too; compiled FlexAttention for inference where it does not and this
+package's kernel would take the blocks), JAX with a GPU (cuDNN,
 then Pallas with segment ids), and the platforms with no native kernel.
 Every refusal keeps this package's kernel and says why in the reason.
 """
@@ -92,7 +93,7 @@ TABLE = [
         SHORT,
         {"masks": ("document",), "backward": False},
         {},
-        "dense",
+        "sdpa",
     ),
     (
         TORCH_CPU,
@@ -101,7 +102,19 @@ TABLE = [
         {"block_size": (128, 128)},
         "blocks",
     ),
-    (TORCH_CPU, (1, 4, 2048, 2048), {"backward": False}, {}, FUSED),
+    (TORCH_CPU, (1, 4, 2048, 2048), {"backward": False}, {}, "sdpa"),
+    # PyTorch on the CPU: SDPA, training too, where it serves the call.
+    (TORCH_CPU, SHORT, {}, {}, "sdpa"),
+    (TORCH_CPU, LONG, {"masks": ("causal",)}, {}, "sdpa"),
+    (TORCH_CPU, LONG, {"masks": ("causal",)}, {"lse": True}, "sdpa"),
+    (TORCH_CPU, SHORT, {"masks": ("document",)}, {}, "sdpa"),
+    (TORCH_CPU, LONG, {"masks": ("key_padding",)}, {}, "sdpa"),
+    (TORCH_CPU, SHORT, {"masks": ("causal",), "offset": True}, {}, "sdpa"),
+    (TORCH_CPU, SHORT, {"bias": True, "backward": False}, {}, "sdpa"),
+    (TORCH_CPU, SHORT, {"bias": True}, {}, "dense"),
+    (TORCH_CPU, SHORT, {"score_mod": True}, {}, "dense"),
+    (TORCH_CPU, SHORT, {"value_dim": 32}, {}, FUSED),
+    (TORCH_CPU, SHORT, {"cpu_lse": False}, {"lse": True}, "fused"),
     # JAX with a GPU: cuDNN in half precision, Pallas for documents.
     (JAX_GPU, SHORT, BF16, {}, "cudnn"),
     (JAX_GPU, SHORT, {**BF16, "masks": ("causal",)}, {}, "cudnn"),
@@ -170,6 +183,12 @@ def test_the_dispatch_table(on, platform, shapes, fields, flags, path):
         (TORCH_GPU, {}, {"chunk_size": 0}, "chunk_size=0 asks for"),
         (TORCH_GPU, {"lowers": False, "score_mod": True}, {}, "cannot lower"),
         (TORCH_CPU, {"masks": ("document",)}, {}, "no backward pass"),
+        (TORCH_CPU, {"masks": ("document",)}, {}, "the blocks skip 88%"),
+        (TORCH_CPU, {"score_mod": True}, {}, "sdpa: a score mod"),
+        (TORCH_CPU, {"bias": True}, {}, "a bias in training"),
+        (TORCH_CPU, {"value_dim": 32}, {}, "value heads of another size"),
+        (TORCH_CPU, {"cpu_lse": False}, {"lse": True}, "no log-sum-exp"),
+        (TORCH_CPU, {}, {"block_size": (128, 128)}, "sdpa: a block mask"),
         (JAX_GPU, {"masks": ("causal",)}, {}, "not float32"),
         (JAX_GPU, {**BF16, "masks": ("causal",)}, {"lse": True}, "sinks"),
         (JAX_TPU, {}, {}, "no native kernel on jax (tpu)"),

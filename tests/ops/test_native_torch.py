@@ -16,6 +16,7 @@ import pytest
 from keras import ops
 
 import keras_attention
+from keras_attention.ops import and_masks
 from keras_attention.ops import engine
 from keras_attention.ops import mods
 from keras_attention.ops.masks import attention_masks
@@ -83,15 +84,110 @@ def _equal_to_ours(call, path, atol=2e-6, lse=False):
     return got
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("q_len", [16, 9])
-def test_sdpa_equals_ours(rand, causal, q_len):
-    masks = attention_masks(use_causal_mask=causal)
-    q, k = rand(2, q_len, 4, 8), rand(2, 16, 2, 8)
-    call = engine.AttentionCall(
-        q, k, rand(2, 16, 2, 6), engine.ScaledDot(0.35), masks=masks
+def _sdpa_cases(rng, rand):
+    """The calls SDPA takes on the CPU: `is_causal`, and masks, mask mods
+    and a bias as one dense mask; the first example's keys all padding."""
+    key_mask = rng.random((2, 12)) > 0.3
+    key_mask[0] = False
+    documents = mods.document(np.repeat(np.arange(3), 4)[None].repeat(2, 0))
+    window = and_masks(mods.causal(), mods.sliding_window(3))
+    return {
+        "none": {},
+        "causal": {"masks": attention_masks(use_causal_mask=True)},
+        "causal_after_a_cache": {
+            "masks": attention_masks(use_causal_mask=True),
+            "query_offset": 3,
+        },
+        "key_padding": {"masks": attention_masks(key_mask=key_mask)},
+        "query_padding": {
+            "masks": attention_masks(query_mask=rng.random((2, 12)) > 0.3)
+        },
+        "explicit": {
+            "masks": attention_masks(
+                attention_mask=rng.random((2, 12, 12)) > 0.3
+            )
+        },
+        "documents": {"masks": attention_masks(mask_mods=(documents,))},
+        "window": {"masks": attention_masks(mask_mods=(window,))},
+        "bias_and_padding": {
+            "bias": rand(2, 1, 12, 12),
+            "masks": attention_masks(key_mask=key_mask),
+        },
+    }
+
+
+def _value_and_gradients(call, path, cotangents):
+    """The output, lse (`None` unless asked) and the gradients of the
+    query, key and value of `Σ out·g + Σ lse·h` (the rows with a kept
+    key) on `path`."""
+    import torch
+
+    q, k, v = (
+        torch.tensor(ops.convert_to_numpy(t), requires_grad=True)
+        for t in (call.query, call.key, call.value)
     )
-    _equal_to_ours(call, "sdpa")
+    call = dataclasses.replace(call, query=q, key=k, value=v)
+    result = engine.run(call, Plan(path))
+    loss = (result.output * cotangents[0]).sum()
+    lse = result.lse
+    if lse is not None:
+        kept = torch.isfinite(lse)
+        loss = loss + torch.where(kept, lse * cotangents[1], 0.0).sum()
+        lse = torch.where(kept, lse, -1e9).detach().numpy()
+    grads = torch.autograd.grad(loss, (q, k, v))
+    return [result.output.detach().numpy(), lse, *(g.numpy() for g in grads)]
+
+
+@pytest.mark.parametrize("lse", [False, True])
+def test_sdpa_equals_ours_with_its_lse_and_gradients(rng, rand, lse):
+    """Every call SDPA takes on the CPU: output, lse (through its CPU
+    flash kernel) and gradients against the dense kernel's; grouped heads,
+    a query with no key (zeros, lse `-inf`)."""
+    import torch
+
+    cotangents = (torch.tensor(rand(2, 12, 4, 8)), torch.tensor(rand(2, 4, 12)))
+    for name, fields in _sdpa_cases(rng, rand).items():
+        q, kv = rand(2, 12, 4, 8), rand(2, 12, 2, 8)
+        call = engine.AttentionCall(
+            q, kv, rand(2, 12, 2, 8), engine.ScaledDot(0.35), lse=lse, **fields
+        )
+        got = _value_and_gradients(call, "sdpa", cotangents)
+        want = _value_and_gradients(call, "dense", cotangents)
+        for what, a, b in zip(
+            "out lse dq dk dv".split(), got, want, strict=True
+        ):
+            if b is not None:
+                np.testing.assert_allclose(
+                    a, b, atol=1e-5, err_msg=f"{name}: {what}"
+                )
+        if name == "key_padding":
+            assert np.all(got[0][0] == 0)
+            assert not lse or np.all(got[1][0] == -1e9)
+
+
+def test_sdpa_runs_the_planners_cpu_calls(rand, plans):
+    """Through `flex_attention` and a layer with sinks, trained and in
+    inference, on PyTorch's CPU: the plans name SDPA."""
+    import torch
+
+    q = ops.convert_to_tensor(rand(1, 64, 2, 8))
+    with torch.no_grad():
+        out = keras_attention.ops.flex_attention(
+            q, q, q, mask_mod=mods.causal()
+        )
+    assert plans[-1].path == "sdpa" and "is_causal" in plans[-1].reason
+    want = keras_attention.ops.flex_attention(
+        q, q, q, mask_mod=mods.causal(), chunk_size=0
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(out), ops.convert_to_numpy(want), atol=1e-6
+    )
+    layer = keras_attention.SelfAttention(2, use_sinks=True)
+    x = torch.tensor(rand(2, 16, 8))
+    out = layer(x, use_causal_mask=True, training=True)
+    assert plans[-1].path == "sdpa" and "lse" in plans[-1].reason
+    out.sum().backward()
+    assert all(w.value.grad is not None for w in layer.trainable_weights)
 
 
 def test_flex_equals_ours_for_every_mod(rand, eager):
@@ -149,6 +245,32 @@ def test_flex_keeps_float32_logits_under_mixed_precision(rand, eager):
         ops.convert_to_numpy(exact),
         atol=3e-2,
     )
+
+
+def test_flex_is_compiled_once_per_shape(torch_native, monkeypatch):
+    """`dynamic=False` for FlexAttention: a second length compiles its
+    own kernel (its dynamic-shape kernel fails to build on the CPU);
+    `create_block_mask` with PyTorch's defaults."""
+    import torch
+    from torch.nn.attention import flex_attention as torch_flex
+
+    asked = {}
+
+    def compile(function, **kwargs):
+        asked[function.__name__] = kwargs
+        return function
+
+    monkeypatch.setattr(torch, "compile", compile)
+    torch_native._compiled.cache_clear()
+    try:
+        torch_native._torch_function(torch_flex.flex_attention)
+        torch_native._torch_function(torch_flex.create_block_mask)
+    finally:
+        torch_native._compiled.cache_clear()
+    assert asked == {
+        "flex_attention": {"dynamic": False},
+        "create_block_mask": {},
+    }
 
 
 @pytest.mark.heavy
