@@ -254,7 +254,7 @@ def _qwen3_5_weights(hub_layer, key, value):
             "gate/kernel": value[..., head_dim:],
         }
     if key in ("query_norm", "key_norm"):
-        return 1.0 + value
+        return value + 1.0
     return value
 
 
