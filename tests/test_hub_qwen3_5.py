@@ -87,23 +87,24 @@ def _layers(causal_lm):
     return full, [d._linear_attn for d in decoders[::2]]
 
 
-def _greedy_by_full_passes(causal_lm, prompt):
-    """keras-hub's sampler's greedy decoding (from the shortest prompt's
-    end, the rows still in their prompt keep it), each token from one
-    full forward pass over the tokens before it."""
-    ids = np.array(prompt["token_ids"])
+def _check_greedy_by_full_passes(causal_lm, prompt, tokens):
+    """`tokens` are greedy decoding by full forward passes from `prompt`
+    (keras-hub's sampler's: from the shortest prompt's end, the rows still
+    in their prompt keeping it): each generated token is the argmax of a
+    full pass over the tokens before it. The model is causal, so one
+    full pass over `tokens` gives each position's logits from the tokens
+    before it alone: one pass checks every step."""
     in_prompt = np.array(prompt["padding_mask"])
-    length = ids.shape[1]
-    for position in range(in_prompt.sum(axis=1).min(), length):
-        seen = np.broadcast_to(np.arange(length) < position, ids.shape)
-        logits = to_np(
-            causal_lm({"token_ids": ids * seen, "padding_mask": seen})
-        )
-        chosen = logits[:, position - 1].argmax(axis=-1)
-        ids[:, position] = np.where(
-            in_prompt[:, position], ids[:, position], chosen
-        )
-    return ids
+    np.testing.assert_array_equal(
+        tokens[in_prompt], np.array(prompt["token_ids"])[in_prompt]
+    )
+    everything = np.ones_like(in_prompt)
+    logits = to_np(causal_lm({"token_ids": tokens, "padding_mask": everything}))
+    chosen = logits[:, :-1].argmax(axis=-1)
+    generated = ~in_prompt[:, 1:]
+    generated[:, : in_prompt.sum(axis=1).min() - 1] = False
+    assert generated.any()
+    np.testing.assert_array_equal(tokens[:, 1:][generated], chosen[generated])
 
 
 def _refuse_keras_hubs_layers(monkeypatch, layers):
@@ -133,9 +134,7 @@ def test_logits_are_keras_hubs_and_generate_is_greedy(monkeypatch):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
     prompt = _right_padded(2, 8, (3, 5))
     tokens = to_np(causal_lm.generate(prompt, stop_token_ids=None)["token_ids"])
-    np.testing.assert_array_equal(
-        tokens, _greedy_by_full_passes(causal_lm, prompt)
-    )
+    _check_greedy_by_full_passes(causal_lm, prompt, tokens)
 
 
 def test_saves_and_loads_swapped_in_safe_mode(tmp_path, monkeypatch):
