@@ -22,7 +22,9 @@ class Family:
     layer's settings as `GroupedQueryAttention`'s arguments
     (`options(hub_layer, head_dim) -> dict`), its projections' names
     where they are not ours (`renames`) and how a weight becomes ours
-    (`transform(hub_layer, our_name, array) -> array`)."""
+    (`transform(hub_layer, our_name, array) -> array`, or `{our_name:
+    array}` for a weight that is two of ours), and where its decoders hold
+    a Gated DeltaNet layer (`linear`: attribute, class name)."""
 
     name: str
     backbone: str
@@ -31,6 +33,9 @@ class Family:
     options: object
     renames: dict = dataclasses.field(default_factory=dict)
     transform: object = _as_they_are
+    # The decoder's attribute holding a Gated DeltaNet layer and its
+    # class name (Qwen3.5's `linear_attention` layers), or `None`.
+    linear: tuple = None
 
 
 def _llama_options(layer, head_dim):
@@ -209,6 +214,50 @@ def _smollm3_weights(hub_layer, key, value):
     return value
 
 
+def _qwen3_5_options(layer, head_dim):
+    """Qwen3.5's full attention (`Qwen3_5Attention`): a sigmoid gate of
+    the query per head (`use_gate=True`), per-head RMSNorm `x̂ · (1 +
+    scale)` before the rotation, the first `partial_rotary_factor` of each
+    head rotated, no biases; keras-hub's unfused window `|i - j| < w` (our
+    `sliding_window=w`). M-RoPE (`position_ids`, the vision model's) is
+    refused by the adapter at the call."""
+    rotary = RotaryEmbedding(
+        max_wavelength=layer.rope_max_wavelength,
+        scaling_factor=layer.rope_scaling_factor,
+        partial_rotary_factor=layer.partial_rotary_factor,
+    )
+    if layer.rotary_dim % 2:
+        raise ValueError(
+            "Qwen3.5 rotating an odd number of features per head has no "
+            "equal in keras_attention's RotaryEmbedding. Received: "
+            f"head_dim={head_dim}, "
+            f"partial_rotary_factor={layer.partial_rotary_factor}"
+        )
+    options = _options(layer.dropout, rotary, use_bias=False)
+    return {
+        **options,
+        "use_gate": True,
+        "query_key_norm": "rms",
+        "query_key_norm_epsilon": layer.layer_norm_epsilon,
+        "sliding_window": layer.sliding_window_size or None,
+    }
+
+
+def _qwen3_5_weights(hub_layer, key, value):
+    """Qwen3.5's query kernel is each head's query and gate side by side,
+    `(hidden_dim, heads, 2 · head_dim)`: our `query` and `gate` kernels;
+    its norms multiply by `1 + scale`."""
+    if key == "query/kernel":
+        head_dim = value.shape[-1] // 2
+        return {
+            "query/kernel": value[..., :head_dim],
+            "gate/kernel": value[..., head_dim:],
+        }
+    if key in ("query_norm", "key_norm"):
+        return value + 1.0
+    return value
+
+
 def _options(dropout, rotary, use_bias):
     if dropout:
         # keras-hub drops the attention's output, ours its weights.
@@ -272,17 +321,13 @@ FAMILIES = (
         },
         transform=_smollm3_weights,
     ),
-)
-
-# Families whose attention needs an option our layers do not have yet.
-MISSING = {
-    "Qwen3_5Backbone": (
+    Family(
         "Qwen3.5",
-        "its Gated DeltaNet layers (linear_attention) swapped onto "
-        "GatedDeltaNet, and a generate that feeds each position to their "
-        "state once (keras-hub's prefills the padded buffer and feeds "
-        "the last prompt token again); its full attention is "
-        "GroupedQueryAttention(use_gate=True, query_key_norm='rms', a "
-        "partial RotaryEmbedding)",
+        "Qwen3_5Backbone",
+        "Qwen3_5Attention",
+        "_self_attention_layer",
+        _qwen3_5_options,
+        transform=_qwen3_5_weights,
+        linear=("_linear_attn", "Qwen3_5GatedDeltaNet"),
     ),
-}
+)

@@ -18,11 +18,12 @@ import keras
 from keras import ops
 
 from keras_attention import _hub_families
+from keras_attention.layers.gated_delta_net import GatedDeltaNet
 from keras_attention.layers.grouped_query import GroupedQueryAttention
 
 # The variables of the attention layers, keras-hub's and ours, by the
 # last two parts of their paths (our projections keep keras-hub's names).
-_PROJECTIONS = ("query", "key", "value", "attention_output")
+_PROJECTIONS = ("query", "key", "value", "gate", "attention_output")
 # keras-hub's per-head query/key norms (their weight `scale`), as ours.
 _NORMS = {
     "query_dense_layernorm": "query_norm",
@@ -45,13 +46,6 @@ def _family(model, backbone):
     for family in _hub_families.FAMILIES:
         if family.backbone in names:
             return family
-    for name, (title, missing) in _hub_families.MISSING.items():
-        if name in names:
-            raise ValueError(
-                f"swap_attention: {title} needs what keras_attention's "
-                f"layers do not have yet: {missing}. Received: a "
-                f"{type(model).__name__}"
-            )
     raise ValueError(
         "swap_attention takes a keras-hub CausalLM or Backbone of the "
         f"families {_supported()}. Received: a {type(model).__name__}"
@@ -99,6 +93,8 @@ class KerasHubAttention(keras.layers.Layer):
         self_attention_cache: SmolLM3's name of `cache`.
         self_attention_cache_update_index: SmolLM3's name of
             `cache_update_index`.
+        position_ids: Qwen3.5's M-RoPE positions (its vision model's):
+            `None` only.
         **passed_down: What SmolLM3's backbone passes down from its own
             constructor when it is built from a config (`name`, `dtype`,
             `trainable`), which its attention ignores: so does this one.
@@ -144,9 +140,17 @@ class KerasHubAttention(keras.layers.Layer):
         training=None,
         self_attention_cache=None,
         self_attention_cache_update_index=None,
+        position_ids=None,
         **passed_down,
     ):
         _check_passed_down(passed_down)
+        if position_ids is not None:
+            raise ValueError(
+                "KerasHubAttention takes Qwen3.5's text model: its M-RoPE "
+                "`position_ids` (the vision model's) have no equal in "
+                "keras_attention's RotaryEmbedding. Received: position_ids "
+                f"of shape {tuple(position_ids.shape)}"
+            )
         if self_attention_cache is not None:
             cache = self_attention_cache
         if self_attention_cache_update_index is not None:
@@ -215,7 +219,8 @@ def _ours(family, hub_layer):
     for variable in hub_layer.weights:
         key = _variable_key(variable, family.renames)
         value = ops.convert_to_numpy(variable)
-        theirs[key] = family.transform(hub_layer, key, value)
+        value = family.transform(hub_layer, key, value)
+        theirs.update(value if isinstance(value, dict) else {key: value})
     hidden_dim, heads, head_dim = theirs["query/kernel"].shape
     attention = GroupedQueryAttention(
         head_dim=head_dim,
@@ -231,6 +236,120 @@ def _ours(family, hub_layer):
     adapter.build((None, None, hidden_dim))
     for variable in attention.weights:
         variable.assign(theirs[_variable_key(variable)])
+    return adapter
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class KerasHubGatedDeltaNet(keras.layers.Layer):
+    """keras-hub's Gated DeltaNet call on `keras_attention.GatedDeltaNet`.
+
+    What `swap_attention` puts where a Qwen3.5 decoder held its
+    `linear_attention` layer: it takes the decoder's call and calls
+    `layer` with keras-hub's padding mask as `mask` and its cache pair
+    `(conv_state, recurrent_state)`.
+
+    keras-hub's Qwen3.5 `generate` prefills the cache with one call over
+    the whole padded prompt (padding mask given), then feeds position
+    `min(lengths) - 1` on, one per step, the rows still in their prompt
+    with their prompt tokens. A key/value cache forgives the positions
+    fed twice; a recurrent state does not. So a cache call with a padding
+    mask builds the state over the positions before `min(lengths) - 1`
+    only, and each position reaches the state exactly once: the swapped
+    model's `generate` is greedy decoding by full forward passes.
+
+    Args:
+        layer: The `GatedDeltaNet` called, or its config.
+        **kwargs: Base layer keyword arguments, e.g. `name` and `dtype`.
+
+    Call arguments:
+        hidden_states: `(batch_size, T, hidden_dim)`.
+        attention_mask: Optional `(batch_size, T)`, nonzero = a real token.
+        cache: Optional keras-hub pair `(conv_state, recurrent_state)`.
+        cache_update_index: Accepted, as keras-hub's (the state has no
+            positions).
+        training: Unused (no dropout).
+
+    Returns:
+        The output `(batch_size, T, hidden_dim)`, and the updated pair
+        when a cache is given.
+    """
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(layer, dict):
+            layer = keras.saving.deserialize_keras_object(layer)
+        if not isinstance(layer, GatedDeltaNet):
+            raise ValueError(
+                "Received an invalid value for argument `layer`, expected a "
+                f"keras_attention.GatedDeltaNet or its config. Received: "
+                f"layer={layer!r}"
+            )
+        self.layer = layer
+
+    def build(self, inputs_shape):
+        if not self.layer.built:
+            self.layer.build(inputs_shape)
+
+    def call(
+        self,
+        hidden_states,
+        attention_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
+        mask = None
+        if attention_mask is not None:
+            mask = ops.cast(attention_mask, "bool")
+            if cache is not None:
+                mask = _before_the_first_fed_again(mask)
+        if cache is None:
+            return self.layer(hidden_states, mask=mask, training=training)
+        return self.layer(
+            hidden_states,
+            mask=mask,
+            cache=tuple(cache),
+            cache_update_index=cache_update_index,
+            training=training,
+        )
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "layer": keras.saving.serialize_keras_object(self.layer),
+        }
+
+
+def _before_the_first_fed_again(mask):
+    """`mask` `(batch, T)` without the positions from `min(lengths) - 1`
+    on, which keras-hub's `generate` feeds again after its prefill."""
+    lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+    first = ops.min(lengths) - 1
+    positions = ops.arange(ops.shape(mask)[1], dtype="int32")
+    return ops.logical_and(mask, (positions < first)[None, :])
+
+
+def _ours_linear(hub_layer):
+    """Our `GatedDeltaNet` with keras-hub's Gated DeltaNet's settings and
+    weights (the same names, in the same order), in an adapter."""
+    layer = GatedDeltaNet(
+        hub_layer.num_k_heads,
+        hub_layer.head_k_dim,
+        num_value_heads=hub_layer.num_v_heads,
+        value_head_dim=hub_layer.head_v_dim,
+        conv_kernel_size=hub_layer.conv_kernel_size,
+        norm_epsilon=hub_layer.layer_norm_epsilon,
+        dtype=hub_layer.dtype_policy,
+        name="gated_delta_net",
+    )
+    adapter = KerasHubGatedDeltaNet(
+        layer, dtype=hub_layer.dtype_policy, name=hub_layer.name
+    )
+    adapter.build((None, None, hub_layer.hidden_size))
+    layer.set_weights(hub_layer.get_weights())
     return adapter
 
 
@@ -307,13 +426,16 @@ def swap_attention(model):
     """Puts keras_attention's attention in a keras-hub model, in place.
 
     Every attention layer of a keras-hub `CausalLM` or `Backbone` of the
-    Llama 3 (and Llama 2), Mistral, gpt-oss, Qwen3, Gemma 3 (text) and
-    SmolLM3 families is replaced by a
+    Llama 3 (and Llama 2), Mistral, gpt-oss, Qwen3, Gemma 3 (text),
+    SmolLM3 and Qwen3.5 (text) families is replaced by a
     `keras_attention.GroupedQueryAttention` with the same settings (its
-    rotary embedding or none, window, biases, sinks, query/key norms,
-    query scale and logit soft cap) and the same weights, called through
-    `KerasHubAttention`. The logits and `generate` stay
-    keras-hub's within float32 rounding; the model saves to `.keras` and
+    rotary embedding, partial or none, window, biases, sinks, gate,
+    query/key norms, query scale and logit soft cap) and the same weights,
+    called through `KerasHubAttention`; Qwen3.5's Gated DeltaNet layers
+    by `keras_attention.GatedDeltaNet`, through `KerasHubGatedDeltaNet`.
+    The logits and `generate` stay keras-hub's within float32 rounding
+    (Qwen3.5's `generate`: greedy decoding by full forward passes, which
+    keras-hub's is not, see docs/hub.md); the model saves to `.keras` and
     loads back, after `import keras_attention`, still swapped. A
     `CausalLM`'s compiled functions are rebuilt on their next call.
 
@@ -341,9 +463,14 @@ def swap_attention(model):
     backbone = _backbone(model)
     family = _family(model, backbone)
     for decoder in backbone.transformer_layers:
-        old = getattr(decoder, family.attribute)
+        old = getattr(decoder, family.attribute, None)
         if family.attention in _class_names(old):
             _replace(decoder, family.attribute, old, _ours(family, old))
+        if family.linear is not None:
+            attribute, class_name = family.linear
+            old = getattr(decoder, attribute, None)
+            if class_name in _class_names(old):
+                _replace(decoder, attribute, old, _ours_linear(old))
     if not isinstance(backbone, KerasHubBackbone):
         backbone.__class__ = _swapped_class(type(backbone))
     for function in (

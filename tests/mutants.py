@@ -339,6 +339,23 @@ MUTANTS = (
         "    if True:\n",
     ),
     Mutant(
+        "hub_qwen3_5_gate_split_swapped",
+        "Qwen3.5's query kernel split the wrong way for the gate: the "
+        "gate takes each head's query half, not its second half",
+        "keras_attention/_hub_families.py",
+        '            "gate/kernel": value[..., head_dim:],\n',
+        '            "gate/kernel": value[..., :head_dim],\n',
+    ),
+    Mutant(
+        "hub_qwen3_5_prefill_whole_prompt",
+        "the Gated DeltaNet adapter builds the state over the whole "
+        "prompt in keras-hub's prefill, which its generate then feeds the "
+        "shortest prompt's last token again (keras-hub's own behaviour)",
+        "keras_attention/hub.py",
+        "                mask = _before_the_first_fed_again(mask)\n",
+        "                pass\n",
+    ),
+    Mutant(
         "hub_old_attention_tracked",
         "the swap leaves keras-hub's attention tracked: its variables stay "
         "the model's and are saved beside ours",

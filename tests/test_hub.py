@@ -322,20 +322,6 @@ def _tiny(name, **options):
     )
 
 
-def test_families_our_layers_cannot_reproduce_are_named():
-    qwen3_5 = _tiny(
-        "Qwen3_5Backbone",
-        head_dim=4,
-        layer_types=["full_attention"],
-        linear_num_key_heads=1,
-        linear_num_value_heads=1,
-        linear_key_head_dim=4,
-        linear_value_head_dim=4,
-    )
-    with pytest.raises(ValueError, match="Qwen3.5 needs .*Gated DeltaNet"):
-        hub.swap_attention(qwen3_5)
-
-
 def test_other_models_are_refused_naming_the_families():
     gpt2 = keras_hub.models.GPT2Backbone(
         vocabulary_size=16,
@@ -346,8 +332,8 @@ def test_other_models_are_refused_naming_the_families():
         max_sequence_length=8,
     )
     families = (
-        "Llama 3, Mistral, gpt-oss, Qwen3, Gemma 3, SmolLM3. Received: a "
-        "GPT2Backbone"
+        "Llama 3, Mistral, gpt-oss, Qwen3, Gemma 3, SmolLM3, Qwen3.5. "
+        "Received: a GPT2Backbone"
     )
     with pytest.raises(ValueError, match=families):
         hub.swap_attention(gpt2)
@@ -367,6 +353,16 @@ SMOLLM3 = dict(
     max_position_embeddings=16,
     rope_theta=10000.0,
     partial_rotary_factor=1.0,
+)
+
+
+# A one-layer Qwen3.5's settings (`_tiny`'s sizes).
+QWEN3_5 = dict(
+    layer_types=["full_attention"],
+    linear_num_key_heads=1,
+    linear_num_value_heads=1,
+    linear_key_head_dim=4,
+    linear_value_head_dim=4,
 )
 
 
@@ -404,6 +400,11 @@ SMOLLM3 = dict(
             "SmolLM3Backbone",
             dict(SMOLLM3, partial_rotary_factor=0.5),
             "Received: partial_rotary_factor=0.5",
+        ),
+        (
+            "Qwen3_5Backbone",
+            dict(QWEN3_5, head_dim=4),
+            "Received: head_dim=4, partial_rotary_factor=0.25",
         ),
     ],
 )
