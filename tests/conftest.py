@@ -32,7 +32,6 @@ from tests import subprocesses  # noqa: E402
 os.environ["XLA_FLAGS"] = subprocesses.with_fast_xla_compiles(
     os.environ.get("XLA_FLAGS", "")
 )
-subprocesses.one_thread_per_worker(os.environ)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -74,33 +74,6 @@ def with_fast_xla_compiles(flags: str) -> str:
     return " ".join(given + added)
 
 
-# TensorFlow's and XLA's threads, one per pytest-xdist worker when the
-# workers are as many as the cores: the tests' tensors are small, and two
-# workers' thread pools of two threads each on two cores wait on each
-# other (the Eigen pools spin before they sleep). PyTorch keeps its
-# threads: its compiled flex_attention test at N = 2048 took 32 s on one
-# and 21 s on two.
-ONE_THREAD = {
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "TF_NUM_INTEROP_THREADS": "1",
-}
-ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false"
-
-
-def one_thread_per_worker(env) -> None:
-    """Sets `ONE_THREAD` in `env` (each unless set already) and XLA's
-    single-threaded Eigen, in a pytest-xdist worker of a run with at least
-    as many workers as cores; the examples' subprocesses inherit them."""
-    workers = int(env.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if "PYTEST_XDIST_WORKER" not in env or workers < (os.cpu_count() or 1):
-        return
-    for name, value in ONE_THREAD.items():
-        env.setdefault(name, value)
-    flags = env.get("XLA_FLAGS", "")
-    if ONE_THREAD_XLA.split("=")[0] not in flags:
-        env["XLA_FLAGS"] = f"{flags} {ONE_THREAD_XLA}".strip()
-
-
 def environment(**extra) -> dict:
     """This process's environment, quiet, CPU only, plus `extra`."""
     env = dict(os.environ)
