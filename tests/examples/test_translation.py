@@ -274,8 +274,11 @@ def _write_corpus(folder, name, corpus):
 
 # Small enough to train twice in seconds, large enough to translate
 # (measured: BLEU 93 with 5 epochs, 20 s on 2 cores).
+# Three epochs: BLEU 50.3 on the held-out pairs (2-core AVX2 EPYC; two
+# epochs gave 8.0), the run 20.9 s alone.
+FILES_EPOCHS = 3
 FILES_RUN = [
-    *("--epochs", "4", "--units", "32", "--embedding-dim", "32"),
+    *("--epochs", str(FILES_EPOCHS), "--units", "32", "--embedding-dim", "32"),
     *("--learning-rate", "1e-2", "--batch-size", "32", "--quiet"),
 ]
 
@@ -310,9 +313,9 @@ def test_held_out_pairs_score_the_same_from_a_file(tmp_path):
     assert held["test_set"].startswith(f"40 pairs held out of {train}")
     assert files["test_set"] == f"{tmp_path / 'test'}.{{de,en}}"
     # What a reader needs to judge the run.
-    assert files["checkpoint_epoch"] in (1, 2, 3, 4)
-    assert files["epochs_total"] == 4
-    assert files["train_steps"] == 4 * -(-len(rest) // 32)
+    assert 1 <= files["checkpoint_epoch"] <= FILES_EPOCHS
+    assert files["epochs_total"] == FILES_EPOCHS
+    assert files["train_steps"] == FILES_EPOCHS * -(-len(rest) // 32)
     assert files["steps_per_second"] > 0
     assert files["decoding"] == "greedy" and files["max_output_length"] > 0
     assert files["dtype_policy"] == "float32"
