@@ -212,6 +212,14 @@ def np_softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def randomize_weights(layer, rng, scale=0.5):
+    """Assigns every weight of the built `layer` normal draws of `rng`
+    (a reference layer's weights, none left at their initial values)."""
+    for variable in layer.weights:
+        value = rng.normal(scale=scale, size=variable.shape)
+        variable.assign(value.astype("float32"))
+
+
 def normal_arrays(seed, *shapes):
     """Float32 standard-normal arrays of `shapes`, drawn in turn from one
     generator seeded with `seed`: constant data that a module's tests share.

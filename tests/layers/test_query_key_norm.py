@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import keras_attention
+from tests.layer_basics import randomize_weights
 from tests.layer_basics import to_np
 
 HEADS, KV_HEADS, HEAD_DIM, DIM, T = 4, 2, 8, 16, 6
@@ -183,9 +184,7 @@ def _gemma3(rng, **options):
         **options,
     )
     theirs.build((2, T, 24))
-    for variable in theirs.weights:
-        value = rng.normal(scale=0.5, size=variable.shape)
-        variable.assign(value.astype("float32"))
+    randomize_weights(theirs, rng)
     return theirs
 
 
@@ -279,9 +278,7 @@ def test_qwen3_5_full_attention_is_a_gated_partially_rotated_gqa(rng):
         rope_max_wavelength=100,
     )
     theirs.build((2, T, DIM))
-    for variable in theirs.weights:
-        value = rng.normal(scale=0.5, size=variable.shape)
-        variable.assign(value.astype("float32"))
+    randomize_weights(theirs, rng)
     ours = keras_attention.GroupedQueryAttention(
         HEAD_DIM,
         HEADS,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import keras_attention
+from tests.layer_basics import randomize_weights
 from tests.layer_basics import to_np
 
 HEADS, KV_HEADS, HEAD_DIM, DIM, LENGTH = 4, 2, 4, 8, 6
@@ -105,9 +106,7 @@ def _gemma3(rng):
         rope_wavelength=1000.0,
     )
     theirs.build((2, 3, DIM))
-    for variable in theirs.weights:
-        value = rng.normal(scale=0.5, size=variable.shape)
-        variable.assign(value.astype("float32"))
+    randomize_weights(theirs, rng)
     ours = keras_attention.GroupedQueryAttention(
         HEAD_DIM,
         HEADS,
