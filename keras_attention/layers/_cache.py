@@ -504,7 +504,8 @@ class CacheCall:
         self.start = 0 if self.index is None else self.index
         self.attended = None
         self.result = self.cache
-        # `cache_update_mask`, set by `_update_mask.open_cache`.
+        # `cache_update_mask`, checked and set by the layer's caching
+        # mixin (`layers/_caching.py`) for the kinds that take it.
         self.update_mask = None
 
     @property
