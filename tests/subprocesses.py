@@ -23,7 +23,7 @@ SCRIPTS = {
 # Small runs: enough data that an epoch takes about a second on 2 cores
 # (so a run can be caught between epochs), small enough to stay fast.
 SMALL = {
-    "sentiment": ["--num-examples", "1200", "--quiet"],
+    "sentiment": ["--num-examples", "600", "--quiet"],
     "translation": [
         "--num-examples",
         "600",

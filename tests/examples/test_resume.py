@@ -28,7 +28,7 @@ from tests import subprocesses as processes
 
 pytestmark = [pytest.mark.tensorflow_lane, pytest.mark.heavy]
 
-EPOCHS = 6
+EPOCHS = 3
 # `fit(verbose=2)` prints one line per finished epoch: "38/38 - 2s - ...".
 _EPOCH_DONE = re.compile(r"^\d+/\d+ - .*loss", re.MULTILINE)
 _EPOCH_START = re.compile(r"^Epoch (\d+)/\d+", re.MULTILINE)
