@@ -226,7 +226,8 @@ def test_per_channel_decay_with_one_decay_per_head_is_qwen35s(rng):
             weight = np.repeat(weight, key_dim, axis=-1)
         weights.append(weight)
     per_channel.set_weights(weights)
-    x = rng.normal(size=(2, 9, FEATURES)).astype("float32")
+    # 20 positions: past the recurrent form's 16, the chunked one runs.
+    x = rng.normal(size=(2, 20, FEATURES)).astype("float32")
     np.testing.assert_allclose(
         _numpy(per_channel(x)), _numpy(per_head(x)), atol=TOLERANCE
     )
