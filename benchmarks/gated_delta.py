@@ -8,10 +8,10 @@ keras-hub's `_chunk_gated_delta_rule` (Qwen3.5's, Python loops over the
 chunks and the rows of each chunk) on the same inputs, `(1, T, heads,
 64)`, differentiated (the sum of the output) under the backend's
 compiler (`jax.jit`, a `tf.function` graph; PyTorch runs eagerly, as
-keras-hub's layer does). TensorFlow's XLA does not compile the gradient
-of our chunks' scan (tf2xla: the gradient tape's accumulator in the
-while loop), so TensorFlow runs the plain graph, as `model.fit` does on
-a CPU. Prints one row per length: the first call (trace and compile),
+keras-hub's layer does). TensorFlow runs the plain graph, as
+`model.fit` does on a CPU (XLA compiles ours since the scan's gradient is
+written out, docs/linear.md, but the rows of BENCHMARKS.md were taken
+without it). Prints one row per length: the first call (trace and compile),
 the median of `--repeats` calls after it, time per token, and the ratio
 keras-hub / ours. keras-hub's function normalises the query and key
 itself; ours gets them normalised, so both compute the same thing.

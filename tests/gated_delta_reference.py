@@ -48,15 +48,59 @@ def gated_delta_rule(
     return output, states
 
 
-def inputs(rng, batch, length, heads, value_heads, depth, value_depth):
+def kimi_delta_rule(
+    query, key, value, g, beta, scale=None, initial_state=None, segment_ids=None
+):
+    """Kimi Delta Attention (KDA): `g (B, T, Hv, Dk)`, one decay per key
+    channel; `(output, final_state)`, float64.
+
+    A transcription of flash-linear-attention's `naive_recurrent_kda`
+    (`fla/ops/kda/naive.py`), in its order, all heads at once: the rows
+    of `S` (the key channels) decay, `S ← S · exp(g_t)[:, None]`; then
+    `S ← S + (β_t k_t) (v_t − Σ_k k_t S)ᵀ`; `o_t = Sᵀ (scale · q_t)`. The
+    state is emptied where a document begins (fla packs documents with
+    `cu_seqlens`).
+    """
+    query, key, value, g, beta = (
+        np.asarray(x, np.float64) for x in (query, key, value, g, beta)
+    )
+    batch, length, heads, depth = query.shape
+    value_heads, value_depth = value.shape[2:]
+    groups = value_heads // heads
+    scale = depth**-0.5 if scale is None else scale
+    query = np.repeat(query, groups, axis=2) * scale
+    key = np.repeat(key, groups, axis=2)
+    state = np.zeros((batch, value_heads, depth, value_depth))
+    if initial_state is not None:
+        state = state + initial_state
+    output = np.zeros_like(value)
+    for t in range(length):
+        if segment_ids is not None and t > 0:
+            begins = segment_ids[:, t] != segment_ids[:, t - 1]
+            state = np.where(begins[:, None, None, None], 0.0, state)
+        q, k, v, b = query[:, t], key[:, t], value[:, t], beta[:, t]
+        state = state * np.exp(g[:, t])[..., None]
+        remembered = (k[..., None] * state).sum(-2)
+        state = state + np.einsum(
+            "bhk,bhv->bhkv", b[..., None] * k, v - remembered
+        )
+        output[:, t] = np.einsum("bhk,bhkv->bhv", q, state)
+    return output, state
+
+
+def inputs(
+    rng, batch, length, heads, value_heads, depth, value_depth, channels=False
+):
     """Inputs as Gated DeltaNet's layer makes them: unit query and key
-    (L2-normalised), decays `g` in `(-1, 0)`, `beta` in `(0, 1)`;
-    float32."""
+    (L2-normalised), decays `g` in `(-1, 0)` (per key channel, as KDA's,
+    with `channels`), `beta` in `(0, 1)`; float32."""
     shape = (batch, length, heads, depth)
     query, key = rng.normal(size=shape), rng.normal(size=shape)
     query /= np.linalg.norm(query, axis=-1, keepdims=True)
     key /= np.linalg.norm(key, axis=-1, keepdims=True)
     value = rng.normal(size=(batch, length, value_heads, value_depth))
     g = -rng.uniform(0.0, 1.0, size=(batch, length, value_heads))
+    if channels:
+        g = -rng.uniform(0.0, 1.0, size=g.shape + (depth,))
     beta = rng.uniform(0.0, 1.0, size=(batch, length, value_heads))
     return [x.astype("float32") for x in (query, key, value, g, beta)]

@@ -382,35 +382,52 @@ MUTANTS = (
     Mutant(
         "gated_delta_decay_after_write",
         "Gated DeltaNet's recurrence decays the state after the write, "
-        "not before it",
+        "not before it (the key reads the undecayed state, the write "
+        "decays with it)",
         "keras_attention/ops/_gated_delta_recurrent.py",
-        "        state = state * a[..., None, None]\n"
-        '        remembered = ops.einsum("bhk,bhkv->bhv", k, state)\n'
-        "        written = (v - remembered) * b[..., None]\n"
-        "        state = state + k[..., :, None] * written[..., None, :]\n",
-        '        remembered = ops.einsum("bhk,bhkv->bhv", k, state)\n'
-        "        written = (v - remembered) * b[..., None]\n"
-        "        state = state + k[..., :, None] * written[..., None, :]\n"
-        "        state = state * a[..., None, None]\n",
+        "    carried = key * rows[..., 0] * b\n    to_end = key\n",
+        "    carried = key * b\n    to_end = key * rows[..., 0]\n",
     ),
     Mutant(
         "gated_delta_beta_on_key",
         "the write strength β scales the key that reads the state, not the "
         "value written",
         "keras_attention/ops/_gated_delta_recurrent.py",
-        '        remembered = ops.einsum("bhk,bhkv->bhv", k, state)\n'
-        "        written = (v - remembered) * b[..., None]\n",
-        '        remembered = ops.einsum("bhk,bhkv->bhv", k * b[..., None], '
-        "state)\n"
-        "        written = v - remembered\n",
+        "    written = value * b\n",
+        "    written = value\n",
+    ),
+    Mutant(
+        "kda_recurrent_decay_on_value_axis",
+        "KDA's per-channel decay scales the state's value axis (its "
+        "columns), not its key axis (its rows), in the recurrent form",
+        "keras_attention/ops/_gated_delta_recurrent.py",
+        "    states = state_scan(state, *steps, ops.moveaxis(rows, 1, 0))\n",
+        "    columns = ops.swapaxes(rows, -1, -2)\n"
+        "    states = state_scan(state, *steps, ops.moveaxis(columns, 1, 0))\n",
+    ),
+    Mutant(
+        "kda_chunk_decay_on_value_axis",
+        "KDA's per-channel decay of the state over a chunk scales its "
+        "value axis, not its key axis, in the chunked form",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "    across = lift(across)[..., None]\n",
+        "    across = lift(across)[..., None, :]\n",
+    ),
+    Mutant(
+        "gated_delta_backward_drops_decay",
+        "the written-out backward pass of the state's scan carries the "
+        "gradient of the state back without its decay",
+        "keras_attention/ops/_gated_delta_scan.py",
+        "        return ups + later * a - back, later\n",
+        "        return ups + later - back, later\n",
     ),
     Mutant(
         "gated_delta_chunk_start_off_by_one",
         "the decay from a chunk's start to a position leaves out the "
         "position's own",
         "keras_attention/ops/_gated_delta_chunk.py",
-        "    start = ops.exp(ops.cumsum(g, axis=-1))\n",
-        "    start = ops.exp(ops.cumsum(g, axis=-1) - g)\n",
+        "    start = ops.exp(ops.cumsum(g, axis=rows_axis + 1))\n",
+        "    start = ops.exp(ops.cumsum(g, axis=rows_axis + 1) - g)\n",
     ),
     Mutant(
         "gated_delta_no_reset",

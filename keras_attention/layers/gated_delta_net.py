@@ -46,6 +46,14 @@ class GatedDeltaNet(keras.layers.Layer):
     `Qwen3_5GatedDeltaNet`'s, in its order and under its names, so
     `layer.set_weights(hub_layer.get_weights())` reproduces it.
 
+    With `per_channel_decay=True` the decay is one per key channel, as in
+    Kimi Delta Attention (KDA, Kimi Linear): `in_proj_a` and `dt_bias` give
+    `g (batch, T, value_heads, key_head_dim)`, each row of the state
+    decaying on its own. The rest of the layer stays Qwen3.5's (Kimi
+    Linear's own layer also has a convolution per projection, low-rank
+    gate projections and a sigmoid output gate), so that option does not
+    load Kimi Linear's weights.
+
     Beyond keras-hub's layer: padded positions (a Keras mask or `mask=`)
     neither decay nor write the state and are not seen by the convolution,
     so each row equals its unpadded self, left or right padded; and the
@@ -61,6 +69,11 @@ class GatedDeltaNet(keras.layers.Layer):
         conv_kernel_size: Width of the causal convolution. Defaults to `4`.
         norm_epsilon: Epsilon of the output's RMSNorm. Defaults to `1e-6`.
         chunk_size: Positions per chunk of the op. Defaults to `64`.
+        per_channel_decay: Whether the decay is one per key channel, as
+            Kimi Delta Attention's (KDA, Kimi Linear), instead of one per
+            value head: `in_proj_a` then gives `num_value_heads ·
+            key_head_dim` values and `dt_bias` has as many, `A_log` stays
+            one per value head. Defaults to `False` (Qwen3.5's).
         kernel_initializer: Initializer of the projections. Defaults to
             `"glorot_uniform"`.
         **kwargs: Base layer arguments (`name`, `dtype`, ...).
@@ -105,6 +118,7 @@ class GatedDeltaNet(keras.layers.Layer):
         conv_kernel_size=4,
         norm_epsilon=1e-6,
         chunk_size=64,
+        per_channel_decay=False,
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
@@ -130,6 +144,11 @@ class GatedDeltaNet(keras.layers.Layer):
             "norm_epsilon", norm_epsilon
         )
         self.chunk_size = positive("chunk_size", chunk_size)
+        if not isinstance(per_channel_decay, bool):
+            raise _validation.invalid(
+                "per_channel_decay", per_channel_decay, "a boolean"
+            )
+        self.per_channel_decay = per_channel_decay
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
@@ -178,7 +197,10 @@ class GatedDeltaNet(keras.layers.Layer):
                 "GatedDeltaNet expects inputs `(batch_size, time, features)`"
                 f" with known features. Received: inputs.shape={input_shape}"
             )
-        _, value_heads, _, value_dim = self._heads
+        _, value_heads, key_dim, value_dim = self._heads
+        decays = (
+            value_heads * key_dim if self.per_channel_decay else value_heads
+        )
         self.in_proj_qkv = self._dense(
             self.conv_dim, "in_proj_qkv", input_shape
         )
@@ -186,14 +208,14 @@ class GatedDeltaNet(keras.layers.Layer):
             value_heads * value_dim, "in_proj_z", input_shape
         )
         self.in_proj_b = self._dense(value_heads, "in_proj_b", input_shape)
-        self.in_proj_a = self._dense(value_heads, "in_proj_a", input_shape)
+        self.in_proj_a = self._dense(decays, "in_proj_a", input_shape)
         self.conv1d_kernel = self.add_weight(
             name="conv1d_kernel",
             shape=(self.conv_dim, self.conv_kernel_size),
             initializer="glorot_uniform",
         )
         self.dt_bias = self.add_weight(
-            name="dt_bias", shape=(value_heads,), initializer="ones"
+            name="dt_bias", shape=(decays,), initializer="ones"
         )
         self.A_log = self.add_weight(
             name="A_log", shape=(value_heads,), initializer="zeros"
@@ -224,15 +246,25 @@ class GatedDeltaNet(keras.layers.Layer):
         return ops.silu(out), ops.transpose(last, (0, 2, 1))
 
     def _gates(self, inputs, valid):
-        """`g` and `β` `(batch, T, value_heads)`, float32; padded
-        positions neither decay nor write."""
+        """`g` `(batch, T, value_heads[, key_head_dim])` and `β` `(batch,
+        T, value_heads)`, float32; padded positions neither decay nor
+        write."""
         a = ops.cast(self.in_proj_a(inputs), "float32")
         beta = ops.sigmoid(ops.cast(self.in_proj_b(inputs), "float32"))
         rate = ops.exp(ops.cast(self.A_log, "float32"))
-        g = -rate * ops.softplus(a + ops.cast(self.dt_bias, "float32"))
+        g = ops.softplus(a + ops.cast(self.dt_bias, "float32"))
+        if self.per_channel_decay:
+            _, value_heads, key_dim, _ = self._heads
+            shape = ops.shape(a)[:2] + (value_heads, key_dim)
+            g = -rate[:, None] * ops.reshape(g, shape)
+        else:
+            g = -rate * g
         if valid is not None:
-            g = ops.where(valid[..., None], g, 0.0)
-            beta = ops.where(valid[..., None], beta, 0.0)
+            kept = valid[..., None]
+            beta = ops.where(kept, beta, 0.0)
+            g = ops.where(
+                kept[..., None] if self.per_channel_decay else kept, g, 0.0
+            )
         return g, beta
 
     def _open(self, cache, index, inputs):
@@ -332,6 +364,7 @@ class GatedDeltaNet(keras.layers.Layer):
             "conv_kernel_size": self.conv_kernel_size,
             "norm_epsilon": self.norm_epsilon,
             "chunk_size": self.chunk_size,
+            "per_channel_decay": self.per_channel_decay,
             "kernel_initializer": keras.initializers.serialize(
                 self.kernel_initializer
             ),

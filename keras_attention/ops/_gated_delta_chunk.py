@@ -10,7 +10,7 @@ lower-triangular system,
 so `v' = u − w S₀` with `u = T (β ∘ V)`, `w = T (β ∘ e ∘ K)`, `T = (I +
 L)⁻¹`, all chunks at once. Only the state passes from chunk to chunk, in
 one `keras.ops.scan` over the chunks (the compiled graph does not grow
-with the length):
+with the length; `_gated_delta_scan.py`, which writes out its gradient):
 
     o = (Q ∘ e) S₀ + (Q Kᵀ ∘ D) v'
     S ← exp(G_C) S₀ + (K ∘ f)ᵀ v'
@@ -22,9 +22,17 @@ masked decays (never a difference of two cumulative sums, which loses the
 small terms beside a very negative one and overflows `exp` where the
 mask would drop it); the exponent is masked before `exp`, so no masked
 entry is ever `exp` of a large positive number.
+
+With a decay per key channel (Kimi Delta Attention, KDA: `g (…, Dk)`),
+`D`, `e` and `f` get a channel axis and scale the key channels one by
+one: `k_i·k_j D_ij` becomes `Σ_d k_id k_jd D_ij(d)`, `exp(G_C) S₀` scales
+each row of `S₀`. `D` is then `(C, C, Dk)` per chunk, `Dk` times the
+memory of the per-head `D`, the price of the same exactness.
 """
 
 from keras import ops
+
+from keras_attention.ops._gated_delta_scan import state_scan
 
 
 def _chunks(x, chunk_size):
@@ -37,10 +45,13 @@ def _chunks(x, chunk_size):
     return ops.transpose(x, order)
 
 
-def _decays(g, reset):
-    """`D (…, C, C)`, `e (…, C)` (from the chunk's start) and the decay of
-    the state over the whole chunk, `(…)`, of `g (…, C)`."""
-    size = ops.shape(g)[-1]
+def _decays(g, reset, channels):
+    """`D`, `e` (from the chunk's start), `f` (to its end) and the decay
+    of the state over the whole chunk, of `g (…, C)`: `(…, C, C)`, `(…,
+    C)`, `(…, C)`, `(…)`; or, with `channels`, of `g (…, C, Dk)`: `(…, C,
+    C, Dk)`, `(…, C, Dk)`, `(…, C, Dk)`, `(…, Dk)`, one decay per key
+    channel."""
+    size = ops.shape(g)[-2 if channels else -1]
     rows = ops.arange(size)[:, None]
     cols = ops.arange(size)[None, :]
     strict = rows > cols
@@ -53,15 +64,40 @@ def _decays(g, reset):
         )
         first = document == 0
     # exponent_ij = g_{j+1} + ... + g_i: a cumulative sum down the rows of
-    # the decays below the diagonal.
-    exponent = ops.cumsum(ops.where(strict, g[..., :, None], 0.0), axis=-2)
+    # the decays below the diagonal (per channel: a channel axis after
+    # the pair's).
+    if channels:
+        strict, connected = strict[..., None], connected[..., None]
+        lifted, first = g[..., :, None, :], _lift(first)
+    else:
+        lifted = g[..., :, None]
+    rows_axis = -3 if channels else -2
+    exponent = ops.cumsum(ops.where(strict, lifted, 0.0), axis=rows_axis)
     decay = ops.where(
         connected, ops.exp(ops.where(connected, exponent, 0.0)), 0.0
     )
-    start = ops.exp(ops.cumsum(g, axis=-1))
+    start = ops.exp(ops.cumsum(g, axis=rows_axis + 1))
     if first is not None:
         start = ops.where(first, start, 0.0)
-    return decay, start, start[..., -1]
+    if channels:
+        return decay, start, decay[..., -1, :, :], start[..., -1, :]
+    return decay, start, decay[..., -1, :], start[..., -1]
+
+
+def _lift(x):
+    """`x (…)` with an axis of one after: a decay per head beside
+    the key channels."""
+    return None if x is None else x[..., None]
+
+
+def _pairs(rows, cols, decay, channels):
+    """`Σ_d rows_id cols_jd D_ij(d)` `(…, C, C)`: the decayed products of
+    two chunks of vectors."""
+    if channels:
+        return ops.einsum(
+            "...ijd,...jd->...ij", rows[..., :, None, :] * decay, cols
+        )
+    return ops.einsum("...id,...jd->...ij", rows, cols) * decay
 
 
 def _pad(x, pad):
@@ -82,47 +118,39 @@ def chunk_gated_delta_rule(
     with positions that neither decay nor write).
     """
     length = query.shape[1]
+    channels = len(g.shape) == 4
     pad = -length % chunk_size
     query, key, value, g, beta = (
         _chunks(_pad(x, pad), chunk_size) for x in (query, key, value, g, beta)
     )
     if reset is not None:
         reset = _chunks(_pad(reset[..., None], pad), chunk_size)
-    decay, start, across = _decays(g, reset)
-    size = ops.shape(g)[-1]
+    decay, start, end, across = _decays(g, reset, channels)
+    # Per head, each decay multiplies whole vectors (an axis of one after
+    # it); per key channel, their entries.
+    lift = (lambda x: x) if channels else _lift
+    size = ops.shape(query)[-2]
     strict = ops.arange(size)[:, None] > ops.arange(size)[None, :]
-    keys = ops.einsum("...id,...jd->...ij", key, key)
-    lower = ops.where(strict, keys * decay * beta[..., :, None], 0.0)
+    keys = _pairs(key, key, decay, channels)
+    lower = ops.where(strict, keys * beta[..., :, None], 0.0)
     inverse = ops.solve_triangular(
         lower + ops.eye(size, dtype=lower.dtype),
         ops.eye(size, dtype=lower.dtype),
         lower=True,
     )
     written = ops.matmul(inverse, value * beta[..., None])
-    carried = ops.matmul(inverse, key * (beta * start)[..., None])
-    to_end = key * decay[..., -1, :][..., None]
+    carried = ops.matmul(inverse, key * lift(start) * beta[..., None])
+    to_end = key * lift(end)
+    # The state's rows (the key axis) decay: `(…, 1, 1)` or `(…, Dk, 1)`.
+    across = lift(across)[..., None]
 
-    def step(carry, inputs):
-        state, _ = carry
-        u, w, k, a = inputs
-        v = u - ops.matmul(w, state)
-        end = state * a[..., None, None] + ops.einsum(
-            "...ik,...iv->...kv", k, v
-        )
-        return (end, v), (state, v)
-
-    # The carry holds the chunk's writes beside the state: Keras's scan on
-    # TensorFlow needs what each step emits to be shaped as the carry.
-    (state, _), (states, writes) = ops.scan(
-        step,
-        (state, ops.zeros_like(written[0])),
-        (written, carried, to_end, across),
-    )
-    scores = ops.einsum("...id,...jd->...ij", query, key) * decay
-    output = ops.matmul(query * start[..., None], states)
+    states = state_scan(state, written, carried, to_end, across)
+    writes = written - ops.matmul(carried, states[:-1])
+    scores = _pairs(query, key, decay, channels)
+    output = ops.matmul(query * lift(start), states[:-1])
     output = output + ops.matmul(scores, writes)
     # (chunks, batch, heads, C, Dv) -> (batch, T, heads, Dv)
     output = ops.transpose(output, (1, 0, 3, 2, 4))
     shape = ops.shape(output)
     output = ops.reshape(output, (shape[0], -1, shape[3], shape[4]))
-    return output[:, :length], state
+    return output[:, :length], states[-1]

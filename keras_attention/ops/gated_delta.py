@@ -83,9 +83,12 @@ def _check_others(q, v, g, beta, initial_state, segment_ids):
     }
     for name, tensor in given.items():
         if tensor is not None and _differ(expected[name], _shape(tensor)):
+            if name == "g" and not _differ(expected["g"] + (q[3],), _shape(g)):
+                continue  # a decay per key channel (KDA)
+            also = f" or {expected[name] + (q[3],)}" if name == "g" else ""
             raise _mismatch(
-                f"`{name}` of shape {expected[name]} for query.shape={q}"
-                f" and value.shape={v}",
+                f"`{name}` of shape {expected[name]}{also} for "
+                f"query.shape={q} and value.shape={v}",
                 f"{name}.shape={_shape(tensor)}",
             )
 
@@ -128,7 +131,9 @@ def gated_delta_rule(
     (Yang, Kautz & Hatamizadeh, 2024; fla's
     `naive_recurrent_gated_delta_rule`):
     `S ← S · exp(g_t)`, `v'_t = β_t (v_t − Sᵀ k_t)`, `S ← S + k_t v'_tᵀ`,
-    `o_t = Sᵀ (scale · q_t)`. The chunked form (the WY representation,
+    `o_t = Sᵀ (scale · q_t)`. With `g` per key channel, Kimi Delta
+    Attention (KDA; Kimi Team, 2025; fla's `naive_recurrent_kda`), the
+    decay is `S ← diag(exp(g_t)) S`. The chunked form (the WY representation,
     the paper's section 3) computes the same outputs `chunk_size`
     positions at a time, the chunks one `keras.ops.scan` (the compiled
     graph does not grow with the length, memory is linear in it); the
@@ -148,7 +153,9 @@ def gated_delta_rule(
             value heads): value head `j` reads query and key head
             `j // (value_heads // heads)`.
         g: `(batch_size, time, value_heads)`, the log-space decay (at most
-            0: `exp(g)` is how much of the state is kept).
+            0: `exp(g)` is how much of the state is kept); or `(batch_size,
+            time, value_heads, Dk)`, one decay per key channel (Kimi Delta
+            Attention, KDA: row `d` of `S` decays by `exp(g[..., d])`).
         beta: `(batch_size, time, value_heads)`, the write strength
             (usually a sigmoid, in `(0, 1)`).
         scale: The query's scale. Defaults to `Dk ** -0.5`.
@@ -186,6 +193,8 @@ def gated_delta_rule(
     References:
         - [Yang, Kautz & Hatamizadeh, 2024, Gated Delta Networks:
           Improving Mamba2 with Delta Rule](https://arxiv.org/abs/2412.06464)
+        - [Kimi Team, 2025, Kimi Linear: An Expressive, Efficient
+          Attention Architecture](https://arxiv.org/abs/2510.26692)
         - [flash-linear-attention's gated delta rule](https://github.com/fla-org/flash-linear-attention/tree/main/fla/ops/gated_delta_rule)
     """
     q, v = _check_heads(query, key, value)

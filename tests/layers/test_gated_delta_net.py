@@ -194,6 +194,137 @@ def test_save_and_load_round_trip(rng, tmp_path):
     assert again.get_config() == config
 
 
+def _per_channel(rng, config, chunk_size=64):
+    """A layer with KDA's decay, one per key channel, random weights."""
+    key_heads, key_dim, value_heads, value_dim, width = config
+    layer = keras_attention.GatedDeltaNet(
+        key_heads,
+        key_dim,
+        num_value_heads=value_heads,
+        value_head_dim=value_dim,
+        conv_kernel_size=width,
+        chunk_size=chunk_size,
+        per_channel_decay=True,
+    )
+    layer.build((None, None, FEATURES))
+    for weight in layer.weights:
+        weight.assign(0.3 * rng.normal(size=weight.shape))
+    return layer
+
+
+def test_per_channel_decay_with_one_decay_per_head_is_qwen35s(rng):
+    """Each head's decay projection copied to its key channels (in fla's
+    `(head, channel)` order) gives the per-head layer's numbers."""
+    _, per_head = _pair(rng, CONFIGS[0], chunk_size=4)
+    per_channel = _per_channel(rng, CONFIGS[0], chunk_size=4)
+    key_dim = CONFIGS[0][1]
+    weights = []
+    for weight, name in zip(
+        per_head.get_weights(), (w.path for w in per_head.weights), strict=True
+    ):
+        if name.endswith(("in_proj_a/kernel", "dt_bias")):
+            weight = np.repeat(weight, key_dim, axis=-1)
+        weights.append(weight)
+    per_channel.set_weights(weights)
+    # 20 positions: past the recurrent form's 16, the chunked one runs.
+    x = rng.normal(size=(2, 20, FEATURES)).astype("float32")
+    np.testing.assert_allclose(
+        _numpy(per_channel(x)), _numpy(per_head(x)), atol=TOLERANCE
+    )
+
+
+def test_per_channel_decay_decodes_and_pads_as_the_full_pass(rng):
+    layer = _per_channel(rng, CONFIGS[0], chunk_size=4)
+    x = rng.normal(size=(2, 9, FEATURES)).astype("float32")
+    full = _numpy(layer(x))
+    cache = keras_attention.GatedDeltaCache.allocate(layer, 2)
+    out, cache = layer(x[:, :5], cache=cache)
+    outs = [_numpy(out)]
+    for t in range(5, 9):
+        out, cache = layer(x[:, t : t + 1], cache=cache)
+        outs.append(_numpy(out))
+    np.testing.assert_allclose(
+        np.concatenate(outs, axis=1), full, atol=TOLERANCE
+    )
+    # The second row right-padded after 6 positions: its first six as the
+    # row alone, its state as the state of the row alone.
+    mask = np.arange(9)[None] < np.array([[9], [6]])
+    one = keras_attention.GatedDeltaCache.allocate(layer, 2)
+    padded, one = layer(x, mask=mask, cache=one)
+    alone = keras_attention.GatedDeltaCache.allocate(layer, 1)
+    want, alone = layer(x[1:, :6], cache=alone)
+    np.testing.assert_allclose(
+        _numpy(padded)[1, :6], _numpy(want)[0], atol=TOLERANCE
+    )
+    np.testing.assert_allclose(
+        _numpy(one.recurrent_state)[1],
+        _numpy(alone.recurrent_state)[0],
+        atol=TOLERANCE,
+    )
+
+
+def test_per_channel_decay_saves_and_loads(rng, tmp_path):
+    layer = _per_channel(rng, CONFIGS[1])
+    inputs = keras.Input((None, FEATURES))
+    model = keras.Model(inputs, layer(inputs))
+    x = rng.normal(size=(1, 5, FEATURES)).astype("float32")
+    path = os.path.join(tmp_path, "kda.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(
+        _numpy(loaded.predict_on_batch(x)), _numpy(model.predict_on_batch(x))
+    )
+    config = layer.get_config()
+    assert config["per_channel_decay"] is True
+    assert keras_attention.GatedDeltaNet.from_config(config).get_config() == (
+        config
+    )
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="TensorFlow's XLA bridge is what refused the scan's gradient; "
+    "JAX always compiles, PyTorch's jit_compile is torch.compile",
+)
+def test_trains_under_xla_as_eagerly(rng):
+    """One step of SGD under `jit_compile=True` gives the eager loss and
+    weights: the recurrent form (6 positions, one decay per head) and the
+    chunked one (20, one decay per key channel)."""
+    for length, per_channel in ((6, False), (20, True)):
+        x = rng.normal(size=(2, length, FEATURES)).astype("float32")
+        y = rng.normal(size=(2, length, FEATURES)).astype("float32")
+        models = []
+        for jit_compile in (True, False):
+            inputs = keras.Input((length, FEATURES))
+            layer = keras_attention.GatedDeltaNet(
+                2,
+                4,
+                num_value_heads=4,
+                chunk_size=8,
+                per_channel_decay=per_channel,
+            )
+            model = keras.Model(inputs, layer(inputs))
+            model.compile(
+                optimizer=keras.optimizers.SGD(0.5),
+                loss="mse",
+                jit_compile=jit_compile,
+                run_eagerly=not jit_compile,
+            )
+            models.append(model)
+        models[1].set_weights(models[0].get_weights())
+        before = models[0].get_weights()
+        losses = [model.train_on_batch(x, y) for model in models]
+        np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+        compiled, eager = (model.get_weights() for model in models)
+        for a, b in zip(compiled, eager, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+        # Every weight moved: each has a gradient.
+        assert all(
+            not np.allclose(a, old)
+            for a, old in zip(compiled, before, strict=True)
+        )
+
+
 def test_layer_basics(rng):
     layer_basics.check_layer_basics(
         keras_attention.GatedDeltaNet,
@@ -212,6 +343,7 @@ def test_layer_basics(rng):
         ({"conv_kernel_size": 0}, "Received: conv_kernel_size=0"),
         ({"norm_epsilon": -1.0}, "Received: norm_epsilon=-1.0"),
         ({"chunk_size": -4}, "Received: chunk_size=-4"),
+        ({"per_channel_decay": 1}, "Received: per_channel_decay=1"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs, message):

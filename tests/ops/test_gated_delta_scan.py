@@ -1,0 +1,68 @@
+"""The state's scan of the gated delta rule on its own
+(`ops/_gated_delta_scan.py`): the states against a NumPy loop, and the
+written-out gradient against the backend's own gradient of the same
+loop."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.ops import _gated_delta_scan
+from tests import autodiff
+
+
+def _inputs(rng, channels):
+    """Three steps of two positions, batch 1, two heads, Dk 3, Dv 2."""
+    state = rng.normal(size=(1, 2, 3, 2))
+    written = rng.normal(size=(3, 1, 2, 2, 2))
+    carried = rng.normal(size=(3, 1, 2, 2, 3))
+    to_end = rng.normal(size=(3, 1, 2, 2, 3))
+    across = rng.uniform(0.2, 1.0, size=(3, 1, 2, 3 if channels else 1, 1))
+    return [
+        x.astype("float32") for x in (state, written, carried, to_end, across)
+    ]
+
+
+@pytest.mark.parametrize("channels", [False, True])
+def test_states_equal_a_numpy_loop(rng, channels):
+    state, written, carried, to_end, across = _inputs(rng, channels)
+    expected = [state.astype(np.float64)]
+    for u, w, k, a in zip(written, carried, to_end, across, strict=True):
+        s = expected[-1]
+        expected.append(a * s + np.swapaxes(k, -1, -2) @ (u - w @ s))
+    states = _gated_delta_scan.state_scan(
+        *(
+            keras.ops.convert_to_tensor(x)
+            for x in (state, written, carried, to_end, across)
+        )
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(states), np.stack(expected), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("channels", [False, True])
+def test_written_out_gradient_equals_the_backends(rng, channels):
+    args = _inputs(rng, channels)
+    weights = keras.ops.convert_to_tensor(
+        rng.normal(size=(4, 1, 2, 3, 2)).astype("float32")
+    )
+
+    def loss(scan):
+        # Tensors, as the op passes them, not the variables `gradients`
+        # makes (a custom gradient on TensorFlow would have to name them).
+        return lambda *xs: keras.ops.sum(
+            scan(*(keras.ops.cast(x, "float32") for x in xs)) * weights
+        )
+
+    _, written_out = autodiff.gradients(
+        loss(_gated_delta_scan.state_scan), args
+    )
+    _, automatic = autodiff.gradients(loss(_gated_delta_scan._forward), args)
+    for name, got, want in zip(
+        "state written carried to_end across".split(),
+        written_out,
+        automatic,
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=name)
