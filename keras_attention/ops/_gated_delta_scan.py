@@ -28,27 +28,33 @@ def _transpose(x):
     return ops.swapaxes(x, -1, -2)
 
 
-def _forward(state, written, carried, to_end, across):
-    def step(state, inputs):
-        u, w, k, a = inputs
-        v = u - ops.matmul(w, state)
-        return state * a + ops.matmul(_transpose(k), v), state
+# The steps are module functions, not closures: JAX caches a scan's traced
+# and compiled loop by its step function, so an eager call (a layer called
+# outside `jit`, decoding token by token) reuses them instead of tracing
+# and compiling the loop again on every call.
+def _forward_step(state, inputs):
+    u, w, k, a = inputs
+    v = u - ops.matmul(w, state)
+    return state * a + ops.matmul(_transpose(k), v), state
 
-    final, states = ops.scan(step, state, (written, carried, to_end, across))
+
+def _backward_step(later, inputs):
+    ups, w, k, a = inputs
+    back = ops.matmul(_transpose(w), ops.matmul(k, later))
+    return ups + later * a - back, later
+
+
+def _forward(state, written, carried, to_end, across):
+    steps = (written, carried, to_end, across)
+    final, states = ops.scan(_forward_step, state, steps)
     return ops.concatenate([states, final[None]], axis=0)
 
 
 def _backward(upstream, states, written, carried, to_end, across):
     """The gradients of `state_scan`'s inputs, given `upstream`, the
     gradient of its output."""
-
-    def step(later, inputs):
-        ups, w, k, a = inputs
-        back = ops.matmul(_transpose(w), ops.matmul(k, later))
-        return ups + later * a - back, later
-
     first, laters = ops.scan(
-        step,
+        _backward_step,
         upstream[-1],
         (upstream[:-1], carried, to_end, across),
         reverse=True,
