@@ -217,8 +217,9 @@ class KerasHooks:
             activation=self.attention_activation,
             softmax=softmax,
         )
+        flags = self._layer_flags.value
         plan = engine.plan_call(
-            record, 0, backward=training is not False, **self._layer_flags.value
+            record, 0, backward=training is not False, **flags
         )
         return record, plan
 
