@@ -30,10 +30,8 @@ class _Table(dict):
     loaded on its first look-up."""
 
     def __missing__(self, path):
-        load = _LOADERS.get(path)
-        if load is None:
-            raise KeyError(path)
-        load()
+        # A path no module declares is a `KeyError`, as in a dict.
+        _LOADERS[path]()
         return dict.__getitem__(self, path)
 
 
