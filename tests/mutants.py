@@ -113,7 +113,7 @@ MUTANTS = (
         "            raise _weights_not_planned(type(self).__name__, plan)\n",
         "            record = dataclasses.replace(record, weights=True)\n"
         "            plan = engine.plan_call(\n"
-        "                record, 0, **self._plan_flags()\n"
+        "                record, 0, **self._layer_flags.value\n"
         "            )\n",
     ),
     Mutant(
@@ -467,8 +467,10 @@ MUTANTS = (
         "of before (Qwen3's and Gemma 3's order)",
         "keras_attention/layers/_multi_head_base.py",
         "        k = k if norm is None else norm.key(k)\n"
-        "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n",
-        "        q, k = _rotation.rotate_pair(rotary, q, k, start)\n"
+        "        if rotary is not None:\n"
+        "            q, k = _rotation.rotate_pair(rotary, q, k, start)\n",
+        "        if rotary is not None:\n"
+        "            q, k = _rotation.rotate_pair(rotary, q, k, start)\n"
         "        k = k if norm is None else norm.key(k)\n",
     ),
     Mutant(

@@ -41,46 +41,42 @@ class KerasHooks:
 
     overridden_hooks = frozenset()
     hook_mask_heads_axis = True
+    # Read by every call, so set once per class with `overridden_hooks`:
+    # whether a call goes through an overridden hook, and the one the
+    # planner is told of (`_hook_flag`).
+    _hooked = False
+    _hook = None
 
     def __init_subclass__(cls, hooks_are_defaults=False, **kwargs):
         super().__init_subclass__(**kwargs)
         if not hooks_are_defaults:
             defined = {name for name in _HOOKS if name in vars(cls)}
             cls.overridden_hooks = cls.overridden_hooks | defined
+        cls._hooked = bool(cls.overridden_hooks & _CALLED)
+        cls._hook = _hook_flag(cls.overridden_hooks)
 
-    @property
-    def _hooked(self):
-        """Whether a call goes through an overridden Keras hook."""
-        return bool(self.overridden_hooks & _CALLED)
-
-    def _hook_flag(self):
-        """The overridden hook the planner is told of, or `None`: the
-        softmax first (it needs the logits), then the called ones."""
-        if "_masked_softmax" in self.overridden_hooks:
-            return "_masked_softmax"
-        called = sorted(self.overridden_hooks & _CALLED)
-        return called[0] if called else None
-
-    def _hook_masks(self, call, masks, cache, positions):
-        """The call's masks for a hooked call: one tensor, as Keras's
-        hooks pass it (the subclass's `_compute_attention_mask` where it
-        has one), beside the mask mods (which the hooks never see)."""
+    def _for_hooks(self, record, call, cache):
+        """The call's record as Keras's hooks take it: floating-point
+        heads, and the masks as one tensor (the subclass's
+        `_compute_attention_mask` where it has one) beside the mask mods
+        (which the hooks never see)."""
+        record = engine.dequantize(record)
         if cache is None and "_compute_attention_mask" in self.overridden_hooks:
             mask = self._compute_attention_mask(
                 call.query, call.value, **call.mask_flags()
             )
         else:
-            q_len, k_len = positions["lengths"]
-            mask = masks.dense(
-                q_len,
-                k_len,
+            mask = record.masks.dense(
+                ops.shape(record.query)[1],
+                ops.shape(record.key)[1],
                 heads_axis=self.hook_mask_heads_axis,
-                query_offset=positions["query_offset"],
-                key_positions=positions["key_positions"],
+                query_offset=record.query_offset,
+                key_positions=record.key_positions,
             )
-        return ka_ops.masks.AttentionMasks(
-            attention_mask=mask, mask_mods=masks.mask_mods
+        masks = ka_ops.masks.AttentionMasks(
+            attention_mask=mask, mask_mods=record.masks.mask_mods
         )
+        return dataclasses.replace(record, masks=masks)
 
     def _through_hooks(self, record, plan, training, asked):
         """`(context, weights)` of a hooked call: the subclass's
@@ -221,10 +217,20 @@ class KerasHooks:
             activation=self.attention_activation,
             softmax=softmax,
         )
+        flags = self._layer_flags.value
         plan = engine.plan_call(
-            record, 0, backward=training is not False, **self._plan_flags()
+            record, 0, backward=training is not False, **flags
         )
         return record, plan
+
+
+def _hook_flag(overridden):
+    """The overridden hook the planner is told of, or `None`: the
+    softmax first (it needs the logits), then the called ones."""
+    if "_masked_softmax" in overridden:
+        return "_masked_softmax"
+    called = sorted(overridden & _CALLED)
+    return called[0] if called else None
 
 
 def _weights_not_planned(name, plan):

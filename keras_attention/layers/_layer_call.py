@@ -9,7 +9,7 @@ each turns its arguments into one `LayerCall`, which the engine
 import dataclasses
 from typing import Any
 
-from keras_attention.layers import _mods
+from keras_attention.ops import checks
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,8 +59,22 @@ class LayerCall:
     def __post_init__(self):
         if self.key is None:
             object.__setattr__(self, "key", self.value)
-        _mods.check("score_mod", self.score_mod)
-        _mods.check("mask_mod", self.mask_mod)
+        checks.mod("score_mod", self.score_mod)
+        checks.mod("mask_mod", self.mask_mod)
+
+    @property
+    def has_masks(self):
+        """Whether a padding or an explicit mask is given (their shapes
+        are then checked)."""
+        return any(
+            m is not None
+            for m in (
+                self.query_mask,
+                self.value_mask,
+                self.key_mask,
+                self.attention_mask,
+            )
+        )
 
     def shapes(self):
         """The inputs' shapes by the layer's names of them."""

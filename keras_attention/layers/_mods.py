@@ -17,17 +17,12 @@ from keras_attention import ops as ka_ops
 from keras_attention.ops import mods as mods_lib
 
 
-def check(name, mod):
-    """`mod` if it is `None` or a callable of the mod's arguments, else a
-    `TypeError` naming `name` and the signature expected."""
-    return ka_ops.checks.mod(name, mod)
-
-
 def checked(score_mod, mask_mod):
-    """The constructor's `(score_mod, mask_mod)`, from configs if saved."""
+    """The constructor's `(score_mod, mask_mod)`, from configs if saved
+    (`ops.checks.mod`: `None` or a callable of the mod's arguments)."""
     return (
-        check("score_mod", deserialize(score_mod)),
-        check("mask_mod", deserialize(mask_mod)),
+        ka_ops.checks.mod("score_mod", deserialize(score_mod)),
+        ka_ops.checks.mod("mask_mod", deserialize(mask_mod)),
     )
 
 

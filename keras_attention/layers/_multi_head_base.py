@@ -8,7 +8,8 @@ constructor argument's default and check, the projections, the rotary
 positions, the cache, and one call: project, rotate and update the cache,
 make the call's one `ops.engine.AttentionCall`, plan it once, run its
 kernel (through Keras's hooks where a subclass overrides them,
-`_keras_hooks.py`), project out (private module).
+`_keras_hooks.py`), project out (private module). `layer.explain(...)`
+stops that call once planned (`_explain.py`).
 """
 
 import dataclasses
@@ -28,13 +29,13 @@ from keras_attention.layers import _projections
 from keras_attention.layers import _query_key_norm
 from keras_attention.layers import _rotation
 from keras_attention.layers._caching import CachedAttention
+from keras_attention.layers._explain import Explains
 from keras_attention.layers._holders import Sinks
 from keras_attention.layers._holders import Untracked
 from keras_attention.layers._keras_hooks import KerasHooks
 from keras_attention.layers._options import EngineOptions
 from keras_attention.ops import engine
 from keras_attention.ops import ring as ring_lib
-from keras_attention.ops.explain import explain_call
 
 # SelfAttention's padding mask is `mask`.
 _MASK_ARGUMENTS = (
@@ -59,6 +60,7 @@ def _flash(flash_attention):
 
 class MultiHeadBase(
     KerasHooks,
+    Explains,
     EngineOptions,
     CachedAttention,
     _projections.HeadProjections,
@@ -226,7 +228,7 @@ class MultiHeadBase(
         keras-hub's `output[, scores][, cache]`."""
         cache = self._open_cache(call)
         axes = self._axes
-        flat = axes is None or axes.is_plain
+        flat = axes is None
         if not flat and (cache or self.rotary_embedding is not None):
             raise ValueError(
                 f"{type(self).__name__}: `cache` and `rotary_embedding` need "
@@ -236,7 +238,9 @@ class MultiHeadBase(
             )
         query, value, key = call.query, call.value, call.key
         ka_ops.checks.positions(type(self).__name__, **call.shapes())
-        if cache is None:
+        if cache is not None:
+            self._check_cached_masks(call, cache)
+        elif call.has_masks:
             if flat:
                 _mask_shapes.attention_mask_rank(
                     type(self).__name__, call.attention_mask, query, value
@@ -244,8 +248,6 @@ class MultiHeadBase(
             self._check_masks(
                 query.shape, value.shape, key.shape, call.mask_flags()
             )
-        else:
-            self._check_cached_masks(call, cache)
         heads = self._project(query, value, key, cache, call.layout)
         if flat:
             context, weights = self._attend(call, heads, cache)
@@ -272,11 +274,13 @@ class MultiHeadBase(
         q = self._query_dense(query)
         q = q if norm is None else norm.query(q)
         if cache is not None and not cache.writes:
-            q = _rotation.rotate(rotary, q, start)
+            if rotary is not None:
+                q = _rotation.rotate(rotary, q, start)
             return (self._scaled(q), *cache.read())
         k = self._key_dense(key)
         k = k if norm is None else norm.key(k)
-        q, k = _rotation.rotate_pair(rotary, q, k, start)
+        if rotary is not None:
+            q, k = _rotation.rotate_pair(rotary, q, k, start)
         q, v = self._scaled(q), self._value_dense(value)
         return (q, k, v) if cache is None else (q, *cache.write(k, v))
 
@@ -299,8 +303,8 @@ class MultiHeadBase(
 
     def _record(self, call, heads, cache):
         """The call's one `ops.engine.AttentionCall`: its masks as flags
-        (as one tensor where the call goes through Keras's hooks, which
-        take one)."""
+        (as Keras's hooks take it where the call goes through them,
+        `_for_hooks`)."""
         causal = bool(call.use_causal_mask)
         own_score, own_mask = self._mods_holder.value
         attended = _cache.Attended(heads[1:])
@@ -320,16 +324,17 @@ class MultiHeadBase(
             band=self._band(causal),
             mask_mods=(own_mask, call.mask_mod, *attended.mask_mods),
         )
-        query_offset = 0 if cache is None else cache.start
         scales = attended.scales or (None, None)
-        hooked = self._hooked
+        score_mod = own_score
+        if call.score_mod is not None:
+            score_mod = _mods.chained(own_score, call.score_mod)
         record = engine.AttentionCall(
             *heads,
             self.score,
             masks=masks,
-            score_mod=_mods.chained(own_score, call.score_mod),
+            score_mod=score_mod,
             bias=call.attention_bias,
-            query_offset=query_offset,
+            query_offset=0 if cache is None else cache.start,
             key_positions=attended.key_positions,
             key_scale=scales[0],
             value_scale=scales[1],
@@ -342,24 +347,7 @@ class MultiHeadBase(
             if "_masked_softmax" in self.overridden_hooks
             else None,
         )
-        if not hooked:
-            return record
-        # Keras's hooks take floating-point heads and one mask tensor.
-        record = engine.dequantize(record)
-        lengths = (ops.shape(record.query)[1], ops.shape(record.key)[1])
-        return dataclasses.replace(
-            record,
-            masks=self._hook_masks(
-                call,
-                masks,
-                cache,
-                dict(
-                    lengths=lengths,
-                    query_offset=query_offset,
-                    key_positions=attended.key_positions,
-                ),
-            ),
-        )
+        return self._for_hooks(record, call, cache) if self._hooked else record
 
     def _weights_asked(self, call):
         """The weights are returned, or a penalty reads them."""
@@ -383,16 +371,7 @@ class MultiHeadBase(
             cached=cached,
             ring=ring_lib.current() is not None,
             block_size=None if block_mask is None else block_mask.block_size,
-            **self._plan_flags(),
-        )
-
-    def _plan_flags(self):
-        """What the planner needs of the layer itself."""
-        return dict(
-            flash=self._flash_attention,
-            native_flash=self.native_flash,
-            logits_hook=self._logits_hook(),
-            hook=self._hook_flag(),
+            **self._layer_flags.value,
         )
 
     def _attend(self, call, heads, cache):
@@ -403,14 +382,8 @@ class MultiHeadBase(
         flags = self._flags(record, call.training, cache is not None)
         plan = engine.plan_call(record, self.chunk_size, **flags)
         if self._explaining.value:
-            # `explain`: the plan is the answer; no kernel runs, and the
-            # rest of the call goes on with zeros of the context's shape.
-            self._explaining.value = explain_call(
-                record, plan, self.chunk_size, **flags
-            )
-            query, value = record.query, record.value
-            shape = tuple(query.shape[:3]) + (value.shape[-1],)
-            return ops.zeros(shape, query.dtype), None
+            # `explain`: the plan is the answer; no kernel runs.
+            return self._explained(record, plan, flags)
         if self._hooked:
             context, weights = self._through_hooks(
                 record, plan, call.training, self._weights_asked(call)
@@ -428,41 +401,6 @@ class MultiHeadBase(
             )
         return context, weights if call.return_weights else None
 
-    def explain(self, *args, **kwargs):
-        """Which kernel this layer runs for exactly this call, and why.
-
-        The arguments are the layer's call's (`query`, `value`, masks,
-        `use_causal_mask`, a cache, mods, `training`, ...). The layer is
-        called as it would be (built first if needed, the heads projected,
-        the record made and planned), and stops before its kernel runs.
-
-        Returns:
-            A `keras_attention.ops.explain.Explanation`: `.path` (the
-            kernel, `Plan.path`), `.reason`, `.block_size`, the bytes
-            counted, and what another `chunk_size` would choose.
-
-        Example:
-
-        >>> layer = keras_attention.MultiHeadAttention(2, 4, chunk_size=4)
-        >>> x = np.zeros((1, 8, 6), "float32")
-        >>> explained = layer.explain(x, x, use_causal_mask=True)
-        >>> explained.path, explained.block_size
-        ('blocks', (4, 4))
-        """
-        self._explaining.value = True
-        try:
-            self(*args, **kwargs)
-            explained = self._explaining.value
-        finally:
-            self._explaining.value = False
-        if explained is True:
-            raise RuntimeError(
-                f"{type(self).__name__}'s call returned without attending, "
-                "so it has no plan to explain (a subclass's `call` that "
-                "never reaches the engine)."
-            )
-        return explained
-
     def _logits_hook(self):
         """Why this layer forms its logits densely, or `None`:
         `attention_activation`, a penalty."""
@@ -476,8 +414,18 @@ class MultiHeadBase(
         return self.dropout > 0 and training not in (None, False)
 
     def _check_plan(self):
-        """The constructor's arguments against the planner's refusals
-        (a positive `chunk_size` with a logits hook, say), at once."""
+        """What the planner needs of the layer itself, the same on every
+        call (`_layer_flags`), and the constructor's arguments against
+        the planner's refusals (a positive `chunk_size` with a logits
+        hook, say), at once."""
+        self._layer_flags = Untracked(
+            dict(
+                flash=self._flash_attention,
+                native_flash=self.native_flash,
+                logits_hook=self._logits_hook(),
+                hook=self._hook,
+            )
+        )
         ka_ops.plan_attention(
             self.score.form,
             (None, self.num_heads, None, None),
@@ -486,7 +434,7 @@ class MultiHeadBase(
             dropout=self.dropout > 0,
             lse=self.use_sinks,
             score=type(self.score).__name__,
-            **self._plan_flags(),
+            **self._layer_flags.value,
         )
 
     def _track_late(self, heads_shape):

@@ -78,7 +78,7 @@ def query_value_key_shapes(query_shape, value_shape, key_shape):
 
 def free_axes(axes, query_shape, value_shape):
     """N-D inputs: static middle axes, the same free axes in query and value."""
-    if axes.is_plain:
+    if axes is None or axes.is_plain:
         return
     middle = range(1, len(query_shape) - 1)
     shapes = (

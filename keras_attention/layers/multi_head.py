@@ -300,7 +300,10 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         self._attention_axes = _axes.normalize_axes(
             self.attention_axes, rank - 1
         )
-        self._axes = _axes.AttentionAxes(rank - 1, self._attention_axes)
+        axes = _axes.AttentionAxes(rank - 1, self._attention_axes)
+        # `None` for inputs `(B, T, dim)` attended over `T`: the engine
+        # reads it on every call, so it is decided here, once.
+        self._axes = None if axes.is_plain else axes
         dot, combine = _attention_equations(rank, self._attention_axes)
         self._dot_product_equation, self._combine_equation = dot, combine
         n = len(self._attention_axes)

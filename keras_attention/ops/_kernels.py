@@ -21,7 +21,8 @@ own.
 
 Each registers itself in `ops/_registry.py`, the table `engine.run`
 reads; the backends' own fused kernels (`torch_flex`, `sdpa`, `cudnn`,
-`pallas`) are registered there by `ops/_native.py`.
+`pallas`) by `ops/_native_torch.py` and `ops/_native_jax.py`, imported
+on the first look-up of one of their paths (`ops/_native.py`).
 """
 
 from keras import ops

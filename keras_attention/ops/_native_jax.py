@@ -10,7 +10,8 @@
 
 `IMPLEMENTATION` and `INTERPRET` are what the kernels pass to JAX: the
 tests set them to `"xla"` and `True` to run the same calls on a CPU.
-Imported by `ops/_native.py` on the first call of a JAX kernel.
+Imported on the first look-up of a JAX path in the engine's table
+(`ops/_native.py`), where its kernels register.
 """
 
 import jax
@@ -18,7 +19,9 @@ import jax.numpy as jnp
 from keras import ops
 
 from keras_attention.ops import _call_mods
+from keras_attention.ops import _native_plan
 from keras_attention.ops._registry import Result
+from keras_attention.ops._registry import register
 
 IMPLEMENTATION = "cudnn"
 INTERPRET = False
@@ -35,6 +38,7 @@ def _dot_form(call):
     return ops.cast(q, dtype), ops.cast(k, dtype), float(scale)
 
 
+@register(_native_plan.CUDNN)
 def cudnn(call, plan):
     """cuDNN's flash attention with the call's causal mask, window,
     key lengths and bias."""
@@ -60,6 +64,7 @@ def cudnn(call, plan):
     return Result(ops.cast(out, call.value.dtype))
 
 
+@register(_native_plan.PALLAS)
 def pallas(call, plan):
     """The Pallas flash kernel, its segment ids the call's documents."""
     from jax.experimental.pallas.ops.gpu import attention

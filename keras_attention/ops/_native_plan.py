@@ -165,9 +165,13 @@ def describe(call, backward=True):
     On PyTorch whether the call is differentiated is autograd's answer,
     not `backward`'s (a layer called eagerly with `training=False`
     outside `torch.no_grad()` is still recorded, and a kernel without a
-    backward pass would fail there)."""
-    offset = call.query_offset
+    backward pass would fail there). Where the platform has no native
+    kernel, `choose` reads nothing of the call: an empty `NativeCall`,
+    the call's kinds not summarised."""
     backend, device = platform()
+    if not KERNELS.get((backend, device)):
+        return NativeCall()
+    offset = call.query_offset
     lowers, cpu_lse = None, False
     if backend == "torch":
         from keras_attention.ops import _torch_probe

@@ -14,7 +14,8 @@
   beside the output (`_FlashWithLse`, whose backward pass also takes the
   lse's gradient).
 
-Imported by `ops/_native.py` on the first call of a PyTorch kernel.
+Imported on the first look-up of a PyTorch path in the engine's table
+(`ops/_native.py`), where its kernels register.
 """
 
 import functools
@@ -26,7 +27,9 @@ from torch.nn.attention import flex_attention as torch_flex
 
 from keras_attention.ops import _call_mods
 from keras_attention.ops import _layout
+from keras_attention.ops import _native_plan
 from keras_attention.ops._registry import Result
+from keras_attention.ops._registry import register
 from keras_attention.ops._torch_probe import bound
 from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.mask_mods import and_masks
@@ -113,6 +116,7 @@ def _inputs(call, cpu, contiguous=True):
     return tensors, float(scale)
 
 
+@register(_native_plan.TORCH_FLEX)
 def flex(call, plan):
     """PyTorch's compiled FlexAttention with the call's mods and masks; a
     row with no kept key gives zeros (and `-inf` as its lse)."""
@@ -263,6 +267,7 @@ def _one_more(x, value):
     return torch.cat([x, torch.full_like(x[..., :1], value)], -1)
 
 
+@register(_native_plan.SDPA)
 def sdpa(call, plan):
     """`scaled_dot_product_attention` of the call (`is_causal`, or its
     masks and mods as one mask), the lse where asked; a row with no kept

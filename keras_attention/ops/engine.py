@@ -4,7 +4,8 @@ An `AttentionCall` is everything one attention call asks, built once: the
 heads in one layout, the score, the masks as one `AttentionMasks`, the
 mods, what is returned. `plan_call` asks `ops.plan.plan_attention` once
 for its kernel; `run` runs that kernel (the table of `ops/_registry.py`,
-filled by `ops/_kernels.py` and `ops/_native.py`), which returns the
+filled by `ops/_kernels.py` and the backends' modules that
+`ops/_native.py` names), which returns the
 output, the weights where asked, and the log-sum-exp of each row, and
 applies what reads the log-sum-exp: attention sinks. The multi-head
 layers and `flex_attention` both go through here, so a variant of the
@@ -18,7 +19,7 @@ from typing import Any
 from keras import ops
 
 from keras_attention.ops import _kernels  # noqa: F401 (registers its kernels)
-from keras_attention.ops import _native  # noqa: F401 (registers its kernels)
+from keras_attention.ops import _native  # noqa: F401 (names their modules)
 from keras_attention.ops import _native_plan
 from keras_attention.ops import _registry
 from keras_attention.ops import plan as plan_lib

@@ -1,4 +1,8 @@
-"""Keras's override points of MultiHeadAttention, and flash attention."""
+"""Keras's override points of MultiHeadAttention, flash attention, and
+the route of one call through the package."""
+
+import os
+import sys
 
 import keras
 import numpy as np
@@ -310,3 +314,60 @@ def test_keras_private_argument_attributes_match_keras():
     assert common.keys() == theirs._get_common_kwargs_for_sublayer().keys()
     again = ours._get_common_kwargs_for_sublayer()
     assert common["kernel_initializer"] is not again["kernel_initializer"]
+
+
+# The modules of the package whose code one `MultiHeadAttention`
+# self-attention call with a causal mask runs, on each backend
+# (docs/architecture.md, "How a call flows", says why each one): issue 59
+# counted 28 (27 on PyTorch) before per-call work moved to the class and
+# to `build`, and the forwarding steps went.
+CROSSED_AT_MOST = {"tensorflow": 22, "jax": 22, "torch": 21}
+# The floors, lowest first (docs/architecture.md): a call goes down them.
+_FLOORS = ("ops", "scores", "layers")
+_PACKAGE = os.path.dirname(keras_attention.__file__)
+
+
+def _floor(module):
+    top = module.split(os.sep)[0]
+    return _FLOORS.index(top) + 1 if top in _FLOORS else 0
+
+
+def _route(call):
+    """The package's modules `call()` runs code of, and its calls that
+    go up a floor `(caller, callee, function)`."""
+    crossed, upward = set(), []
+
+    def profile(frame, event, arg):
+        if event != "call" or not frame.f_code.co_filename.startswith(_PACKAGE):
+            return
+        module = os.path.relpath(frame.f_code.co_filename, _PACKAGE)
+        crossed.add(module)
+        caller = frame.f_back
+        if caller is None or not caller.f_code.co_filename.startswith(_PACKAGE):
+            return
+        source = os.path.relpath(caller.f_code.co_filename, _PACKAGE)
+        # The score the call's record carries is asked for its form by
+        # the planner and the kernel (a value handed down, as flax hands
+        # its layer the `attention_fn`).
+        by_record = source.startswith("ops") and module.startswith("scores")
+        if _floor(module) > _floor(source) and not by_record:
+            upward.append((source, module, frame.f_code.co_name))
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(previous)
+    return crossed, upward
+
+
+def test_a_causal_self_attention_call_crosses_few_modules_downwards(rand):
+    layer = keras_attention.MultiHeadAttention(2, 4)
+    x = rand(1, 6, 8)
+    layer(x, x, use_causal_mask=True)  # built; first-call imports done
+    crossed, upward = _route(lambda: layer(x, x, use_causal_mask=True))
+    bound = CROSSED_AT_MOST[keras.backend.backend()]
+    assert len(crossed) <= bound, sorted(crossed)
+    assert "layers/_multi_head_base.py" in crossed, sorted(crossed)
+    assert not upward, upward

@@ -252,3 +252,23 @@ def test_quantized_keys_and_values_are_read_with_their_scales(path, rng):
     mask = key_mask[:, None, None, :] & _positions(TK)
     want = _numpy(q, kq * ks[..., None], vq * vs[..., None], mask, 0.5)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_declared_path_loads_its_module_once_then_is_in_the_table(
+    monkeypatch,
+):
+    loads = []
+
+    def load():
+        loads.append(1)
+        _registry.register("test_path")(lambda call, plan: "ran")
+
+    monkeypatch.setitem(_registry._LOADERS, "test_path", load)
+    try:
+        assert _registry.KERNELS["test_path"](None, None) == "ran"
+        assert _registry.KERNELS["test_path"](None, None) == "ran"
+        assert len(loads) == 1
+    finally:
+        _registry.KERNELS.pop("test_path", None)
+    with pytest.raises(KeyError, match="no_such_path"):
+        _registry.KERNELS["no_such_path"]
