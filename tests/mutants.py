@@ -418,8 +418,8 @@ MUTANTS = (
         "the written-out backward pass of the state's scan carries the "
         "gradient of the state back without its decay",
         "keras_attention/ops/_gated_delta_scan.py",
-        "        return ups + later * a - back, later\n",
-        "        return ups + later - back, later\n",
+        "    return ups + later * a - back, later\n",
+        "    return ups + later - back, later\n",
     ),
     Mutant(
         "gated_delta_chunk_start_off_by_one",
