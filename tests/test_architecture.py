@@ -258,6 +258,7 @@ def test_no_module_over_600_lines(module):
 # `_b.py` <-> `test_b.py`); the modules tested by a file of another name:
 TESTED_ELSEWHERE = {
     "keras_attention._hub_families": "tests/test_hub.py",
+    "keras_attention.layers._cache_call": "tests/layers/test_cache.py",
     "keras_attention.layers._explain": "tests/ops/test_explain.py",
     "keras_attention.layers._holders": "tests/layers/test_multi_head_base.py",
     "keras_attention.layers._latent_projections": "tests/layers/test_latent.py",

@@ -3,6 +3,7 @@ takes, what a cache of it must match, and one call's cache opened and
 its masks checked (private module)."""
 
 from keras_attention.layers import _cache
+from keras_attention.layers import _cache_call
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _update_mask
 from keras_attention.layers._paged_cache import PagedCache
@@ -12,7 +13,7 @@ from keras_attention.layers._rolling_cache import RollingCache
 
 class CachedAttention:
     """What `MultiHeadBase` does with a cache: `_open_cache` (the call's
-    `_cache.CacheCall`, checked against `cache_spec()`) and
+    `_cache_call.CacheCall`, checked against `cache_spec()`) and
     `_check_cached_masks`.
 
     `cache_kinds` are the `AttentionCache` kinds the layer takes, the first
@@ -29,13 +30,13 @@ class CachedAttention:
     )
 
     def _open_cache(self, call):
-        """The call's `_cache.CacheCall` (a cache tensor is keras-hub's
+        """The call's `_cache_call.CacheCall` (a cache tensor is keras-hub's
         layout, `KeyValueCache`) with its `cache_update_mask` checked, or
         `None` without a cache."""
         mask = getattr(call, "cache_update_mask", None)
         if call.cache is None:
             name = type(self).__name__
-            _cache.check_no_index(name, None, call.cache_update_index)
+            _cache_call.check_no_index(name, None, call.cache_update_index)
             if mask is not None:
                 raise ValueError(
                     f"{name}: `cache_update_mask` needs a cache. Received: "
@@ -44,7 +45,7 @@ class CachedAttention:
             return None
         shape = call.query.shape
         batch, length = shape[0], shape[1] if len(shape) == 3 else None
-        opened = _cache.open_cache(
+        opened = _cache_call.open_cache(
             self.cache_spec(),
             call.cache,
             call.cache_update_index,

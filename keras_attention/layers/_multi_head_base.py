@@ -21,6 +21,7 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _cache
+from keras_attention.layers import _cache_call
 from keras_attention.layers import _local_window
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
@@ -262,7 +263,9 @@ class MultiHeadBase(
             weights = axes.weights(weights, query.shape, key.shape)
         output = self._project_out(context, query, call.layout)
         returned = None if cache is None else cache.output
-        return _cache.outputs(output, weights, returned, call.return_weights)
+        return _cache_call.outputs(
+            output, weights, returned, call.return_weights
+        )
 
     def _project(self, query, value, key, cache, layout=None):
         """The heads `(q, k, v)`: projected, rotated at their positions,

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers import _cache_call
 from keras_attention.layers._gated_delta_cache import GatedDeltaCache
 from keras_attention.ops import checks
 from keras_attention.ops.gated_delta import gated_delta_rule
@@ -270,12 +271,12 @@ class GatedDeltaNet(keras.layers.Layer):
     def _open(self, cache, index, inputs):
         """The call's `CacheCall` (the state before it), or `None`."""
         if cache is None:
-            _cache.check_no_index(type(self).__name__, None, index)
+            _cache_call.check_no_index(type(self).__name__, None, index)
             return None
         if not isinstance(cache, GatedDeltaCache):
             cache = GatedDeltaCache(*cache)
         shape = tuple(inputs.shape)
-        return _cache.CacheCall(
+        return _cache_call.CacheCall(
             cache,
             index,
             self.cache_spec(),
@@ -352,8 +353,8 @@ class GatedDeltaNet(keras.layers.Layer):
         if cache is None:
             return output
         if isinstance(cache, GatedDeltaCache):
-            return output, _cache.output_spec(cache)
-        return output, tuple(_cache.output_spec(t) for t in cache)
+            return output, _cache_call.output_spec(cache)
+        return output, tuple(_cache_call.output_spec(t) for t in cache)
 
     def get_config(self):
         config = {

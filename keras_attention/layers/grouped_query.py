@@ -5,6 +5,7 @@ import keras
 
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers import _cache_call
 from keras_attention.layers._keras_hooks import GroupedHooks
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
@@ -252,13 +253,15 @@ class GroupedQueryAttention(
     ):
         """The output, then the scores `(B, num_query_heads, Tq, Tk or
         max_length)`, then the cache."""
-        _cache.check_no_index(type(self).__name__, cache, cache_update_index)
+        _cache_call.check_no_index(
+            type(self).__name__, cache, cache_update_index
+        )
         shape = self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape
         )
         dtype = self.compute_dtype
         k_len = (value if key is None else key).shape[1]
-        cache_spec = _cache.output_spec(cache)
+        cache_spec = _cache_call.output_spec(cache)
         if cache is not None:
             # Keras-hub's tensor: its slots; another kind says at the call.
             tensor = not isinstance(cache, _cache.AttentionCache)
@@ -268,7 +271,7 @@ class GroupedQueryAttention(
             dtype=dtype,
         )
         output = keras.KerasTensor(shape, dtype=dtype)
-        return _cache.outputs(
+        return _cache_call.outputs(
             output, scores, cache_spec, return_attention_scores
         )
 

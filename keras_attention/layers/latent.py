@@ -8,6 +8,7 @@ from keras import ops
 from keras_attention import _policies
 from keras_attention import _validation
 from keras_attention.layers import _cache
+from keras_attention.layers import _cache_call
 from keras_attention.layers import _latent_rope
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
@@ -371,7 +372,9 @@ class MultiHeadLatentAttention(
     ):
         value = query if value is None else value
         self._check_shapes(query.shape, value.shape)
-        _cache.check_no_index(type(self).__name__, cache, cache_update_index)
+        _cache_call.check_no_index(
+            type(self).__name__, cache, cache_update_index
+        )
         dtype = self.compute_dtype
         output = keras.KerasTensor(
             self.compute_output_shape(query.shape), dtype=dtype
@@ -381,8 +384,10 @@ class MultiHeadLatentAttention(
             (query.shape[0], self.num_heads, query.shape[1], key_length),
             dtype=dtype,
         )
-        cache = _cache.output_spec(cache)
-        return _cache.outputs(output, weights, cache, return_attention_scores)
+        cache = _cache_call.output_spec(cache)
+        return _cache_call.outputs(
+            output, weights, cache, return_attention_scores
+        )
 
     def get_config(self):
         rotary = self.rotary_embedding
