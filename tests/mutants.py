@@ -351,7 +351,7 @@ MUTANTS = (
         "the Gated DeltaNet adapter builds the state over the whole "
         "prompt in keras-hub's prefill, which its generate then feeds the "
         "shortest prompt's last token again (keras-hub's own behaviour)",
-        "keras_attention/hub.py",
+        "keras_attention/_hub_adapters.py",
         "                mask = _before_the_first_fed_again(mask)\n",
         "                pass\n",
     ),
