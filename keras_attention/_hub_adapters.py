@@ -3,14 +3,48 @@ decoder (private module; the names are public as `keras_attention.hub.X`):
 keras-hub's attention call on our `GroupedQueryAttention`, and Qwen3.5's
 Gated DeltaNet call on our `GatedDeltaNet`."""
 
+import contextlib
+
 import keras
 from keras import ops
 
 from keras_attention.layers.gated_delta_net import GatedDeltaNet
 
 
+class Route:
+    """A cache of this package's kinds (`KeyValueCache`, `RollingCache`,
+    `QuantizedCache`, `PagedCache`, `GatedDeltaCache`) and where the call
+    writes it, handed to an adapter past keras-hub's decoder, which calls
+    its attention without a cache; the adapter puts the written cache in
+    `cache`, and the attention weights in `scores` when asked. How
+    `hub.language_model`'s blocks run our caches and report weights."""
+
+    def __init__(self, cache, index, scores=False):
+        self.cache, self.index = cache, index
+        # Asked for: the attention weights, which the adapter puts here.
+        self.wants_scores, self.scores = scores, None
+
+
+class _Routed:
+    """An adapter that a `Route` can be handed to (`routing`)."""
+
+    _route = None
+
+    @contextlib.contextmanager
+    def routing(self, route):
+        """Within, a call without a cache runs on `route.cache` at
+        `route.index` with our causal mask (keras-hub's mask, of a call
+        without a cache, is not used), and leaves the written cache in
+        `route.cache`."""
+        previous, self._route = self._route, route
+        try:
+            yield route
+        finally:
+            self._route = previous
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
-class KerasHubAttention(keras.layers.Layer):
+class KerasHubAttention(_Routed, keras.layers.Layer):
     """keras-hub's attention call on a keras_attention layer.
 
     What `swap_attention` puts where a keras-hub decoder held its
@@ -102,6 +136,9 @@ class KerasHubAttention(keras.layers.Layer):
             cache_update_index = self_attention_cache_update_index
         if attention_mask is not None:
             attention_mask = ops.cast(attention_mask, "bool")
+        route = self._route
+        if route is not None and cache is None:
+            return _routed(self.attention, hidden_states, attention_mask, route)
         pair = isinstance(cache, (tuple, list))
         if pair:
             # Gemma 3's `(key, value)`, each `(batch, max_length, heads,
@@ -136,6 +173,33 @@ class KerasHubAttention(keras.layers.Layer):
 _PASSED_DOWN = ("name", "dtype", "trainable")
 
 
+def _routed(attention, hidden_states, attention_mask, route):
+    """`attention` on `route`'s cache (our causal mask) or, without one,
+    on keras-hub's mask; the cache and the weights asked for left in
+    `route`."""
+    if route.cache is None:
+        arguments = {"attention_mask": attention_mask}
+    else:
+        arguments = {
+            "use_causal_mask": True,
+            "cache": route.cache,
+            "cache_update_index": route.index,
+        }
+    outputs = attention(
+        hidden_states,
+        hidden_states,
+        return_attention_scores=route.wants_scores,
+        **arguments,
+    )
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    output = outputs.pop(0)
+    if route.wants_scores:
+        route.scores = outputs.pop(0)
+    if route.cache is not None:
+        route.cache = outputs.pop(0)
+    return output
+
+
 def _check_passed_down(passed_down):
     unknown = sorted(set(passed_down) - set(_PASSED_DOWN))
     if unknown:
@@ -146,7 +210,7 @@ def _check_passed_down(passed_down):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class KerasHubGatedDeltaNet(keras.layers.Layer):
+class KerasHubGatedDeltaNet(_Routed, keras.layers.Layer):
     """keras-hub's Gated DeltaNet call on `keras_attention.GatedDeltaNet`.
 
     What `swap_attention` puts where a Qwen3.5 decoder held its
@@ -204,6 +268,15 @@ class KerasHubGatedDeltaNet(keras.layers.Layer):
         cache_update_index=None,
         training=None,
     ):
+        route = self._route
+        if route is not None and cache is None:
+            output, route.cache = self.layer(
+                hidden_states,
+                cache=route.cache,
+                cache_update_index=route.index,
+                training=training,
+            )
+            return output
         mask = None
         if attention_mask is not None:
             mask = ops.cast(attention_mask, "bool")

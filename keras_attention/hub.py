@@ -1,4 +1,5 @@
-"""keras-hub models on this package's attention: `swap_attention`.
+"""keras-hub models on this package's attention: `swap_attention`, and
+`language_model` for our generation.
 
 A keras-hub `CausalLM` or `Backbone` writes one attention layer per
 family; `swap_attention` replaces each by `GroupedQueryAttention` with
@@ -19,10 +20,12 @@ import keras
 from keras import ops
 
 from keras_attention import _hub_families
+from keras_attention import _hub_generation
 from keras_attention._hub_adapters import KerasHubAttention as KerasHubAttention
 from keras_attention._hub_adapters import (
     KerasHubGatedDeltaNet as KerasHubGatedDeltaNet,
 )
+from keras_attention._hub_generation import KerasHubBlock as KerasHubBlock
 from keras_attention.layers.gated_delta_net import GatedDeltaNet
 from keras_attention.layers.grouped_query import GroupedQueryAttention
 
@@ -259,3 +262,50 @@ def swap_attention(model):
             setattr(model, function, None)
     return model
 
+
+def language_model(model):
+    """A swapped keras-hub model laid out for `models.Generator`.
+
+    `keras_attention.models.Generator` decodes a model of
+    `build_language_model`. This gives one of a swapped keras-hub
+    `CausalLM` or `Backbone`, sharing its layers and weights: token ids
+    `(batch, T)` -> logits `(batch, T, vocabulary)`, with the layers
+    `token_embedding` (Gemma's scaled by `sqrt(hidden_dim)`), `block_0`,
+    ... (`KerasHubBlock`: each keras-hub decoder, its attention's cache
+    handed past it to our layer), `final_norm` and `logits` (the
+    embedding reversed, with Gemma's final soft cap). So our compiled
+    generation runs a keras-hub model with each of our caches: keras-hub's
+    tensor, a `RollingCache` for its windowed layers, int8 entries
+    (`cache_dtype="int8"`), a `GatedDeltaCache` for Qwen3.5's Gated
+    DeltaNet; its blocks take a `PagedCache` too, with a position per
+    sequence. Its calls with a cache use our causal mask, not keras-hub's
+    padding mask: prompts of one length (as `Generator` takes), or a
+    `PagedCache`'s own lengths.
+
+    Args:
+        model: A `CausalLM` or `Backbone` that `swap_attention` swapped.
+
+    Returns:
+        A functional `keras.Model`.
+
+    Raises:
+        ValueError: for a model `swap_attention` has not swapped.
+
+    Example:
+
+    ```python
+    keras_attention.hub.swap_attention(causal_lm)
+    generator = keras_attention.models.Generator(
+        keras_attention.hub.language_model(causal_lm), cache_dtype="int8"
+    )
+    ids = generator.generate(prompt_ids, max_new_tokens=32)
+    ```
+    """
+    backbone = _backbone(model)
+    if not isinstance(backbone, KerasHubBackbone):
+        raise ValueError(
+            "language_model takes a model that swap_attention swapped (its "
+            "attention is ours). Received: a "
+            f"{type(model).__name__} on keras-hub's attention"
+        )
+    return _hub_generation.language_model(backbone, _family(model, backbone))

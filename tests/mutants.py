@@ -372,6 +372,35 @@ MUTANTS = (
         "",
     ),
     Mutant(
+        "hub_route_ignored",
+        "the adapter ignores the cache a language_model block hands it "
+        "past keras-hub's decoder: our generation's caches are not written",
+        "keras_attention/_hub_adapters.py",
+        "        if route is not None and cache is None:\n"
+        "            return _routed(self.attention, hidden_states, "
+        "attention_mask, route)\n",
+        "        if False:\n"
+        "            return _routed(self.attention, hidden_states, "
+        "attention_mask, route)\n",
+    ),
+    Mutant(
+        "hub_gemma_embeddings_unscaled",
+        "language_model leaves out Gemma's embedding scale "
+        "(`sqrt(hidden_dim)`, in keras-hub's call_with_cache)",
+        "keras_attention/_hub_generation.py",
+        "        scale = float(backbone.hidden_dim) ** 0.5\n",
+        "        scale = None\n",
+    ),
+    Mutant(
+        "hub_block_scores_not_asked",
+        "a language_model block asked for its attention weights does not "
+        "ask the adapter: collect_attention gets no weights",
+        "keras_attention/_hub_generation.py",
+        "        route = Route(cache, cache_update_index, "
+        "return_attention_scores)\n",
+        "        route = Route(cache, cache_update_index)\n",
+    ),
+    Mutant(
         "in_place_left_on",
         "the in-place writes stay on after the Generator's loop: later "
         "cache writes change the caller's tensors",
