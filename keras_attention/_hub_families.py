@@ -36,6 +36,12 @@ class Family:
     # The decoder's attribute holding a Gated DeltaNet layer and its
     # class name (Qwen3.5's `linear_attention` layers), or `None`.
     linear: tuple = None
+    # The backbone's attribute holding its final norm, and whether its
+    # token embeddings are scaled by `sqrt(hidden_dim)` before the first
+    # decoder (Gemma's): what `hub.language_model` runs around the
+    # decoders, as the family's `CausalLM.call_with_cache` does.
+    final_norm: str = "layer_norm"
+    scales_embeddings: bool = False
 
 
 def _llama_options(layer, head_dim):
@@ -306,6 +312,7 @@ FAMILIES = (
         "attention",
         _gemma3_options,
         transform=_gemma3_weights,
+        scales_embeddings=True,
     ),
     Family(
         "SmolLM3",
@@ -320,6 +327,7 @@ FAMILIES = (
             "o_proj": "attention_output",
         },
         transform=_smollm3_weights,
+        final_norm="norm",
     ),
     Family(
         "Qwen3.5",

@@ -64,6 +64,7 @@ TORCH_LANE = (
     "tests/models/test_generation.py",
     "tests/test_doc_blocks.py",
     "tests/test_hub.py",
+    "tests/test_hub_generation.py",
     "tests/test_hub_qwen3_5.py",
 )
 

@@ -351,7 +351,7 @@ MUTANTS = (
         "the Gated DeltaNet adapter builds the state over the whole "
         "prompt in keras-hub's prefill, which its generate then feeds the "
         "shortest prompt's last token again (keras-hub's own behaviour)",
-        "keras_attention/hub.py",
+        "keras_attention/_hub_adapters.py",
         "                mask = _before_the_first_fed_again(mask)\n",
         "                pass\n",
     ),
@@ -370,6 +370,35 @@ MUTANTS = (
         "keras_attention/hub.py",
         '        "generate_function",\n',
         "",
+    ),
+    Mutant(
+        "hub_route_ignored",
+        "the adapter ignores the cache a language_model block hands it "
+        "past keras-hub's decoder: our generation's caches are not written",
+        "keras_attention/_hub_adapters.py",
+        "        if route is not None and cache is None:\n"
+        "            return _routed(self.attention, hidden_states, "
+        "attention_mask, route)\n",
+        "        if False:\n"
+        "            return _routed(self.attention, hidden_states, "
+        "attention_mask, route)\n",
+    ),
+    Mutant(
+        "hub_gemma_embeddings_unscaled",
+        "language_model leaves out Gemma's embedding scale "
+        "(`sqrt(hidden_dim)`, in keras-hub's call_with_cache)",
+        "keras_attention/_hub_generation.py",
+        "        scale = float(backbone.hidden_dim) ** 0.5\n",
+        "        scale = None\n",
+    ),
+    Mutant(
+        "hub_block_scores_not_asked",
+        "a language_model block asked for its attention weights does not "
+        "ask the adapter: collect_attention gets no weights",
+        "keras_attention/_hub_generation.py",
+        "        route = Route(cache, cache_update_index, "
+        "return_attention_scores)\n",
+        "        route = Route(cache, cache_update_index)\n",
     ),
     Mutant(
         "in_place_left_on",

@@ -257,6 +257,7 @@ def test_no_module_over_600_lines(module):
 # `keras_attention/a/b.py` <-> `tests/a/test_b.py` (a private module
 # `_b.py` <-> `test_b.py`); the modules tested by a file of another name:
 TESTED_ELSEWHERE = {
+    "keras_attention._hub_adapters": "tests/test_hub.py",
     "keras_attention._hub_families": "tests/test_hub.py",
     "keras_attention.layers._cache_call": "tests/layers/test_cache.py",
     "keras_attention.layers._explain": "tests/ops/test_explain.py",

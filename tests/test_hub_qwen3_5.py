@@ -4,8 +4,9 @@
 A tiny random Qwen3.5 (every weight random: the norms' scales, `A_log`,
 `dt_bias`, the convolution), swapped in place: its logits are keras-hub's
 own on a right-padded batch, its `generate` is greedy decoding by full
-forward passes (keras-hub's own is not: docs/hub.md), keras-hub's layers
-are never called again, and the model saves and loads swapped.
+forward passes (keras-hub's own is not: docs/hub.md), and so is our
+compiled generation on it (`hub.language_model`), keras-hub's layers are
+never called again, and the model saves and loads swapped.
 """
 
 import functools
@@ -16,6 +17,7 @@ import pytest
 
 import keras_attention
 from keras_attention import hub
+from keras_attention.models import Generator
 from tests.layer_basics import to_np
 
 keras_hub = pytest.importorskip("keras_hub", reason="keras-hub is the model")
@@ -135,6 +137,18 @@ def test_logits_are_keras_hubs_and_generate_is_greedy(monkeypatch):
     prompt = _right_padded(2, 8, (3, 5))
     tokens = to_np(causal_lm.generate(prompt, stop_token_ids=None)["token_ids"])
     _check_greedy_by_full_passes(causal_lm, prompt, tokens)
+
+    # Our compiled generation on the same model (hub.language_model): the
+    # Gated DeltaNet layers on a GatedDeltaCache, the attention on a
+    # RollingCache (keras-hub's default window, 32768); greedy decoding by
+    # full passes again.
+    generator = Generator(hub.language_model(causal_lm))
+    kinds = [type(cache).__name__ for cache in generator.caches(2, 9)]
+    assert kinds == ["GatedDeltaCache", "RollingCache", "GatedDeltaCache"]
+    ids = generator.generate(np.array([[5, 9, 2, 7], [3, 1, 1, 20]]), 5)
+    in_prompt = np.arange(9)[None].repeat(2, axis=0) < 4
+    prompt = {"token_ids": ids * in_prompt, "padding_mask": in_prompt}
+    _check_greedy_by_full_passes(causal_lm, prompt, ids)
 
 
 def test_saves_and_loads_swapped_in_safe_mode(tmp_path, monkeypatch):
