@@ -49,25 +49,25 @@ def _supported():
     return ", ".join(family.name for family in _hub_families.FAMILIES)
 
 
-def _family(model, backbone):
+def _family(model, backbone, caller="swap_attention"):
     names = _class_names(backbone)
     for family in _hub_families.FAMILIES:
         if family.backbone in names:
             return family
     raise ValueError(
-        "swap_attention takes a keras-hub CausalLM or Backbone of the "
+        f"{caller} takes a keras-hub CausalLM or Backbone of the "
         f"families {_supported()}. Received: a {type(model).__name__}"
     )
 
 
-def _backbone(model):
+def _backbone(model, caller="swap_attention"):
     names = _class_names(model)
     if "CausalLM" in names:
         return model.backbone
     if "Backbone" in names:
         return model
     raise ValueError(
-        "swap_attention takes a keras-hub CausalLM or Backbone of the "
+        f"{caller} takes a keras-hub CausalLM or Backbone of the "
         f"families {_supported()}. Received: a {type(model).__name__}"
     )
 
@@ -301,11 +301,13 @@ def language_model(model):
     ids = generator.generate(prompt_ids, max_new_tokens=32)
     ```
     """
-    backbone = _backbone(model)
+    backbone = _backbone(model, "language_model")
     if not isinstance(backbone, KerasHubBackbone):
         raise ValueError(
             "language_model takes a model that swap_attention swapped (its "
             "attention is ours). Received: a "
             f"{type(model).__name__} on keras-hub's attention"
         )
-    return _hub_generation.language_model(backbone, _family(model, backbone))
+    return _hub_generation.language_model(
+        backbone, _family(model, backbone, "language_model")
+    )

@@ -339,6 +339,9 @@ def test_other_models_are_refused_naming_the_families():
         hub.swap_attention(gpt2)
     with pytest.raises(ValueError, match="Received: a Sequential"):
         hub.swap_attention(keras.Sequential())
+    # language_model names itself, not swap_attention.
+    with pytest.raises(ValueError, match="^language_model takes.*Sequential"):
+        hub.language_model(keras.Sequential())
 
 
 # A one-layer SmolLM3's settings (`_tiny`'s sizes).
