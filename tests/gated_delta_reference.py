@@ -7,9 +7,16 @@ each value head `h` (reading query/key head `h // groups`) and position
 `t`, the state emptied where a document begins, then
 `S ← S · exp(g_t)`, `v' = β_t (v_t − Sᵀ k_t)`, `S ← S + k_t v'ᵀ`,
 `o_t = Sᵀ (scale · q_t)`.
+
+`check_gradients` compares the op's gradients with central finite
+differences of a reference.
 """
 
+import keras
 import numpy as np
+
+from keras_attention import ops as ka_ops
+from tests import autodiff
 
 
 def gated_delta_rule(
@@ -104,3 +111,59 @@ def inputs(
         g = -rng.uniform(0.0, 1.0, size=g.shape + (depth,))
     beta = rng.uniform(0.0, 1.0, size=(batch, length, value_heads))
     return [x.astype("float32") for x in (query, key, value, g, beta)]
+
+
+def finite_differences(fn, args, eps=1e-6):
+    """Central differences of the scalar `fn(*args)`, in float64."""
+    grads = []
+    for i, arg in enumerate(args):
+        grad = np.zeros(arg.shape)
+        for index in np.ndindex(arg.shape):
+            shifted = [np.array(a, np.float64) for a in args]
+            shifted[i][index] += eps
+            up = fn(*shifted)
+            shifted[i][index] -= 2 * eps
+            grad[index] = (up - fn(*shifted)) / (2 * eps)
+        grads.append(grad)
+    return grads
+
+
+def check_gradients(rng, rule, args, segment_ids, form):
+    """The op's gradients of query, key, value, g, beta and the initial
+    state (`args`), through a random weighting of the output and the
+    final state, against finite differences of `rule` (a NumPy
+    reference), in the op's `form` with chunks of 2."""
+    weights = rng.normal(size=args[2].shape)  # the output's, the value's
+    state_weights = rng.normal(size=args[5].shape)
+
+    def loss(q, k, v, g, beta, state):
+        out, final = rule(
+            q, k, v, g, beta, initial_state=state, segment_ids=segment_ids
+        )
+        return np.sum(out * weights) + np.sum(final * state_weights)
+
+    def keras_loss(q, k, v, g, beta, state):
+        out, final = ka_ops.gated_delta_rule(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            initial_state=state,
+            output_final_state=True,
+            segment_ids=segment_ids,
+            chunk_size=2,
+            form=form,
+        )
+        return keras.ops.sum(
+            out * keras.ops.convert_to_tensor(weights, "float32")
+        ) + keras.ops.sum(
+            final * keras.ops.convert_to_tensor(state_weights, "float32")
+        )
+
+    _, grads = autodiff.gradients(keras_loss, args)
+    expected = finite_differences(loss, args)
+    for name, grad, want in zip(
+        "q k v g beta state".split(), grads, expected, strict=True
+    ):
+        np.testing.assert_allclose(grad, want, atol=2e-4, err_msg=name)

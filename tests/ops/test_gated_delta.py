@@ -149,20 +149,6 @@ def test_extreme_decays_stay_exact_and_finite(rng, decays):
         assert all(np.isfinite(grad).all() for grad in grads)
 
 
-def _finite_differences(fn, args, eps=1e-6):
-    grads = []
-    for i, arg in enumerate(args):
-        grad = np.zeros(arg.shape)
-        for index in np.ndindex(arg.shape):
-            shifted = [np.array(a, np.float64) for a in args]
-            shifted[i][index] += eps
-            up = fn(*shifted)
-            shifted[i][index] -= 2 * eps
-            grad[index] = (up - fn(*shifted)) / (2 * eps)
-        grads.append(grad)
-    return grads
-
-
 @pytest.mark.parametrize("form", ["chunk", "recurrent"])
 def test_gradients_match_finite_differences(rng, form):
     """Query, key, value, g, beta and the initial state, through a loss of
@@ -170,40 +156,9 @@ def test_gradients_match_finite_differences(rng, form):
     args = reference.inputs(rng, 1, 5, 1, 2, 3, 2)
     args.append(rng.normal(size=(1, 2, 3, 2)).astype("float32"))
     segment_ids = np.array([[0, 0, 0, 1, 1]])
-    weights = rng.normal(size=(1, 5, 2, 2))
-    state_weights = rng.normal(size=(1, 2, 3, 2))
-
-    def loss(q, k, v, g, beta, state):
-        out, final = reference.gated_delta_rule(
-            q, k, v, g, beta, initial_state=state, segment_ids=segment_ids
-        )
-        return np.sum(out * weights) + np.sum(final * state_weights)
-
-    def keras_loss(q, k, v, g, beta, state):
-        out, final = ka_ops.gated_delta_rule(
-            q,
-            k,
-            v,
-            g,
-            beta,
-            initial_state=state,
-            output_final_state=True,
-            segment_ids=segment_ids,
-            chunk_size=2,
-            form=form,
-        )
-        return keras.ops.sum(
-            out * keras.ops.convert_to_tensor(weights, "float32")
-        ) + keras.ops.sum(
-            final * keras.ops.convert_to_tensor(state_weights, "float32")
-        )
-
-    _, grads = autodiff.gradients(keras_loss, args)
-    expected = _finite_differences(loss, args)
-    for name, grad, want in zip(
-        "q k v g beta state".split(), grads, expected, strict=True
-    ):
-        np.testing.assert_allclose(grad, want, atol=2e-4, err_msg=name)
+    reference.check_gradients(
+        rng, reference.gated_delta_rule, args, segment_ids, form
+    )
 
 
 def test_bfloat16_inputs_keep_a_float32_state(rng):
