@@ -409,6 +409,22 @@ MUTANTS = (
         "        pass\n",
     ),
     Mutant(
+        "eager_tensors_baked",
+        "an eager JAX call of the block kernel compiled once keeps its "
+        "first call's padding mask as a constant",
+        "keras_attention/ops/_eager.py",
+        "            return attend(tensors, static._replace(**arrays))\n",
+        "            return attend(tensors, spec)\n",
+    ),
+    Mutant(
+        "eager_users_mod_keyed",
+        "the compiled-once eager kernel keys a function of the user's by "
+        "its type, so a second closure reuses the first one's program",
+        "keras_attention/ops/_eager.py",
+        "    if not plain:\n        return _NO_KEY\n",
+        "    if not plain:\n        return type(mod).__name__\n",
+    ),
+    Mutant(
         "gated_delta_decay_after_write",
         "Gated DeltaNet's recurrence decays the state after the write, "
         "not before it (the key reads the undecayed state, the write "

@@ -23,6 +23,7 @@ import keras
 from keras import ops
 
 from keras_attention.ops import _blocks
+from keras_attention.ops import _eager
 from keras_attention.ops._layout import index_tensors
 from keras_attention.ops.mask_mods import keep
 
@@ -459,7 +460,12 @@ def attend(tensors, spec):
     """The kernel's output `(B, Hkv, G, Tq, Dv)` and log-sum-exp `(B, Hkv,
     G, Tq, 1)` (`NEG` where a query keeps no key) for `tensors` (see
     `Blocks`), with the backward pass as the gradient of every tensor,
-    through both."""
+    through both. An eager JAX call is compiled once per configuration
+    (`ops/_eager.py`)."""
+    return _eager.compiled_once(_attend, tensors, spec)
+
+
+def _attend(tensors, spec):
 
     @ops.custom_gradient
     def run(*tensors):
