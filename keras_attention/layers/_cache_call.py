@@ -121,13 +121,3 @@ def output_spec(cache):
             [keras.KerasTensor(t.shape, dtype_of(t)) for t in cache.tensors]
         )
     return keras.KerasTensor(cache.shape, dtype_of(cache))
-
-
-def outputs(output, scores, cache, return_attention_scores):
-    """keras-hub's return: output, then scores, then the cache if any."""
-    result = (output,)
-    if return_attention_scores:
-        result += (scores,)
-    if cache is not None:
-        result += (cache,)
-    return result[0] if len(result) == 1 else result

@@ -76,6 +76,16 @@ class LayerCall:
             )
         )
 
+    @property
+    def opens_cache(self):
+        """Whether the call brings a cache or an argument that needs one
+        (without them no cache is opened or checked)."""
+        return not (
+            self.cache is None
+            and self.cache_update_index is None
+            and self.cache_update_mask is None
+        )
+
     def shapes(self):
         """The inputs' shapes by the layer's names of them."""
         named = {}
@@ -94,3 +104,13 @@ class LayerCall:
             "attention_mask": self.attention_mask,
             "use_causal_mask": bool(self.use_causal_mask),
         }
+
+
+def outputs(output, scores, cache, return_attention_scores):
+    """keras-hub's return: output, then scores, then the cache if any."""
+    result = (output,)
+    if return_attention_scores:
+        result += (scores,)
+    if cache is not None:
+        result += (cache,)
+    return result[0] if len(result) == 1 else result

@@ -21,7 +21,7 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _cache
-from keras_attention.layers import _cache_call
+from keras_attention.layers import _layer_call
 from keras_attention.layers import _local_window
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
@@ -227,7 +227,7 @@ class MultiHeadBase(
         """The one call of a `LayerCall`: project, rotate and update the
         cache, attend on the planned kernel, project out. Returns
         keras-hub's `output[, scores][, cache]`."""
-        cache = self._open_cache(call)
+        cache = self._open_cache(call) if call.opens_cache else None
         axes = self._axes
         flat = axes is None
         if not flat and (cache or self.rotary_embedding is not None):
@@ -263,7 +263,7 @@ class MultiHeadBase(
             weights = axes.weights(weights, query.shape, key.shape)
         output = self._project_out(context, query, call.layout)
         returned = None if cache is None else cache.output
-        return _cache_call.outputs(
+        return _layer_call.outputs(
             output, weights, returned, call.return_weights
         )
 
@@ -372,7 +372,7 @@ class MultiHeadBase(
         return dict(
             backward=training is not False,
             cached=cached,
-            ring=ring_lib.current() is not None,
+            ring=bool(ring_lib.ACTIVE),
             block_size=None if block_mask is None else block_mask.block_size,
             **self._layer_flags.value,
         )

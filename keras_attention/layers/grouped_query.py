@@ -6,6 +6,7 @@ import keras
 from keras_attention import _validation
 from keras_attention.layers import _cache
 from keras_attention.layers import _cache_call
+from keras_attention.layers import _layer_call
 from keras_attention.layers._keras_hooks import GroupedHooks
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
@@ -271,7 +272,7 @@ class GroupedQueryAttention(
             dtype=dtype,
         )
         output = keras.KerasTensor(shape, dtype=dtype)
-        return _cache_call.outputs(
+        return _layer_call.outputs(
             output, scores, cache_spec, return_attention_scores
         )
 

@@ -10,6 +10,7 @@ from keras_attention import _validation
 from keras_attention.layers import _cache
 from keras_attention.layers import _cache_call
 from keras_attention.layers import _latent_rope
+from keras_attention.layers import _layer_call
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mods
 from keras_attention.layers import _projections
@@ -385,7 +386,7 @@ class MultiHeadLatentAttention(
             dtype=dtype,
         )
         cache = _cache_call.output_spec(cache)
-        return _cache_call.outputs(
+        return _layer_call.outputs(
             output, weights, cache, return_attention_scores
         )
 

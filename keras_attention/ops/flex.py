@@ -226,7 +226,7 @@ def _flex_call(
         weights=bool(return_attention_scores),
         lse=bool(return_lse),
     )
-    flags = dict(ring=ring.current() is not None, block_size=block_size)
+    flags = dict(ring=bool(ring.ACTIVE), block_size=block_size)
     return call, flags
 
 

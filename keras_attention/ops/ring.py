@@ -28,7 +28,9 @@ from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.mask_mods import MaskCombination
 
-_ACTIVE = []
+# The active `ContextParallel` scopes, innermost last: what a layer or
+# `flex_attention` reads to tell the planner (`current()` returns it).
+ACTIVE = []
 
 
 def _needs_jax(what):
@@ -142,7 +144,7 @@ class ContextParallel:
         return self._mesh
 
     def __enter__(self):
-        _ACTIVE.append(self)
+        ACTIVE.append(self)
         self._jax_contexts.append(self._set_jax_mesh())
         return self
 
@@ -150,7 +152,7 @@ class ContextParallel:
         context = self._jax_contexts.pop()
         if context is not None:
             context.__exit__(*exc)
-        _ACTIVE.remove(self)
+        ACTIVE.remove(self)
         return False
 
     def _set_jax_mesh(self):
@@ -184,7 +186,7 @@ class ContextParallel:
 
 def current():
     """The innermost active `ContextParallel`, or `None`."""
-    return _ACTIVE[-1] if _ACTIVE else None
+    return ACTIVE[-1] if ACTIVE else None
 
 
 def _jax_mesh(device_mesh):
