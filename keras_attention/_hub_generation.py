@@ -43,6 +43,9 @@ class KerasHubBlock(keras.layers.Layer):
             `(batch_size, heads, T, keys)` too (what
             `keras_attention.visualize.collect_attention` asks for).
         training: Whether dropout is active.
+        **decoder_arguments: The decoder's own call arguments, passed on
+            (its padding mask, as the backbone gives it: a call without a
+            cache then runs on keras-hub's mask).
 
     Returns:
         The decoder's output, then the weights when asked for, then the
@@ -73,12 +76,13 @@ class KerasHubBlock(keras.layers.Layer):
         cache_update_index=None,
         return_attention_scores=False,
         training=None,
+        **decoder_arguments,
     ):
         if cache is None and not return_attention_scores:
-            return self.decoder(x, training=training)
+            return self.decoder(x, training=training, **decoder_arguments)
         route = Route(cache, cache_update_index, return_attention_scores)
         with self.adapter.routing(route):
-            x = self.decoder(x, training=training)
+            x = self.decoder(x, training=training, **decoder_arguments)
         outputs = (x, route.scores) if return_attention_scores else (x,)
         return outputs if cache is None else (*outputs, route.cache)
 
@@ -136,6 +140,21 @@ def _adapter(decoder, family):
     if not isinstance(found, KerasHubAttention) and family.linear:
         found = getattr(decoder, family.linear[0], None)
     return found
+
+
+def scores_blocks(backbone, family):
+    """`{decoder name: KerasHubBlock}` of `backbone`'s decoders whose
+    attention is ours (a Gated DeltaNet decoder has no weights to report):
+    what `collect_attention` calls in each decoder's place, with the
+    decoder's own arguments, to read its attention weights."""
+    blocks = {}
+    for decoder in backbone.transformer_layers:
+        adapter = _adapter(decoder, family)
+        if isinstance(adapter, KerasHubAttention):
+            blocks[decoder.name] = KerasHubBlock(
+                decoder, adapter, name=decoder.name
+            )
+    return blocks
 
 
 def language_model(backbone, family):

@@ -156,7 +156,9 @@ class KerasHubBackbone:
     from the config, then swapped again (the weights are loaded after).
 
     A swapped backbone's class is a subclass of its keras-hub class that
-    saves under this name, with its keras-hub class in its config."""
+    saves under this name, with its keras-hub class in its config; its
+    `attention_scores_layers()` is how
+    `keras_attention.visualize.collect_attention` reads its attention."""
 
     @classmethod
     def from_config(cls, config):
@@ -166,6 +168,15 @@ class KerasHubBackbone:
             {**hub_class, "config": config}
         )
         return swap_attention(backbone)
+
+    def attention_scores_layers(self):
+        """`{decoder name: layer}`: for each decoder on our attention, a
+        `KerasHubBlock` that `keras_attention.visualize.collect_attention`
+        calls in its place, with the decoder's arguments, to read its
+        attention weights (keras-hub's decoder returns none)."""
+        return _hub_generation.scores_blocks(
+            self, _family(self, self, "collect_attention")
+        )
 
     def get_config(self):
         hub_class = type(self).__mro__[2]

@@ -401,6 +401,42 @@ MUTANTS = (
         "        route = Route(cache, cache_update_index)\n",
     ),
     Mutant(
+        "hub_views_padding_dropped",
+        "a KerasHubBlock asked for its attention weights calls keras-hub's "
+        "decoder without the backbone's arguments: the padding mask is "
+        "dropped, padded keys get weight",
+        "keras_attention/_hub_generation.py",
+        "            x = self.decoder(x, training=training, "
+        "**decoder_arguments)\n",
+        "            x = self.decoder(x, training=training)\n",
+    ),
+    Mutant(
+        "hub_views_layers_mis_keyed",
+        "a swapped backbone's attention_scores_layers hands each decoder's "
+        "name another decoder's block (reversed): collect_attention "
+        "reports each layer's weights under another layer's path",
+        "keras_attention/_hub_generation.py",
+        "    return blocks\n",
+        "    return dict(zip(blocks, reversed(blocks.values())))\n",
+    ),
+    Mutant(
+        "collect_sparse_mark_kept",
+        "collect_attention calls a layer on a tensor Keras marks sparse (a "
+        "product with a constant: Gemma's scaled embeddings) as it is: "
+        "the traced call fails on a sparse placeholder (TF, JAX)",
+        "keras_attention/visualize/collect.py",
+        "    args, kwargs = keras.tree.map_structure(_dense, (args, kwargs))\n",
+        "",
+    ),
+    Mutant(
+        "collect_nested_inputs_by_keyword_dropped",
+        "collect_attention drops the inputs of a nested model called by "
+        "keyword (keras-hub's Gemma 3 CausalLM: `backbone(inputs=inputs)`)",
+        "keras_attention/visualize/collect.py",
+        'if k in ("inputs", "training")}',
+        'if k == "training"}',
+    ),
+    Mutant(
         "in_place_left_on",
         "the in-place writes stay on after the Generator's loop: later "
         "cache writes change the caller's tensors",

@@ -14,6 +14,7 @@ import keras_attention
 from keras_attention import hub
 from keras_attention.models import Generator
 from tests.layer_basics import to_np
+from tests.test_hub import _batch
 from tests.test_hub import _causal_lm
 from tests.test_hub import _generate
 
@@ -177,3 +178,49 @@ def test_mistral_rolling_and_paged_caches_and_its_attention_weights():
         x, x, use_causal_mask=True, return_attention_scores=True
     )
     np.testing.assert_allclose(maps["block_0"], to_np(weights), atol=1e-6)
+
+
+def _our_weights(decoder, x, mask):
+    """Our attention layer of `decoder`, called on its own on the
+    decoder's normed input `x`: its weights."""
+    attention = decoder._self_attention_layer.attention
+    x = decoder._self_attention_layernorm(x)
+    _, weights = attention(
+        x, x, attention_mask=mask, return_attention_scores=True
+    )
+    return to_np(weights)
+
+
+def test_collect_attention_reads_a_swapped_causal_lm_itself():
+    # No language model in between: the CausalLM as keras-hub gives it,
+    # a right-padded batch (keras-hub's dict) and bare token ids.
+    causal_lm = _causal_lm("llama3")
+    batch = _batch(length=6, lengths=(6, 4))
+    with pytest.raises(ValueError, match="swap_attention\\(model\\)` first"):
+        keras_attention.visualize.collect_attention(causal_lm, batch)
+    hub.swap_attention(causal_lm)
+    maps = keras_attention.visualize.collect_attention(causal_lm, batch)
+    paths = [f"llama3_backbone/transformer_layer_{i}" for i in range(2)]
+    assert list(maps) == paths
+    query, key = np.indices((6, 6))
+    mask = (key <= query)[None] & np.asarray(batch["padding_mask"])[:, None]
+    for weights in maps.values():
+        assert weights.shape == (2, 4, 6, 6)
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        # Causal, and the padded keys (the second row's last two) at 0.
+        assert (weights.transpose(0, 2, 3, 1)[~mask] == 0).all()
+    # The first layer's weights are our layer's on the decoder's input,
+    # called on its own with keras-hub's mask.
+    backbone = causal_lm.backbone
+    decoder = backbone.transformer_layers[0]
+    x = backbone.token_embedding(batch["token_ids"])
+    want = _our_weights(decoder, x, mask)
+    np.testing.assert_allclose(maps[paths[0]], want, atol=1e-6)
+
+    # Bare ids: every token real (a padding mask of ones), causal only.
+    ids = np.asarray(batch["token_ids"])
+    maps = keras_attention.visualize.collect_attention(causal_lm, ids)
+    causal = np.broadcast_to(key <= query, (2, 6, 6))
+    want = _our_weights(decoder, x, causal)
+    np.testing.assert_allclose(maps[paths[0]], want, atol=1e-6)
+    assert (maps[paths[0]][1, ..., 4:] > 0).any()

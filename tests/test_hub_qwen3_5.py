@@ -134,6 +134,13 @@ def test_logits_are_keras_hubs_and_generate_is_greedy(monkeypatch):
 
     got = _logits(causal_lm, batch)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    # The views of the CausalLM itself: the full attention layer's weights
+    # (the Gated DeltaNet layers have none), the padded keys at 0.
+    maps = keras_attention.visualize.collect_attention(causal_lm, batch)
+    assert list(maps) == ["qwen3_5_backbone/transformer_layer_1"]
+    weights = maps["qwen3_5_backbone/transformer_layer_1"]
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert (weights[1, ..., 5:] == 0).all() and (weights[0, ..., 5:] > 0).any()
     prompt = _right_padded(2, 8, (3, 5))
     tokens = to_np(causal_lm.generate(prompt, stop_token_ids=None)["token_ids"])
     _check_greedy_by_full_passes(causal_lm, prompt, tokens)

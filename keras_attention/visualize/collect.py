@@ -12,6 +12,11 @@ weights then runs once, eagerly (`predict_on_batch` for text models). A
 nested functional or Sequential model gets a probe of its own, called in
 its place, whose outputs are the nested model's outputs followed by its
 weights; a Sequential model's layers are called in order the same way.
+A model's `attention_scores_layers()`, where it has one, names layers
+called in the place of some of its own: a keras-hub backbone swapped by
+`keras_attention.hub.swap_attention` names, for each decoder, a block
+that calls the decoder and returns its attention weights too (this
+module never imports `hub`, nor keras-hub).
 
 Keras offers no other public way: a layer's `output` is its first output
 only, and reading the nodes of the graph (`_inbound_nodes`) is private.
@@ -75,9 +80,13 @@ class AttentionMaps(dict):
 def collect_attention(model, inputs) -> AttentionMaps:
     """Every attention layer's weights from one forward pass of `model`.
 
-    Works on a functional or `Sequential` Keras model (nested ones too)
-    and on a `keras_attention.seq2seq.Translator` or `TransformerTranslator`,
-    on every backend. An
+    Works on a functional or `Sequential` Keras model (nested ones too),
+    on a keras-hub `CausalLM` or `Backbone` swapped by
+    `keras_attention.hub.swap_attention` (one entry per decoder on our
+    attention, its padding mask honoured; Qwen3.5's Gated DeltaNet
+    decoders have no weights), and on a
+    `keras_attention.seq2seq.Translator` or `TransformerTranslator`, on
+    every backend. An
     attention layer is one whose `call` takes `return_attention_scores`:
     this package's layers and Keras's `MultiHeadAttention`,
     `GroupQueryAttention`, `Attention` and `AdditiveAttention`. The model is
@@ -96,12 +105,16 @@ def collect_attention(model, inputs) -> AttentionMaps:
     (`model.encoder_attention`), whose queries are the source tokens.
 
     Args:
-        model: A functional or `Sequential` model, or a `Translator` or
+        model: A functional or `Sequential` model, a swapped keras-hub
+            `CausalLM` or `Backbone`, or a `Translator` or
             `TransformerTranslator`.
         inputs: What `model.predict_on_batch` takes: arrays, a dict of
             them, or text for a model with a string input (a
             `keras_attention.text.TextModel`) or a `Translator` (a string,
-            a list of strings, or source ids `(batch, source_time)`).
+            a list of strings, or source ids `(batch, source_time)`). A
+            keras-hub model takes its dict `{"token_ids",
+            "padding_mask"}` or bare token ids `(batch, time)` (a padding
+            mask of ones).
 
     Returns:
         An `AttentionMaps`: `{layer path: weights}`, the path being the
@@ -112,8 +125,10 @@ def collect_attention(model, inputs) -> AttentionMaps:
 
     Raises:
         ValueError: If `model` is a subclassed model (its layer graph
-            cannot be read), a `Sequential` model that was never built, or
-            has no attention layer.
+            cannot be read), a `Sequential` model that was never built, a
+            keras-hub model still on keras-hub's attention, or has no
+            attention layer; if a keras-hub model's `inputs` are neither
+            its dict nor token ids `(batch, time)`.
 
     Example:
 
@@ -130,6 +145,7 @@ def collect_attention(model, inputs) -> AttentionMaps:
     """
     if isinstance(model, TextTranslator):
         return _translator_attention(model, inputs)
+    inputs = _keras_hub_inputs(model, inputs)
     found = []
     probe_inputs = _new_inputs(model)
     _run_layers(model, probe_inputs, found, "")
@@ -187,11 +203,49 @@ def _new_inputs(model):
     )
 
 
+def _keras_hub_inputs(model, inputs):
+    """`inputs` of a keras-hub `CausalLM` or `Backbone` as its dict (bare
+    token ids get a padding mask of ones); refused if its attention is
+    keras-hub's. Other models' inputs as they are."""
+    keras_hub_classes = {
+        cls.__name__
+        for cls in type(model).__mro__
+        if cls.__module__.startswith("keras_hub.")
+    }
+    if not keras_hub_classes & {"CausalLM", "Backbone"}:
+        return inputs
+    backbone = getattr(model, "backbone", model)
+    if not hasattr(backbone, "attention_scores_layers"):
+        raise ValueError(
+            "`collect_attention` reads a keras-hub model's attention "
+            "weights from this package's layers: call "
+            "`keras_attention.hub.swap_attention(model)` first. Received: "
+            f"a {type(model).__name__} on keras-hub's attention"
+        )
+    if isinstance(inputs, dict):
+        return inputs
+    ids = np.asarray(keras.ops.convert_to_numpy(inputs))
+    if ids.ndim != 2 or ids.dtype.kind not in "iu":
+        raise ValueError(
+            "`inputs` of a keras-hub model are its dict `{'token_ids', "
+            "'padding_mask'}` or integer token ids `(batch, time)`. "
+            f"Received: inputs of shape {ids.shape} and dtype {ids.dtype}"
+        )
+    return {"token_ids": ids, "padding_mask": np.ones(ids.shape, "int32")}
+
+
 def _run_layers(model, inputs, found, prefix):
-    """`model`'s outputs on `inputs`, its attention weights in `found`."""
+    """`model`'s outputs on `inputs`, its attention weights in `found`.
+
+    A model with `attention_scores_layers()` (a backbone swapped by
+    `keras_attention.hub.swap_attention`) names layers called in the place
+    of some of its own, with their arguments, to report the weights that
+    its own layers keep inside (a keras-hub decoder's attention)."""
     counts = {}
+    reporting = getattr(model, "attention_scores_layers", dict)()
 
     def call_function(layer, *args, **kwargs):
+        layer = reporting.get(layer.name, layer)
         return _call_layer(layer, args, kwargs, found, prefix, counts)
 
     if isinstance(model, keras.Sequential):
@@ -216,6 +270,7 @@ def _call_layer(layer, args, kwargs, found, prefix, counts):
     if _SCORES not in inspect.signature(layer.call).parameters:
         return layer(*args, **kwargs)
     wanted = bool(kwargs.get(_SCORES, False))
+    args, kwargs = keras.tree.map_structure(_dense, (args, kwargs))
     result = _WithScores(layer)(*args, **kwargs)
     count = counts.get(name, 0)
     counts[name] = count + 1
@@ -227,6 +282,17 @@ def _call_layer(layer, args, kwargs, found, prefix, counts):
         # (output, scores, cache): the caller asked for (output, cache).
         return (result[0], *result[2:])
     return result[0]
+
+
+def _dense(value):
+    """`value`, a symbolic tensor marked sparse as dense: `ops.multiply`
+    marks a product with a constant sparse (Gemma's scaled embeddings), a
+    mark the model's layer can ignore (keras-hub's decoder gives its own
+    output spec) but the wrapper's traced call cannot (a sparse
+    placeholder). The values are dense, as attention takes them."""
+    if getattr(value, "sparse", False) and keras.backend.is_keras_tensor(value):
+        return keras.ops.convert_to_tensor(value, sparse=False)
+    return value
 
 
 class _WithScores(keras.layers.Layer):
@@ -263,7 +329,9 @@ def _call_nested(model, args, kwargs, found, prefix):
     probe = keras.Model(
         inner_inputs, flat + [weights for _, weights, _ in inner_found]
     )
-    kwargs = {k: v for k, v in kwargs.items() if k == "training"}
+    # The inputs may come by keyword too (keras-hub's Gemma 3 CausalLM
+    # calls `backbone(inputs=inputs)`).
+    kwargs = {k: v for k, v in kwargs.items() if k in ("inputs", "training")}
     values = probe(*args, **kwargs)
     found.extend(
         (path, value, layer)

@@ -245,6 +245,23 @@ class _Subclassed(keras.Model):
         return self.attention(x)
 
 
+def test_a_product_with_a_constant_and_a_model_called_by_keyword(rng):
+    # Keras marks `x * 2.0` sparse (ops.multiply's spec, a constant
+    # counted as sparse): the layer's call is traced on it all the same.
+    # keras-hub's Gemma 3 scales its embeddings so, and its CausalLM calls
+    # its backbone as `backbone(inputs=inputs)`.
+    x = keras.Input((T, D))
+    encoder = keras_attention.SelfAttention(num_heads=2, name="encoder")
+    inner = keras.Model(x, encoder(x * 2.0), name="inner")
+    y = keras.Input((T, D))
+    model = keras.Model(y, inner(inputs=y))
+    data = rng.normal(size=(2, T, D)).astype("float32")
+    maps = visualize.collect_attention(model, data)
+    assert list(maps) == ["inner/encoder"]
+    want = _scores(encoder, data * 2.0)
+    np.testing.assert_allclose(maps["inner/encoder"], want, atol=1e-5)
+
+
 def test_subclassed_model_or_no_attention_layer_raise():
     model = _Subclassed()
     model(np.ones((1, T, D), "float32"))
