@@ -198,8 +198,10 @@ def _new_inputs(model):
             "`keras.Input`. Received: model of type "
             f"{type(model).__name__} without defined inputs"
         ) from error
+    # The inputs' names too: Keras warns when a dict's keys are not them.
     return keras.tree.map_structure(
-        lambda t: keras.Input(batch_shape=t.shape, dtype=t.dtype), structure
+        lambda t: keras.Input(batch_shape=t.shape, dtype=t.dtype, name=t.name),
+        structure,
     )
 
 
