@@ -108,7 +108,7 @@ def _transpose(x):
 @ops.custom_gradient
 def _solve(lower, right):
     """`(I + lower)⁻¹ right`, `lower` strictly lower triangular: the
-    inverse of one triangular solve, then one product (faster on the
+    inverse by one triangular solve, then one product (faster on the
     three backends than solving for `right`, twice as many columns, or
     than the inverse in matrix products, `log2 C` rounds of merged
     blocks; BENCHMARKS.md, "Gated DeltaNet").

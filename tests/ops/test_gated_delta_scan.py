@@ -66,9 +66,7 @@ def test_written_out_gradient_equals_the_backends(rng, channels):
 
         return fn
 
-    _, written_out = autodiff.gradients(
-        loss(_gated_delta_scan.step_scan), args
-    )
+    _, written_out = autodiff.gradients(loss(_gated_delta_scan.step_scan), args)
     _, automatic = autodiff.gradients(loss(_gated_delta_scan._forward), args)
     for name, got, want in zip(
         "state written carried to_end across".split(),
