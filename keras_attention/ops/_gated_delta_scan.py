@@ -129,9 +129,8 @@ def final_state(stacked, to_end, across):
     and inputs (differentiated by the backend: no loop)."""
     depth = to_end.shape[-1]
     last, k, a = stacked[-1], to_end[-1], across[-1]
-    return last[..., :depth, :] * a + ops.matmul(
-        _transpose(k), last[..., depth:, :]
-    )
+    # `@`, not `keras.ops.matmul`: decoding calls this once a token.
+    return last[..., :depth, :] * a + _transpose(k) @ last[..., depth:, :]
 
 
 def state_scan(state, written, carried, to_end, across):
