@@ -12,9 +12,11 @@ keras-hub's layer does). TensorFlow runs the plain graph, as
 `model.fit` does on a CPU (XLA compiles ours since the scan's gradient is
 written out, docs/linear.md, but the rows of BENCHMARKS.md were taken
 without it). Prints one row per length: the first call (trace and compile),
-the median of `--repeats` calls after it, time per token, and the ratio
-keras-hub / ours. keras-hub's function normalises the query and key
-itself; ours gets them normalised, so both compute the same thing.
+the fastest of `--repeats` calls after it (ours and keras-hub's called in
+turn, so a machine that slows down for a while slows both alike), time
+per token, and the ratio keras-hub / ours. keras-hub's function
+normalises the query and key itself; ours gets them normalised, so both
+compute the same thing.
 `--decode` adds the cost of one recurrent step after a prefill of each
 length (a state, so it should not depend on T). `--memory` measures
 instead, for each length in a process of its own, the peak resident
@@ -25,7 +27,6 @@ inputs): linear in T if each 4x of T adds 4x.
 
 import argparse
 import os
-import statistics
 import time
 
 
@@ -99,21 +100,35 @@ def _grad_fn(fn):
     return grads
 
 
-def _time(fn, inputs, repeats):
+def _block(result):
     import keras
 
-    def block(result):
-        return [keras.ops.convert_to_numpy(r) for r in result]
+    return [keras.ops.convert_to_numpy(r) for r in result]
 
+
+def _first(fn, inputs):
+    """The first call's seconds: trace and compile."""
     start = time.perf_counter()
-    block(fn(inputs))
-    first = time.perf_counter() - start
-    times = []
+    _block(fn(inputs))
+    return time.perf_counter() - start
+
+
+def _time(fn, inputs, repeats):
+    first = _first(fn, inputs)
+    return first, _alternate([fn], inputs, repeats)[0]
+
+
+def _alternate(fns, inputs, repeats):
+    """The fastest of `repeats` calls of each of `fns`, called in turn
+    (one, the other, one, ...): a machine that slows down for a while
+    slows both alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        start = time.perf_counter()
-        block(fn(inputs))
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times)
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            _block(fn(inputs))
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
 
 
 def _inputs(length, heads, dim):
@@ -205,15 +220,20 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for length in args.lengths:
         inputs = _inputs(length, args.heads, args.dim)
-        first, ours_t = _time(_compiled(_grad_fn(ours)), inputs, args.repeats)
+        ours_fn = _compiled(_grad_fn(ours))
+        first = _first(ours_fn, inputs)
+        if args.skip_hub:
+            (ours_t,) = _alternate([ours_fn], inputs, args.repeats)
+            row = f"| {length} | {first:.1f} | {ours_t * 1e3:.1f} "
+            print(
+                row + f"| {ours_t * 1e6 / length:.1f} | - | - | - |", flush=True
+            )
+            continue
+        hub_fn = _compiled(_grad_fn(hubs))
+        hub_first = _first(hub_fn, inputs)
+        ours_t, hub_t = _alternate([ours_fn, hub_fn], inputs, args.repeats)
         row = f"| {length} | {first:.1f} | {ours_t * 1e3:.1f} "
         row += f"| {ours_t * 1e6 / length:.1f} "
-        if args.skip_hub:
-            print(row + "| - | - | - |", flush=True)
-            continue
-        hub_first, hub_t = _time(
-            _compiled(_grad_fn(hubs)), inputs, args.repeats
-        )
         row += f"| {hub_first:.1f} | {hub_t * 1e3:.1f} | {hub_t / ours_t:.2f} |"
         print(row, flush=True)
     if args.decode:

@@ -499,8 +499,16 @@ MUTANTS = (
         "the written-out backward pass of the state's scan carries the "
         "gradient of the state back without its decay",
         "keras_attention/ops/_gated_delta_scan.py",
-        "    return ups + later * a - back, later\n",
-        "    return ups + later - back, later\n",
+        "    earlier = up_state + later * a - w_t @ d_writes\n",
+        "    earlier = up_state + later - w_t @ d_writes\n",
+    ),
+    Mutant(
+        "gated_delta_solve_gradient_sign",
+        "the written-out gradient of the chunk's triangular solve gives "
+        "the matrix the opposite sign",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "        return -ops.matmul(d_right, _transpose(solved)), d_right\n",
+        "        return ops.matmul(d_right, _transpose(solved)), d_right\n",
     ),
     Mutant(
         "gated_delta_chunk_start_off_by_one",

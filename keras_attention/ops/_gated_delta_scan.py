@@ -8,17 +8,23 @@ chunks of the chunked form, the positions of the recurrent one):
     S_{c+1} = a_c ∘ S_c + k_cᵀ v_c
 
 (`u`, `w`, `k` `(…, C, ·)` per step, `a` the decay of the state's rows,
-`(…, 1, 1)` or `(…, Dk, 1)`). Its gradient is another linear recurrence,
-run backwards: with `λ_c` the gradient of the loss with respect to `S_c`,
+`(…, 1, 1)` or `(…, Dk, 1)`). The loop gives, per step, the state before
+it and the step's writes `v_c`, stacked as one tensor `[S_c; v_c]`: the
+chunked form reads its outputs from both with one product, and nothing
+outside the loop computes `v_c` again. Its gradient is another linear
+recurrence, run backwards: with `λ_c` the gradient of the loss with
+respect to `S_c` and `Ḡ_c`, `V̄_c` those of the outputs `S_c`, `v_c`,
 
-    λ_c = Ḡ_c + a_c ∘ λ_{c+1} − w_cᵀ (k_c λ_{c+1})
+    v̄_c = V̄_c + k_c λ_{c+1}
+    λ_c = Ḡ_c + a_c ∘ λ_{c+1} − w_cᵀ v̄_c
 
-and the gradients of `u`, `w`, `k` and `a` follow from the `λ`s all steps
-at once. Written out, the backward pass is one `keras.ops.scan` of its
-own instead of the gradient of the forward one: TensorFlow's XLA bridge
-does not compile the gradient of a `tf.while_loop` without a maximum
-number of iterations (Keras's `scan` sets none), so without it training
-under `jit_compile=True` fails on TensorFlow.
+and the gradients of `u` (`v̄`), `w`, `k` and `a` follow from the `λ`s
+and `v̄`s all steps at once. Written out, the backward pass is one
+`keras.ops.scan` of its own instead of the gradient of the forward one:
+TensorFlow's XLA bridge does not compile the gradient of a
+`tf.while_loop` without a maximum number of iterations (Keras's `scan`
+sets none), so without it training under `jit_compile=True` fails on
+TensorFlow.
 """
 
 from keras import ops
@@ -31,39 +37,59 @@ def _transpose(x):
 # The steps are module functions, not closures: JAX caches a scan's traced
 # and compiled loop by its step function, so an eager call (a layer called
 # outside `jit`, decoding token by token) reuses them instead of tracing
-# and compiling the loop again on every call.
-def _forward_step(state, inputs):
-    u, w, k, a = inputs
-    v = u - ops.matmul(w, state)
-    return state * a + ops.matmul(_transpose(k), v), state
+# and compiling the loop again on every call. A step's outputs have the
+# structure and shapes of its carry (TensorFlow's `scan` in Keras keeps as
+# many outputs as carries, of their shapes): the carry holds the writes of
+# the step before beside the state. The keys come transposed (`(…, Dk,
+# C)`), once for all steps: each operation less in a step is one less per
+# step on PyTorch, which runs the loop eagerly; for the same reason the
+# steps multiply with the tensors' own `@` (`keras.ops.matmul` on PyTorch
+# spends about 50 µs a call on dtype checks, more than a `64 x 64`
+# product; the operands are of one float dtype here).
+def _forward_step(carry, inputs):
+    u, w, k_t, a = inputs
+    state = carry[0]
+    v = u - w @ state
+    return (state * a + k_t @ v, v), (state, v)
 
 
-def _backward_step(later, inputs):
-    ups, w, k, a = inputs
-    back = ops.matmul(_transpose(w), ops.matmul(k, later))
-    return ups + later * a - back, later
+def _backward_step(carry, inputs):
+    up_state, up_writes, w_t, k, a = inputs
+    later = carry[0]
+    d_writes = up_writes + k @ later
+    earlier = up_state + later * a - w_t @ d_writes
+    return (earlier, d_writes), (later, d_writes)
 
 
 def _forward(state, written, carried, to_end, across):
-    steps = (written, carried, to_end, across)
-    final, states = ops.scan(_forward_step, state, steps)
-    return ops.concatenate([states, final[None]], axis=0)
+    carry = (state, ops.zeros_like(written[0]))
+    steps = (written, carried, _transpose(to_end), across)
+    states, writes = ops.scan(_forward_step, carry, steps)[1]
+    return ops.concatenate([states, writes], axis=-2)
 
 
-def _backward(upstream, states, written, carried, to_end, across):
-    """The gradients of `state_scan`'s inputs, given `upstream`, the
-    gradient of its output."""
-    first, laters = ops.scan(
+def _backward(upstream, stacked, carried, to_end, across):
+    """The gradients of `step_scan`'s inputs, given `upstream`, the
+    gradient of its output `stacked`."""
+    depth = carried.shape[-1]
+    (first, _), (laters, d_written) = ops.scan(
         _backward_step,
-        upstream[-1],
-        (upstream[:-1], carried, to_end, across),
+        (
+            ops.zeros_like(stacked[0, ..., :depth, :]),
+            upstream[0, ..., depth:, :],
+        ),
+        (
+            upstream[..., :depth, :],
+            upstream[..., depth:, :],
+            _transpose(carried),
+            to_end,
+            across,
+        ),
         reverse=True,
     )
-    before = states[:-1]
-    d_written = ops.matmul(to_end, laters)
+    before, writes = stacked[..., :depth, :], stacked[..., depth:, :]
     d_carried = -ops.matmul(d_written, _transpose(before))
-    v = written - ops.matmul(carried, before)
-    d_to_end = ops.matmul(v, _transpose(laters))
+    d_to_end = ops.matmul(writes, _transpose(laters))
     d_across = ops.sum(before * laters, axis=-1, keepdims=True)
     if across.shape[-2] == 1:
         d_across = ops.sum(d_across, axis=-2, keepdims=True)
@@ -71,8 +97,8 @@ def _backward(upstream, states, written, carried, to_end, across):
 
 
 @ops.custom_gradient
-def state_scan(state, written, carried, to_end, across):
-    """The state before each step and after the last.
+def step_scan(state, written, carried, to_end, across):
+    """The state before each step and the step's writes.
 
     Args:
         state: `(…, Dk, Dv)`, the state before the first step.
@@ -82,15 +108,40 @@ def state_scan(state, written, carried, to_end, across):
         across: `(steps, …, 1, 1)` or `(steps, …, Dk, 1)`, `a`.
 
     Returns:
-        `(steps + 1, …, Dk, Dv)`: `S_0`, ..., `S_steps`.
+        `(steps, …, Dk + C, Dv)`: `[S_c; v_c]` for each step `c`, the
+        state before the step over its writes (`final_state` gives the
+        state after the last).
     """
-    states = _forward(state, written, carried, to_end, across)
+    stacked = _forward(state, written, carried, to_end, across)
 
     def grad(*args, upstream=None):
         # TensorFlow and JAX pass the upstream gradient alone, PyTorch the
         # inputs and `upstream=`.
         if upstream is None:
             (upstream,) = args
-        return _backward(upstream, states, written, carried, to_end, across)
+        return _backward(upstream, stacked, carried, to_end, across)
 
-    return states, grad
+    return stacked, grad
+
+
+def final_state(stacked, to_end, across):
+    """`S_steps`, the state after the last step, of `step_scan`'s output
+    and inputs (differentiated by the backend: no loop)."""
+    depth = to_end.shape[-1]
+    last, k, a = stacked[-1], to_end[-1], across[-1]
+    # `@`, not `keras.ops.matmul`: decoding calls this once a token.
+    return last[..., :depth, :] * a + _transpose(k) @ last[..., depth:, :]
+
+
+def state_scan(state, written, carried, to_end, across):
+    """The state before each step and after the last.
+
+    Args: as `step_scan`.
+
+    Returns:
+        `(steps + 1, …, Dk, Dv)`: `S_0`, ..., `S_steps`.
+    """
+    stacked = step_scan(state, written, carried, to_end, across)
+    depth = state.shape[-2]
+    final = final_state(stacked, to_end, across)
+    return ops.concatenate([stacked[..., :depth, :], final[None]], axis=0)

@@ -44,20 +44,29 @@ def test_states_equal_a_numpy_loop(rng, channels):
 @pytest.mark.parametrize("channels", [False, True])
 def test_written_out_gradient_equals_the_backends(rng, channels):
     args = _inputs(rng, channels)
+    # The stacked states and writes of the three steps `(3, …, 3 + 2, 2)`,
+    # and the state after the last, computed outside the loop from them.
     weights = keras.ops.convert_to_tensor(
-        rng.normal(size=(4, 1, 2, 3, 2)).astype("float32")
+        rng.normal(size=(3, 1, 2, 5, 2)).astype("float32")
+    )
+    last = keras.ops.convert_to_tensor(
+        rng.normal(size=(1, 2, 3, 2)).astype("float32")
     )
 
     def loss(scan):
         # Tensors, as the op passes them, not the variables `gradients`
         # makes (a custom gradient on TensorFlow would have to name them).
-        return lambda *xs: keras.ops.sum(
-            scan(*(keras.ops.cast(x, "float32") for x in xs)) * weights
-        )
+        def fn(*xs):
+            xs = [keras.ops.cast(x, "float32") for x in xs]
+            stacked = scan(*xs)
+            final = _gated_delta_scan.final_state(stacked, *xs[3:])
+            return keras.ops.sum(stacked * weights) + keras.ops.sum(
+                final * last
+            )
 
-    _, written_out = autodiff.gradients(
-        loss(_gated_delta_scan.state_scan), args
-    )
+        return fn
+
+    _, written_out = autodiff.gradients(loss(_gated_delta_scan.step_scan), args)
     _, automatic = autodiff.gradients(loss(_gated_delta_scan._forward), args)
     for name, got, want in zip(
         "state written carried to_end across".split(),
