@@ -461,6 +461,14 @@ MUTANTS = (
         "    if not plain:\n        return type(mod).__name__\n",
     ),
     Mutant(
+        "gated_delta_one_step_no_decay",
+        "the gated delta rule's one-step path (decoding a token) writes "
+        "into the undecayed state",
+        "keras_attention/ops/_gated_delta_scan.py",
+        "        final = state * across[0] + _transpose(to_end[0]) @ writes\n",
+        "        final = state + _transpose(to_end[0]) @ writes\n",
+    ),
+    Mutant(
         "gated_delta_decay_after_write",
         "Gated DeltaNet's recurrence decays the state after the write, "
         "not before it (the key reads the undecayed state, the write "

@@ -141,6 +141,13 @@ def state_scan(state, written, carried, to_end, across):
     Returns:
         `(steps + 1, …, Dk, Dv)`: `S_0`, ..., `S_steps`.
     """
+    if written.shape[0] == 1:
+        # One step, decoding a token: no loop, whose set-up on PyTorch's
+        # eager `scan` costs more than the step (the backend
+        # differentiates it).
+        writes = written[0] - carried[0] @ state
+        final = state * across[0] + _transpose(to_end[0]) @ writes
+        return ops.stack([state, final])
     stacked = step_scan(state, written, carried, to_end, across)
     depth = state.shape[-2]
     final = final_state(stacked, to_end, across)
