@@ -8,8 +8,9 @@ each value head `h` (reading query/key head `h // groups`) and position
 `S ← S · exp(g_t)`, `v' = β_t (v_t − Sᵀ k_t)`, `S ← S + k_t v'ᵀ`,
 `o_t = Sᵀ (scale · q_t)`.
 
-`check_gradients` compares the op's gradients with central finite
-differences of a reference.
+`run` gives the op's output and final state as NumPy arrays,
+`check_forms` both forms against a reference's, and `check_gradients`
+the op's gradients against central finite differences of a reference.
 """
 
 import keras
@@ -17,6 +18,33 @@ import numpy as np
 
 from keras_attention import ops as ka_ops
 from tests import autodiff
+
+# What the float32 op must meet against the float64 references.
+TOLERANCE = 1e-5
+
+
+def run(args, **kwargs):
+    """The op's `(output, final_state)` on `args`, as NumPy arrays."""
+    out, state = ka_ops.gated_delta_rule(
+        *args, output_final_state=True, **kwargs
+    )
+    return keras.ops.convert_to_numpy(out), keras.ops.convert_to_numpy(state)
+
+
+def check_forms(args, expected, chunk_size):
+    """Both forms of the op give `expected`, `(output, final_state)`,
+    within `TOLERANCE`, and finite gradients of every input."""
+    for form in ("chunk", "recurrent"):
+        out, state = run(args, form=form, chunk_size=chunk_size)
+        np.testing.assert_allclose(out, expected[0], atol=TOLERANCE)
+        np.testing.assert_allclose(state, expected[1], atol=TOLERANCE)
+        _, grads = autodiff.gradients(
+            lambda *xs, form=form: keras.ops.sum(
+                ka_ops.gated_delta_rule(*xs, form=form, chunk_size=chunk_size)
+            ),
+            args,
+        )
+        assert all(np.isfinite(grad).all() for grad in grads)
 
 
 def gated_delta_rule(

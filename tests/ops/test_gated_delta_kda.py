@@ -9,21 +9,16 @@ import numpy as np
 import pytest
 
 from keras_attention import ops as ka_ops
-from tests import autodiff
 from tests import gated_delta_reference as reference
 
-TOLERANCE = 1e-5
+TOLERANCE = reference.TOLERANCE
 
 
 def _numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
-def _run(args, **kwargs):
-    out, state = ka_ops.gated_delta_rule(
-        *args, output_final_state=True, **kwargs
-    )
-    return _numpy(out), _numpy(state)
+_run = reference.run
 
 
 def test_both_forms_equal_fla_naive_kda(rng):
@@ -84,17 +79,7 @@ def test_extreme_decays_stay_exact_and_finite(rng):
     g[:, 5, :, 2] = -1e6
     g[:, 6:, :, 2] *= 1e-3
     expected, expected_state = reference.kimi_delta_rule(*args)
-    for form in ("chunk", "recurrent"):
-        out, state = _run(args, form=form, chunk_size=8)
-        np.testing.assert_allclose(out, expected, atol=TOLERANCE)
-        np.testing.assert_allclose(state, expected_state, atol=TOLERANCE)
-        _, grads = autodiff.gradients(
-            lambda *xs, form=form: keras.ops.sum(
-                ka_ops.gated_delta_rule(*xs, form=form, chunk_size=8)
-            ),
-            args,
-        )
-        assert all(np.isfinite(grad).all() for grad in grads)
+    reference.check_forms(args, (expected, expected_state), 8)
 
 
 @pytest.mark.parametrize("form", ["chunk", "recurrent"])
