@@ -42,6 +42,23 @@ def _numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
+def _layer(config, chunk_size, **options):
+    """Our layer of a `(key_heads, key_dim, value_heads, value_dim,
+    conv width)` config, built."""
+    key_heads, key_dim, value_heads, value_dim, width = config
+    layer = keras_attention.GatedDeltaNet(
+        key_heads,
+        key_dim,
+        num_value_heads=value_heads,
+        value_head_dim=value_dim,
+        conv_kernel_size=width,
+        chunk_size=chunk_size,
+        **options,
+    )
+    layer.build((None, None, FEATURES))
+    return layer
+
+
 def _pair(rng, config, chunk_size=64):
     """keras-hub's layer and ours with the same random weights."""
     key_heads, key_dim, value_heads, value_dim, width = config
@@ -51,15 +68,7 @@ def _pair(rng, config, chunk_size=64):
     hub.build((None, None, FEATURES))
     for weight in hub.weights:
         weight.assign(0.3 * rng.normal(size=weight.shape))
-    ours = keras_attention.GatedDeltaNet(
-        key_heads,
-        key_dim,
-        num_value_heads=value_heads,
-        value_head_dim=value_dim,
-        conv_kernel_size=width,
-        chunk_size=chunk_size,
-    )
-    ours.build((None, None, FEATURES))
+    ours = _layer(config, chunk_size)
     names = [w.path.split("/", 1)[1] for w in ours.weights]
     hub_names = [HUB_NAMES[w.path.split("/", 1)[1]] for w in hub.weights]
     assert names == hub_names
@@ -202,17 +211,7 @@ def test_save_and_load_round_trip(rng, tmp_path):
 
 def _per_channel(rng, config, chunk_size=64):
     """A layer with KDA's decay, one per key channel, random weights."""
-    key_heads, key_dim, value_heads, value_dim, width = config
-    layer = keras_attention.GatedDeltaNet(
-        key_heads,
-        key_dim,
-        num_value_heads=value_heads,
-        value_head_dim=value_dim,
-        conv_kernel_size=width,
-        chunk_size=chunk_size,
-        per_channel_decay=True,
-    )
-    layer.build((None, None, FEATURES))
+    layer = _layer(config, chunk_size, per_channel_decay=True)
     for weight in layer.weights:
         weight.assign(0.3 * rng.normal(size=weight.shape))
     return layer
