@@ -11,6 +11,7 @@ from collections.abc import Callable
 import keras
 from keras import ops
 
+from keras_attention.ops import _eager
 from keras_attention.ops import _layout
 from keras_attention.ops import checks
 from keras_attention.ops.logits import kept_lse
@@ -38,6 +39,7 @@ def _to_standard_dtype(dtype) -> str:
     return keras.backend.standardize_dtype(dtype)
 
 
+@_eager.compiled_when_eager
 def masked_softmax(logits, mask=None, axis: int = -1):
     """Softmax over `axis` that ignores masked positions.
 
@@ -265,6 +267,7 @@ def dot_product_attention(
     return fused_attention(query, key, value, mask, scale, return_lse)
 
 
+@_eager.compiled_when_eager
 def fused_attention(query, key, value, mask=None, scale=None, return_lse=False):
     """The engine's `"fused"` kernel: `dot_product_attention` by this
     package's contractions and FlashAttention's backward pass, the
@@ -290,6 +293,7 @@ def fused_attention(query, key, value, mask=None, scale=None, return_lse=False):
     return out, kept_lse(_layout.unfold_rows(lse, groups))
 
 
+@_eager.compiled_when_eager
 def keras_fused_attention(query, key, value, mask=None, scale=None):
     """The engine's `"keras_fused"` kernel: `keras.ops.dot_product_attention`
     (on PyTorch its fused `scaled_dot_product_attention`, forward and

@@ -17,6 +17,7 @@ import keras
 from keras import ops
 
 from keras_attention import _validation
+from keras_attention.ops import _eager
 from keras_attention.ops._gated_delta_chunk import chunk_gated_delta_rule
 from keras_attention.ops._gated_delta_recurrent import (
     recurrent_gated_delta_rule,
@@ -201,32 +202,64 @@ def gated_delta_rule(
     _check_others(q, v, g, beta, initial_state, segment_ids)
     _check_options(scale, chunk_size, form)
     dtype = "float64" if "64" in str(query.dtype) else "float32"
-    out_dtype = keras.backend.standardize_dtype(query.dtype)
+    if form is None:
+        short = q[1] is not None and q[1] <= RECURRENT_MAX_LENGTH
+        form = "recurrent" if short else "chunk"
+    output, state = _rule(
+        query,
+        key,
+        value,
+        g,
+        beta,
+        scale,
+        initial_state,
+        segment_ids,
+        dtype,
+        form,
+        chunk_size,
+    )
+    output = ops.cast(output, keras.backend.standardize_dtype(query.dtype))
+    return (output, state) if output_final_state else output
+
+
+@_eager.compiled_when_eager
+def _rule(
+    query,
+    key,
+    value,
+    g,
+    beta,
+    scale,
+    initial_state,
+    segment_ids,
+    dtype,
+    form,
+    chunk_size,
+):
+    """`(output, final_state)` of checked inputs, in `dtype`, by `form`."""
     query, key, value, g, beta = (
         ops.cast(x, dtype) for x in (query, key, value, g, beta)
     )
-    groups = v[2] // q[2]
+    groups = value.shape[2] // query.shape[2]
     if groups > 1:
         query = ops.repeat(query, groups, axis=2)
         key = ops.repeat(key, groups, axis=2)
-    query = query * (q[3] ** -0.5 if scale is None else scale)
+    depth = query.shape[3]
+    query = query * (depth**-0.5 if scale is None else scale)
     if initial_state is None:
-        state = ops.zeros((ops.shape(value)[0], v[2], q[3], v[3]), dtype)
+        state = ops.zeros(
+            (ops.shape(value)[0], value.shape[2], depth, value.shape[3]),
+            dtype,
+        )
     else:
         state = ops.cast(initial_state, dtype)
     reset = None
     if segment_ids is not None:
         reset = ops.cast(_resets(segment_ids), dtype)
-    if form is None:
-        short = q[1] is not None and q[1] <= RECURRENT_MAX_LENGTH
-        form = "recurrent" if short else "chunk"
     if form == "recurrent":
-        output, state = recurrent_gated_delta_rule(
+        return recurrent_gated_delta_rule(
             query, key, value, g, beta, state, reset
         )
-    else:
-        output, state = chunk_gated_delta_rule(
-            query, key, value, g, beta, state, reset, chunk_size
-        )
-    output = ops.cast(output, out_dtype)
-    return (output, state) if output_final_state else output
+    return chunk_gated_delta_rule(
+        query, key, value, g, beta, state, reset, chunk_size
+    )

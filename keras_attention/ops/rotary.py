@@ -6,6 +6,8 @@ import math
 
 from keras import ops
 
+from keras_attention.ops import _eager
+
 #: The RoPE scalings `rotary_angles` knows (`rope_type`).
 ROPE_TYPES = ("linear", "llama3", "yarn")
 
@@ -154,6 +156,7 @@ def rotary_frequencies(
     return inverse / factor
 
 
+@_eager.compiled_when_eager
 def rotary_angles(
     positions, dim: int, max_wavelength=10000, scaling_factor=1.0, **scaling
 ):
@@ -192,6 +195,7 @@ def rotary_angles(
     return ops.expand_dims(positions, -1) * frequencies
 
 
+@_eager.compiled_when_eager
 def apply_rotary(inputs, angles, interleaved=False, scale=1.0):
     """Rotates each feature pair by its angle `angles[..., i]`.
 
