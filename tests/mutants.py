@@ -461,6 +461,26 @@ MUTANTS = (
         "    if not plain:\n        return type(mod).__name__\n",
     ),
     Mutant(
+        "eager_plain_values_unkeyed",
+        "an eager JAX call of a pure kernel keys its program by which "
+        "arguments are plain, not by their values: a second scale reuses "
+        "the first one's program",
+        "keras_attention/ops/_eager.py",
+        "            tuple((where, _static_key(value)) for where, value in "
+        "static),\n",
+        "            tuple(where for where, _ in static),\n",
+    ),
+    Mutant(
+        "eager_pure_arrays_baked",
+        "an eager JAX call of a pure kernel compiles the first call's "
+        "arrays in as constants",
+        "keras_attention/ops/_eager.py",
+        "                given = {**plain, **dict(zip(dynamic, arrays, "
+        "strict=True))}\n",
+        "                given = {**plain, **{w: values[w] for w in "
+        "dynamic}}\n",
+    ),
+    Mutant(
         "gated_delta_one_step_no_decay",
         "the gated delta rule's one-step path (decoding a token) writes "
         "into the undecayed state",

@@ -39,7 +39,6 @@ import numbers
 import keras
 
 from keras_attention.ops._mod_base import Mod
-from keras_attention.ops.mask_mods import MaskCombination
 
 # The spec's tensors: arguments of the compiled function, not its key.
 _TENSORS = ("query_mask", "key_mask", "kinds", "scales")
@@ -52,6 +51,15 @@ _compiled = collections.OrderedDict()
 _NO_KEY = object()
 
 
+def _is_combination(mod):
+    """Whether `mod` is an `and_masks` / `or_masks` combination."""
+    # Imported here: `mask_mods` compiles its block masks through this
+    # module.
+    from keras_attention.ops.mask_mods import MaskCombination
+
+    return isinstance(mod, MaskCombination)
+
+
 def _no_key(parts):
     return any(part is _NO_KEY for part in parts)
 
@@ -61,7 +69,7 @@ def _mod_key(mod):
     `_NO_KEY`."""
     if mod is None:
         return None
-    if isinstance(mod, MaskCombination):
+    if _is_combination(mod):
         parts = tuple(map(_mod_key, mod.mask_mods))
         return _NO_KEY if _no_key(parts) else ("combination", mod.op, parts)
     plain = (
@@ -130,12 +138,15 @@ def compiled_once(attend, tensors, spec):
 
 
 def _is_static(value):
-    """Whether `value` is a plain value (part of the key), not a tensor."""
+    """Whether `value` is part of the key, not a tensor: a plain value, or
+    one of this package's mods that are equal by their config."""
     if value is None or isinstance(value, (bool, numbers.Number, str)):
         return not hasattr(value, "shape")
     if isinstance(value, tuple):
         return all(map(_is_static, value))
-    return False
+    return (isinstance(value, Mod) or _is_combination(value)) and (
+        _mod_key(value) is not _NO_KEY
+    )
 
 
 def _static_key(value):
@@ -143,6 +154,8 @@ def _static_key(value):
     are equal but are not the same argument)."""
     if isinstance(value, tuple):
         return tuple(map(_static_key, value))
+    if isinstance(value, Mod) or _is_combination(value):
+        return _mod_key(value)
     return (type(value), value)
 
 
@@ -150,7 +163,8 @@ def compiled_when_eager(function):
     """`function`, pure, run on eager JAX through a `jax.jit` per key.
 
     The key is which arguments are plain values (None, numbers, strings,
-    tuples of them) and what they are; the arrays (JAX's or NumPy's) are
+    tuples of them, this package's mods that are equal by their config)
+    and what they are; the arrays (JAX's or NumPy's) are
     the compiled function's arguments. A call with anything else (a Keras
     variable, a tracer, a symbolic tensor) calls `function` itself.
     """

@@ -14,6 +14,7 @@ mask tensors.
 
 from keras import ops
 
+from keras_attention.ops import _eager
 from keras_attention.ops import checks
 from keras_attention.ops import mods
 from keras_attention.ops.mask_mods import and_masks
@@ -251,36 +252,18 @@ class AttentionMasks:
             `(batch_size, num_heads, Tq, Tk)` with `heads_axis=True`), or
             `None` when no mask applies.
         """
-        explicit, per_head = self.attention_mask, None
-        if explicit is not None and len(explicit.shape) == 4:
-            if not heads_axis:
-                raise ValueError(
-                    "An `attention_mask` with a heads axis, `(batch_size, "
-                    "num_heads, Tq, Tk)`, needs `heads_axis=True`. Received: "
-                    f"attention_mask.shape={tuple(explicit.shape)}"
-                )
-            # ANDed once the `(B, Tq, Tk)` masks have their heads axis:
-            # aligned from the right, batch would meet heads.
-            explicit, per_head = None, explicit
-        positions = None
-        if self.band is not None:
-            positions = position_mask(
-                self.band,
-                query_length,
-                key_length,
-                query_offset,
-                key_offset,
-                key_positions,
-            )
-        mask = and_all(
-            _expand(self.key_mask, -2),
-            _expand(self.query_mask, -1),
-            explicit,
-            positions,
+        return _dense(
+            self.query_mask,
+            self.key_mask,
+            self.attention_mask,
+            self.band,
+            query_length,
+            key_length,
+            heads_axis,
+            query_offset,
+            key_offset,
+            key_positions,
         )
-        if heads_axis and mask is not None and len(mask.shape) == 3:
-            mask = ops.expand_dims(mask, -3)
-        return and_all(mask, per_head)
 
     def mask_mod(self):
         """Every mask as one mask mod of `flex_attention` (or `None`)."""
@@ -416,3 +399,50 @@ def combine_masks(
     return attention_masks(**flags).dense(
         query_length, key_length, heads_axis, query_offset, key_offset
     )
+
+
+@_eager.compiled_when_eager
+def _dense(
+    query_mask,
+    key_mask,
+    attention_mask,
+    band,
+    query_length,
+    key_length,
+    heads_axis,
+    query_offset,
+    key_offset,
+    key_positions,
+):
+    """`AttentionMasks.dense` of the masks' parts (a pure function, which
+    an eager JAX call runs compiled)."""
+    explicit, per_head = attention_mask, None
+    if explicit is not None and len(explicit.shape) == 4:
+        if not heads_axis:
+            raise ValueError(
+                "An `attention_mask` with a heads axis, `(batch_size, "
+                "num_heads, Tq, Tk)`, needs `heads_axis=True`. Received: "
+                f"attention_mask.shape={tuple(explicit.shape)}"
+            )
+        # ANDed once the `(B, Tq, Tk)` masks have their heads axis:
+        # aligned from the right, batch would meet heads.
+        explicit, per_head = None, explicit
+    positions = None
+    if band is not None:
+        positions = position_mask(
+            band,
+            query_length,
+            key_length,
+            query_offset,
+            key_offset,
+            key_positions,
+        )
+    mask = and_all(
+        _expand(key_mask, -2),
+        _expand(query_mask, -1),
+        explicit,
+        positions,
+    )
+    if heads_axis and mask is not None and len(mask.shape) == 3:
+        mask = ops.expand_dims(mask, -3)
+    return and_all(mask, per_head)
