@@ -547,6 +547,24 @@ MUTANTS = (
         "    start = ops.exp(ops.cumsum(g, axis=rows_axis + 1) - g)\n",
     ),
     Mutant(
+        "gated_delta_decay_sum_includes_own",
+        "the chunked form's decay between two positions, a product with a "
+        "constant of zeros and ones, also counts the earlier position's "
+        "own decay",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "    return ops.matmul(terms, ops.cast(strict, g.dtype))\n",
+        "    return ops.matmul(terms, ops.cast(lower, g.dtype))\n",
+    ),
+    Mutant(
+        "gated_delta_decay_sum_minus_infinity",
+        "the chunked form's decay between two positions, a product, takes "
+        "a decay of -inf as it is (0 · -inf in the product: not a number)",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "    terms = ops.where(lower, ops.maximum(g, -1e30)[..., None, :], "
+        "0.0)\n",
+        "    terms = ops.where(lower, g[..., None, :], 0.0)\n",
+    ),
+    Mutant(
         "gated_delta_no_reset",
         "the chunked form carries the state over a document boundary",
         "keras_attention/ops/_gated_delta_chunk.py",

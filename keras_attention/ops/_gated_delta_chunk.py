@@ -17,8 +17,9 @@ with the length; `_gated_delta_scan.py`, which writes out its gradient):
 
 `D_ij = exp(g_{j+1} + ... + g_i)` for `j ≤ i` in one document, else 0;
 `e_i = D` from the chunk's start, `f_j = D` to its end. Each sum is of the
-decays between the two positions, added up by a cumulative sum of the
-masked decays (never a difference of two cumulative sums, which loses the
+decays between the two positions, added up from the masked decays (one
+product with a constant of zeros and ones per head, a cumulative sum per
+key channel; never a difference of two cumulative sums, which loses the
 small terms beside a very negative one and overflows `exp` where the
 mask would drop it); the exponent is masked before `exp`, so no masked
 entry is ever `exp` of a large positive number.
@@ -56,7 +57,7 @@ def _decays(g, reset, channels):
     rows = ops.arange(size)[:, None]
     cols = ops.arange(size)[None, :]
     strict = rows > cols
-    connected = rows >= cols
+    connected = lower = rows >= cols
     first = None
     if reset is not None:
         document = ops.cumsum(reset, axis=-1)
@@ -64,16 +65,17 @@ def _decays(g, reset, channels):
             document[..., :, None] == document[..., None, :]
         )
         first = document == 0
-    # exponent_ij = g_{j+1} + ... + g_i: a cumulative sum down the rows of
-    # the decays below the diagonal (per channel: a channel axis after
-    # the pair's).
+    # exponent_ij = g_{j+1} + ... + g_i: a sum down the rows of the decays
+    # below the diagonal; per head one product, per key channel (a
+    # channel axis after the pair's) a cumulative sum.
+    rows_axis = -3 if channels else -2
     if channels:
         strict, connected = strict[..., None], connected[..., None]
-        lifted, first = g[..., :, None, :], _lift(first)
+        first = _lift(first)
+        lifted = ops.where(strict, g[..., :, None, :], 0.0)
+        exponent = ops.cumsum(lifted, axis=rows_axis)
     else:
-        lifted = g[..., :, None]
-    rows_axis = -3 if channels else -2
-    exponent = ops.cumsum(ops.where(strict, lifted, 0.0), axis=rows_axis)
+        exponent = _running_sum(g, lower, strict)
     decay = ops.where(
         connected, ops.exp(ops.where(connected, exponent, 0.0)), 0.0
     )
@@ -83,6 +85,19 @@ def _decays(g, reset, channels):
     if channels:
         return decay, start, decay[..., -1, :, :], start[..., -1, :]
     return decay, start, decay[..., -1, :], start[..., -1]
+
+
+def _running_sum(g, lower, strict):
+    """`exponent_ij = g_{j+1} + ... + g_i` (0 for `i ≤ j`) of `g (…, C)`:
+    `Σ_r [r ≤ i] g_r [r > j]`, one product with a constant of zeros and
+    ones. XLA's CPU backend lowers a cumulative sum over `(…, C, C)` to a
+    reduce-window, quadratic in `C`, and its gradient to another
+    (BENCHMARKS.md, "Gated DeltaNet"). The same terms summed in another
+    order: equal up to float rounding. A decay below `-1e30` (`-inf`:
+    forget everything) counts as `-1e30`, as `0 · -inf` is not a number;
+    `exp` of either is 0."""
+    terms = ops.where(lower, ops.maximum(g, -1e30)[..., None, :], 0.0)
+    return ops.matmul(terms, ops.cast(strict, g.dtype))
 
 
 def _lift(x):

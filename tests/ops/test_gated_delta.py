@@ -118,6 +118,7 @@ def test_documents_that_begin_on_and_off_chunk_boundaries(rng):
         "zero",  # no decay at all
         "very_negative",  # the state forgotten at every step
         "mixed",  # one step that forgets, small decays around it
+        "minus_infinity",  # the same, the forgetting step's decay -inf
     ],
 )
 def test_extreme_decays_stay_exact_and_finite(rng, decays):
@@ -128,7 +129,7 @@ def test_extreme_decays_stay_exact_and_finite(rng, decays):
     elif decays == "very_negative":
         g[:] = -1e4
     else:
-        g[:, 9] = -1e6
+        g[:, 9] = -1e6 if decays == "mixed" else -np.inf
         g[:, 10:] *= 1e-3
     expected, expected_state = reference.gated_delta_rule(*args)
     reference.check_forms(args, (expected, expected_state), 16)
