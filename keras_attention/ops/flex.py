@@ -84,7 +84,7 @@ def flex_attention(
             empty blocks the chunked path skips.
         scale: Factor on the logits. Defaults to `1 / sqrt(depth)`.
         chunk_size: `None` (automatic, `plan_attention`: blocks of 512,
-            or the block mask's, where the dense step would pass 1 GiB
+            256 on JAX, or the block mask's, where the dense step would pass 1 GiB
             on a CPU, a quarter of a GPU's or TPU's memory, or where the
             mask leaves few blocks), `0` (dense) or the queries and keys
             per block. Defaults to `None`.
