@@ -173,7 +173,7 @@ MUTANTS = (
     ),
     Mutant(
         "running_no_rescale",
-        "the forward's running step (JAX, PyTorch) does not rescale the "
+        "the forward's running step (JAX's) does not rescale the "
         "output when the running maximum grows",
         "keras_attention/ops/_blocks.py",
         "out = out * rescale + ops.matmul(weights, values)",
