@@ -54,11 +54,11 @@ AUTO_CHUNK_SIZE = 512
 # Backends whose automatic blocks are smaller. On JAX (XLA fuses a
 # block's maximum, `exp` and sum into one pass, `_blocks.Running`) 256 ×
 # 256: the float32 logits of 8 heads are 2 MiB a block, 8 MiB at 512, and
-# the forward at N = 4096, causal, took 0.80x the CPU time of 512's, and
-# fwd+bwd 0.73x the time, causal and without a mask (BENCHMARKS.md, "How
-# close to the machine"). TensorFlow runs a block op by op, whose cost
-# per op the larger blocks share (its forward at 256 took 2.0x the time
-# of 512's).
+# the forward at N = 4096, causal, took 0.84-0.88x the CPU time of 512's
+# (the same running step), and fwd+bwd 0.73x the time, causal and without
+# a mask (BENCHMARKS.md, "JAX's blocks nearer the limit"). TensorFlow runs
+# a block op by op, whose cost per op the larger blocks share (its forward
+# at 256 took 2.0x the time of 512's).
 AUTO_CHUNK_SIZES = {"jax": 256}
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
 # the logits and the weights; each score mod's temporaries (a bias, a
