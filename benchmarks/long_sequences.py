@@ -292,7 +292,7 @@ def speed(args):
     if args.block:
         sizes = f"{args.block} x {args.block}"
     else:
-        sizes = f"{_plan.AUTO_CHUNK_SIZE} x {_plan.AUTO_CHUNK_SIZE}"
+        sizes = f"{_plan.auto_chunk_size()} x {_plan.auto_chunk_size()}"
     print(
         f"{_described(args)}, tf.function forward+backward, blocks of "
         f"{sizes} (queries x keys), median of {args.repeats} alternating "

@@ -156,6 +156,30 @@ MUTANTS = (
         "keepdims=True)",
     ),
     Mutant(
+        "band_diagonal_whole",
+        "a causal call's diagonal block counts as whole: the block kernel "
+        "leaves its future keys unmasked",
+        "keras_attention/ops/_blocks.py",
+        "conditions.append(lambda n: (n + 1) * other - 1 <= high)",
+        "conditions.append(lambda n: n * other <= high)",
+    ),
+    Mutant(
+        "band_block_skipped",
+        "the block kernel skips the last key block a band reaches (a "
+        "causal call's diagonal block)",
+        "keras_attention/ops/_blocks.py",
+        "top = ((i + 1) * self.qc - 1 + self.right) // self.kc + 1",
+        "top = ((i + 1) * self.qc - 1 + self.right) // self.kc",
+    ),
+    Mutant(
+        "running_no_rescale",
+        "the forward's running step (JAX's) does not rescale the "
+        "output when the running maximum grows",
+        "keras_attention/ops/_blocks.py",
+        "out = out * rescale + ops.matmul(weights, values)",
+        "out = out + ops.matmul(weights, values)",
+    ),
+    Mutant(
         "lse_gradient_fused",
         "the fused kernel's backward pass drops the gradient of the "
         "log-sum-exp",

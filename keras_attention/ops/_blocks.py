@@ -7,6 +7,8 @@ block into an online softmax and visits only the pairs of blocks that
 `Visits` lists (a band's limits, or a `BlockMask`'s non-empty blocks).
 """
 
+import functools
+
 import keras
 from keras import ops
 
@@ -182,6 +184,74 @@ def merge_block(carry, s, values):
     return merge(carry, (block_lse, ops.matmul(weights, values)))
 
 
+class Normalised:
+    """The online softmax with each block normalised on its own: the
+    carry is `(lse, out)`, each block through the backend's softmax kernel
+    (`merge_block`). TensorFlow's and PyTorch's step: they run a block op
+    by op, and their fused softmax kernel is one op where the running
+    maximum is four passes over the block."""
+
+    @staticmethod
+    def start(shape, width, dtype):
+        """The carry before the first key block of rows `shape` (`(...,
+        rows, 1)`) and values of `width`."""
+        lse = ops.full(shape, NEG, dtype=dtype)
+        return lse, ops.zeros(shape[:-1] + (width,), dtype=dtype)
+
+    merge = staticmethod(merge_block)
+
+    @staticmethod
+    def finish(carry):
+        """`(lse, out)` of the carry after the last key block."""
+        return carry
+
+
+class Running:
+    """FlashAttention's online softmax: the carry is the running maximum
+    `m`, the running sum `l` of `exp(s - m)` and the output unnormalised,
+    `Σ exp(s - m) v`; both rescaled by `exp(m_old - m)` when `m` grows.
+    Each block is one maximum, one `exp` and one sum over the logits (no
+    division over the block, no `log` per block): XLA fuses them, and the
+    division is once per query at the end. JAX's step: at N = 4096, 8
+    heads, blocks of 256, a block's step beside its `weights @ values`
+    costs 0.57 ms against the normalised step's 1.84 ms (2 cores, shared;
+    BENCHMARKS.md). A row masked so far has `m =
+    NEG` and gathers `exp(0)` per masked key, which its first kept key
+    rescales to 0 (`exp(NEG - m)`); a row with no kept key ends at
+    `lse = NEG + log(l) = NEG` in float32 and float64.
+    """
+
+    @staticmethod
+    def start(shape, width, dtype):
+        top = ops.full(shape, NEG, dtype=dtype)
+        total = ops.zeros(shape, dtype=dtype)
+        return top, total, ops.zeros(shape[:-1] + (width,), dtype=dtype)
+
+    @staticmethod
+    def merge(carry, s, values):
+        top, total, out = carry
+        new_top = ops.maximum(top, ops.max(s, axis=-1, keepdims=True))
+        weights = ops.exp(s - new_top)
+        rescale = ops.exp(top - new_top)
+        total = total * rescale + ops.sum(weights, axis=-1, keepdims=True)
+        out = out * rescale + ops.matmul(weights, values)
+        return new_top, total, out
+
+    @staticmethod
+    def finish(carry):
+        top, total, out = carry
+        return top + ops.log(total), out / total
+
+
+def online_step():
+    """The forward's step of the online softmax on this backend:
+    `Running` on JAX, `Normalised` elsewhere (`start`, `merge`,
+    `finish`)."""
+    if keras.backend.backend() == "jax":
+        return Running
+    return Normalised
+
+
 def merge(first, second):
     """Two normalised partial results `(lse, out)` over disjoint keys as
     one, weighted by their log-sum-exps (the online softmax's merge; the
@@ -200,21 +270,28 @@ class Visits:
     Every pair of blocks by default. With band `limits` `(left, right)`
     (query `i` sees keys `i - left ..= i + right`, `None` for no limit on
     a side), the range of blocks that meet the band, found by arithmetic.
-    With a `BlockMask`'s `kinds` `(b, h, nq, nk)` instead, the non-empty
-    blocks first in each row (`count` of them) and whether each is full;
-    the limits are then not read.
+    Where the band is the whole mask (`whole`), the pairs of blocks inside
+    it are full too, also by arithmetic: a causal call masks only the
+    blocks on its diagonal. With a `BlockMask`'s `kinds` `(b, h, nq, nk)`
+    instead, the non-empty blocks first in each row (`count` of them) and
+    whether each is full; the limits are then not read.
 
     Args:
         counts: `(nq, nk)`, the number of query and key blocks.
         sizes: `(qc, kc)`, queries and keys per block.
         limits: The band's `(left, right)`. Defaults to none.
         kinds: The kinds of a `BlockMask`, or `None`.
+        whole: Whether the band is all of the mask (no other mask, no
+            padding), so that a pair of blocks inside it is not masked.
     """
 
-    def __init__(self, counts, sizes, limits=(None, None), kinds=None):
+    def __init__(
+        self, counts, sizes, limits=(None, None), kinds=None, whole=False
+    ):
         self.nq, self.nk = counts
         self.qc, self.kc = sizes
         self.left, self.right = limits
+        self.whole = whole and limits != (None, None)
         self.kinds = kinds
         if kinds is None:
             return
@@ -245,7 +322,10 @@ class Visits:
         if self.right is not None:
             top = ((i + 1) * self.qc - 1 + self.right) // self.kc + 1
             last = ops.minimum(self.nk, top)
-        return first, last, _same, _unknown
+        if not self.whole:
+            return first, last, _same, _unknown
+        inside = self._inside(i, self.qc, self.kc, self.left, self.right)
+        return first, last, _same, inside
 
     def queries_of(self, j):
         """`(first, last, block_of(n), full_of(n))` of key block `j`: the
@@ -258,7 +338,33 @@ class Visits:
         if self.left is not None:
             top = ((j + 1) * self.kc - 1 + self.left) // self.qc + 1
             last = ops.minimum(self.nq, top)
-        return first, last, _same, _unknown
+        if not self.whole:
+            return first, last, _same, _unknown
+        inside = self._inside(j, self.kc, self.qc, self.right, self.left)
+        return first, last, _same, inside
+
+    @staticmethod
+    def _inside(i, size, other, before, after):
+        """`full_of(n)` of block `i` (of `size`) against the blocks of
+        `other` on the other axis: whether block `n` lies inside the band,
+        `n`'s positions from `i`'s first minus `before` to `i`'s last plus
+        `after` (a query block's keys: `before=left`, `after=right`)."""
+        conditions = []
+        if before is not None:
+            # Block n's first position reaches back no further than the
+            # band allows i's last one.
+            low = (i + 1) * size - 1 - before
+            conditions.append(lambda n: n * other >= low)
+        if after is not None:
+            # Block n's last position reaches no further than the band
+            # allows i's first one.
+            high = i * size + after
+            conditions.append(lambda n: (n + 1) * other - 1 <= high)
+
+        def full_of(n):
+            return functools.reduce(ops.logical_and, [c(n) for c in conditions])
+
+        return full_of
 
     @staticmethod
     def _walk(lists, index):

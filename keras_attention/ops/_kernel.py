@@ -51,6 +51,9 @@ class Spec(NamedTuple):
             quantized (int8, float8) keys and values, dequantized block by
             block (the forward pass only: no gradient flows into them), or
             `(None, None)`.
+        band_only: Whether the band of `limits` is all of `mask_mod`, so
+            that a pair of blocks inside it is not masked (with no padding
+            masks: the kernel checks those).
     """
 
     scale: float
@@ -64,6 +67,7 @@ class Spec(NamedTuple):
     limits: tuple = (None, None)
     kinds: object = None
     scales: tuple = (None, None)
+    band_only: bool = False
 
 
 def vjp(fn, primals, cotangent_fn):
@@ -181,8 +185,13 @@ class Blocks:
         self.masked = any(
             m is not None for m in (self.q_valid, self.k_valid, self.mask_mod)
         )
+        unpadded = self.q_valid is None and self.k_valid is None
         self.plan = _blocks.Visits(
-            (self.nq, self.nk), (self.qc, self.kc), spec.limits, spec.kinds
+            (self.nq, self.nk),
+            (self.qc, self.kc),
+            spec.limits,
+            spec.kinds,
+            whole=spec.band_only and unpadded,
         )
 
     def key_block(self, j):
@@ -283,16 +292,17 @@ def forward(blocks):
     """Online softmax over the visited key blocks: the output blocks and
     the log-sum-exp of each query.
 
-    Each key block's weights are normalised on their own
-    (`_blocks.block_softmax`) and merged into the running output by the
-    two log-sum-exps.
+    Each key block is merged into the running output by
+    `_blocks.online_step()`: its weights normalised on their own and
+    merged by two log-sum-exps (TensorFlow, PyTorch), or FlashAttention's
+    running maximum, sum and unnormalised output (JAX).
     """
     dtype = blocks.dtype
+    step = _blocks.online_step()
 
     def forward_block(i):
         shape = ops.shape(blocks.q)[1:-1] + (1,)
-        lse = ops.full(shape, _blocks.NEG, dtype=dtype)
-        out = ops.zeros(shape[:-1] + (ops.shape(blocks.v)[-1],), dtype=dtype)
+        width = ops.shape(blocks.v)[-1]
         q_i = ops.take(blocks.q, i, axis=0)
         first, last, block_of, full_of = blocks.plan.keys_of(i)
 
@@ -300,9 +310,11 @@ def forward(blocks):
             j = block_of(n)
             s, _ = blocks.logits(q_i, blocks.key_block(j))
             s = blocks.masked_logits(blocks.score(s, i, j), i, j, full_of(n))
-            return _blocks.merge_block(carry, s, blocks.value_block(j))
+            return step.merge(carry, s, blocks.value_block(j))
 
-        lse, out = _blocks.sequential_loop(first, last, body, (lse, out))
+        start = step.start(shape, width, dtype)
+        carry = _blocks.sequential_loop(first, last, body, start)
+        lse, out = step.finish(carry)
         if blocks.masked:
             # A query with no unmasked key: zero context.
             out = ops.where(lse > _blocks.NEG / 2, out, ops.zeros_like(out))

@@ -229,6 +229,8 @@ def blocks(call, plan):
         limits=limits,
         kinds=kinds,
         scales=_scales(call, dtype),
+        band_only=not call.masks.mask_mods
+        and call.masks.attention_mask is None,
     )
     tensors += [ops.cast(t, dtype) for t in mod_tensors]
     out, lse = _kernel.attend(tensors, spec)

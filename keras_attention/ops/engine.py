@@ -146,7 +146,7 @@ def kept_share(call, block_size=None):
     q_len, k_len = call.shapes[2:]
     if not (isinstance(q_len, int) and isinstance(k_len, int)):
         return None
-    size = block_size or (plan_lib.AUTO_CHUNK_SIZE,) * 2
+    size = block_size or (plan_lib.auto_chunk_size(),) * 2
     shares = []
     band = call.masks.band
     if (

@@ -84,10 +84,10 @@ def flex_attention(
             empty blocks the chunked path skips.
         scale: Factor on the logits. Defaults to `1 / sqrt(depth)`.
         chunk_size: `None` (automatic, `plan_attention`: blocks of 512,
-            or the block mask's, where the dense step would pass 1 GiB
-            on a CPU, a quarter of a GPU's or TPU's memory, or where the
-            mask leaves few blocks), `0` (dense) or the queries and keys
-            per block. Defaults to `None`.
+            256 on JAX, or the block mask's, where the dense step would
+            pass 1 GiB on a CPU, a quarter of a GPU's or TPU's memory, or
+            where the mask leaves few blocks), `0` (dense) or the queries
+            and keys per block. Defaults to `None`.
         return_attention_scores: Whether to also return the weights
             `(batch_size, heads, Tq, Tk)` (dense path). Defaults to `False`.
         return_lse: Whether to also return the log-sum-exp of each row of

@@ -51,6 +51,15 @@ ACCELERATOR_MEMORY_BYTES = 16 * 2**30
 # fastest on an idle CPU at N = 4096 (1.22x dense, against 1.32x for
 # 512 × 256 and 1.59x for 1024 × 1024; BENCHMARKS.md).
 AUTO_CHUNK_SIZE = 512
+# Backends whose automatic blocks are smaller. On JAX (XLA fuses a
+# block's maximum, `exp` and sum into one pass, `_blocks.Running`) 256 ×
+# 256: the float32 logits of 8 heads are 2 MiB a block, 8 MiB at 512, and
+# the forward at N = 4096, causal, took 0.84-0.88x the CPU time of 512's
+# (the same running step), and fwd+bwd 0.73x the time, causal and without
+# a mask (BENCHMARKS.md, "JAX's blocks nearer the limit"). TensorFlow runs
+# a block op by op, whose cost per op the larger blocks share (its forward
+# at 256 took 2.0x the time of 512's).
+AUTO_CHUNK_SIZES = {"jax": 256}
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
 # the logits and the weights; each score mod's temporaries (a bias, a
 # distance); the backward pass's gradients of the weights and the logits.
@@ -342,11 +351,24 @@ def plan_attention(
     return _native_plan.choose(plan, form, shapes, chunk_size, request, native)
 
 
+def auto_chunk_size() -> int:
+    """Queries and keys per block of the automatic choice on this
+    backend: `AUTO_CHUNK_SIZES`'s, else `AUTO_CHUNK_SIZE`.
+
+    Example:
+
+    >>> from keras_attention.ops import plan
+    >>> plan.auto_chunk_size() in (256, 512)
+    True
+    """
+    return AUTO_CHUNK_SIZES.get(keras.backend.backend(), AUTO_CHUNK_SIZE)
+
+
 def _block_size(chunk_size, block_size):
     """The blocks' `(queries, keys)`: a block mask's, which a positive
-    `chunk_size` must match, else `chunk_size` or `AUTO_CHUNK_SIZE`."""
+    `chunk_size` must match, else `chunk_size` or `auto_chunk_size()`."""
     if block_size is None:
-        return (chunk_size or AUTO_CHUNK_SIZE,) * 2
+        return (chunk_size or auto_chunk_size(),) * 2
     block_size = tuple(block_size)
     if chunk_size and block_size != (chunk_size, chunk_size):
         raise ValueError(
@@ -381,7 +403,7 @@ def _choose(form, shapes, chunk_size, request, bytes_per_logit):
         if not request.block_mask:
             reason = _blocks_pay(shapes, request, bytes_per_logit)
         if reason:
-            return Plan("blocks", (AUTO_CHUNK_SIZE,) * 2, reason)
+            return Plan("blocks", (auto_chunk_size(),) * 2, reason)
     return _dense(form, request, "chunk_size=0" if chunk_size == 0 else "")
 
 

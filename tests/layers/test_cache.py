@@ -231,7 +231,7 @@ def test_a_long_cache_takes_the_blocks_by_itself(rand, monkeypatch, plans):
         x, x, cache=cache, cache_update_index=0, use_causal_mask=True
     )
     np.testing.assert_allclose(to_np(out), want, rtol=1e-5, atol=1e-5)
-    assert [p.block_size for p in plans] == [(_plan.AUTO_CHUNK_SIZE,) * 2]
+    assert [p.block_size for p in plans] == [(_plan.auto_chunk_size(),) * 2]
     layer(x, x, cache=cache, return_attention_scores=True)
     assert plans[-1].path == "dense"
 

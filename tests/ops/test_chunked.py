@@ -127,6 +127,8 @@ def check_against_dense(
     [
         (8, 8, 4, 6, False, False),
         (7, 7, 3, 2, True, False),  # lengths not multiples of the blocks
+        # Causal, no padding: the blocks below the diagonal run unmasked.
+        (12, 12, 4, 2, True, False),
         (10, 13, 4, 3, True, True),
         (5, 11, 8, 1, False, True),  # block larger than a length
         (16, 16, 16, 6, True, True),  # a single block

@@ -81,11 +81,21 @@ def test_other_forms_are_dense_below_the_threshold():
     assert plan_attention(None, LONG).path == "dense"
 
 
+def test_the_automatic_blocks_are_256_on_jax_and_512_elsewhere():
+    import keras
+
+    want = 256 if keras.backend.backend() == "jax" else 512
+    assert plan_lib.auto_chunk_size() == want
+    assert plan_attention("dot", LONG).block_size == (want, want)
+    # An explicit chunk size or a block mask's size is kept.
+    assert plan_attention("dot", LONG, 128).block_size == (128, 128)
+
+
 def test_the_step_estimate_decides_the_automatic_choice():
     # Training at N = 8192: 4 GiB of `(Tq, Tk)` tensors, past 1 GiB.
     chosen = plan_attention("dot", LONG)
     assert chosen.path == "blocks"
-    assert chosen.block_size == (512, 512)
+    assert chosen.block_size == (plan_lib.auto_chunk_size(),) * 2
     assert "4.0 GiB" in chosen.reason
     # Inference at N = 4096 holds 512 MiB: dense.
     half = (1, 4, 4096, 4096)
