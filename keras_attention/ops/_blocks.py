@@ -5,6 +5,8 @@ cuts its inputs into blocks along the time axis (`-2`), walks them in
 loops that run one block at a time on every backend, merges each key
 block into an online softmax and visits only the pairs of blocks that
 `Visits` lists (a band's limits, or a `BlockMask`'s non-empty blocks).
+The backward's loops take a score mod's gradient from the backend's own
+autodiff, block by block (`vjp`).
 """
 
 import functools
@@ -182,6 +184,42 @@ def merge_block(carry, s, values):
     """
     weights, block_lse = block_softmax(s)
     return merge(carry, (block_lse, ops.matmul(weights, values)))
+
+
+def vjp(fn, primals, cotangent_fn):
+    """`fn(*primals)` and the gradients of the primals, by the backend.
+
+    `cotangent_fn(output)` gives the cotangent of the output, computed
+    from the output itself (one evaluation of `fn`). Only the loops of the
+    backward pass call this: a `score_mod` is any function, so its own
+    gradient comes from the backend's autodiff, block by block.
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        out, pull = jax.vjp(fn, *primals)
+        return pull(cotangent_fn(out))
+    if backend == "torch":
+        import torch
+
+        with torch.enable_grad():
+            leaves = [p.detach().requires_grad_(True) for p in primals]
+            out = fn(*leaves)
+        cot = cotangent_fn(out.detach())
+        grads = torch.autograd.grad(out, leaves, cot, allow_unused=True)
+    else:
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            for p in primals:
+                tape.watch(p)
+            out = fn(*primals)
+        grads = tape.gradient(out, primals, output_gradients=cotangent_fn(out))
+    return [
+        ops.zeros_like(p) if g is None else g
+        for g, p in zip(grads, primals, strict=True)
+    ]
 
 
 class Normalised:

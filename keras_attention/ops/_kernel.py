@@ -19,7 +19,6 @@ both.
 
 from typing import NamedTuple
 
-import keras
 from keras import ops
 
 from keras_attention.ops import _blocks
@@ -68,42 +67,6 @@ class Spec(NamedTuple):
     kinds: object = None
     scales: tuple = (None, None)
     band_only: bool = False
-
-
-def vjp(fn, primals, cotangent_fn):
-    """`fn(*primals)` and the gradients of the primals, by the backend.
-
-    `cotangent_fn(output)` gives the cotangent of the output, computed
-    from the output itself (one evaluation of `fn`). Only the loops of the
-    backward pass call this: a `score_mod` is any function, so its own
-    gradient comes from the backend's autodiff, block by block.
-    """
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        out, pull = jax.vjp(fn, *primals)
-        return pull(cotangent_fn(out))
-    if backend == "torch":
-        import torch
-
-        with torch.enable_grad():
-            leaves = [p.detach().requires_grad_(True) for p in primals]
-            out = fn(*leaves)
-        cot = cotangent_fn(out.detach())
-        grads = torch.autograd.grad(out, leaves, cot, allow_unused=True)
-    else:
-        import tensorflow as tf
-
-        with tf.GradientTape() as tape:
-            for p in primals:
-                tape.watch(p)
-            out = fn(*primals)
-        grads = tape.gradient(out, primals, output_gradients=cotangent_fn(out))
-    return [
-        ops.zeros_like(p) if g is None else g
-        for g, p in zip(grads, primals, strict=True)
-    ]
 
 
 def _sum_groups(x, groups):
@@ -269,7 +232,7 @@ class Blocks:
         def modded(s, *tensors):
             return self.score(s, i, j, list(tensors))
 
-        grads = vjp(modded, [s_raw, *self.mod_tensors], cotangent_fn)
+        grads = _blocks.vjp(modded, [s_raw, *self.mod_tensors], cotangent_fn)
         return grads[0], list(grads[1:])
 
     def logit_grads(self, q_t_i, k_j, ds, hidden):

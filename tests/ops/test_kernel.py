@@ -8,6 +8,7 @@ import pytest
 from keras import ops
 
 from keras_attention.ops import MASKED_LOGIT
+from keras_attention.ops import _blocks
 from keras_attention.ops import _kernel
 from keras_attention.ops import create_block_mask
 from keras_attention.ops import masked_softmax
@@ -29,7 +30,7 @@ def test_blocks_hold_the_grouped_heads(rng):
 
 def test_vjp_gives_the_gradient_of_a_cotangent():
     x = ops.convert_to_tensor(np.array([1.0, 2.0, 3.0], "float32"))
-    grads = _kernel.vjp(
+    grads = _blocks.vjp(
         lambda a: a * a, [x], lambda out: ops.ones_like(out) * 2.0
     )
     np.testing.assert_allclose(ops.convert_to_numpy(grads[0]), [4, 8, 12])
