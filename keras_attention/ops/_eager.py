@@ -39,6 +39,7 @@ import numbers
 import keras
 
 from keras_attention.ops._mod_base import Mod
+from keras_attention.ops.mask_mods import MaskCombination
 
 # The spec's tensors: arguments of the compiled function, not its key.
 _TENSORS = ("query_mask", "key_mask", "kinds", "scales")
@@ -53,10 +54,6 @@ _NO_KEY = object()
 
 def _is_combination(mod):
     """Whether `mod` is an `and_masks` / `or_masks` combination."""
-    # Imported here: `mask_mods` compiles its block masks through this
-    # module.
-    from keras_attention.ops.mask_mods import MaskCombination
-
     return isinstance(mod, MaskCombination)
 
 
@@ -166,14 +163,16 @@ def compiled_when_eager(function):
     tuples of them, this package's mods that are equal by their config)
     and what they are; the arrays (JAX's or NumPy's) are
     the compiled function's arguments. A call with anything else (a Keras
-    variable, a tracer, a symbolic tensor) calls `function` itself.
+    variable, a tracer, a symbolic tensor) calls `function` itself; on
+    another backend `function` is returned as it is.
     """
+    if keras.backend.backend() != "jax":
+        # The backend is fixed when the package is imported.
+        return function
     kept = collections.OrderedDict()
 
     @functools.wraps(function)
     def run(*args, **kwargs):
-        if keras.backend.backend() != "jax":
-            return function(*args, **kwargs)
         import jax
         import numpy as np
 

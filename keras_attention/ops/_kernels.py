@@ -27,6 +27,7 @@ on the first look-up of one of their paths (`ops/_native.py`).
 
 from keras import ops
 
+from keras_attention.ops import _eager
 from keras_attention.ops import _kernel
 from keras_attention.ops import _layout
 from keras_attention.ops._call_mods import at_positions
@@ -255,15 +256,20 @@ def _kinds(call, mask_mod, block_size):
         sizes = (min(block_size[0], q_len), min(block_size[1], k_len))
         batch = ops.shape(call.query)[0]
         heads = call.query.shape[2]
-        kinds = create_block_mask(
-            mask_mod, batch, heads, q_len, k_len, sizes
-        ).kinds
+        kinds = _block_kinds(mask_mod, batch, heads, q_len, k_len, sizes)
     padded = (
         call.masks.query_mask is not None or call.masks.key_mask is not None
     )
     if padded:
         kinds = ops.minimum(kinds, PARTIAL)
     return kinds
+
+
+@_eager.compiled_when_eager
+def _block_kinds(mask_mod, batch, heads, q_len, k_len, sizes):
+    """The kinds of `create_block_mask(mask_mod, ...)` (eager JAX: one
+    program for a mod of this package's, not one per operation)."""
+    return create_block_mask(mask_mod, batch, heads, q_len, k_len, sizes).kinds
 
 
 @register("ring")

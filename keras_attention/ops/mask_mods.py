@@ -9,7 +9,6 @@ blocks the block kernel skips and whose full blocks it does not mask.
 import keras
 from keras import ops
 
-from keras_attention.ops import _eager
 from keras_attention.ops import checks
 from keras_attention.ops._layout import index_tensors
 
@@ -236,21 +235,13 @@ def create_block_mask(
                 + f". Received: {name}={value!r}"
             )
     qb, kb = _pair(block_size, "block_size")
-    kinds = _kinds(mask_mod, batch, heads, (q_len, kv_len), (qb, kb))
-    shape = (batch, heads, q_len, kv_len)
-    return BlockMask(mask_mod, kinds, (qb, kb), shape)
-
-
-@_eager.compiled_when_eager
-def _kinds(mask_mod, batch, heads, lengths, sizes):
-    """The int32 kinds `(b, h, num_query_blocks, num_key_blocks)`, one row
-    of query blocks at a time."""
     rows = [
-        _block_row(mask_mod, batch, heads, lengths, sizes, r)
-        for r in range(-(-lengths[0] // sizes[0]))
+        _block_row(mask_mod, batch, heads, (q_len, kv_len), (qb, kb), r)
+        for r in range(-(-q_len // qb))
     ]
     kinds = ops.concatenate(rows, axis=2) if len(rows) > 1 else rows[0]
-    return ops.cast(kinds, "int32")
+    shape = (batch, heads, q_len, kv_len)
+    return BlockMask(mask_mod, ops.cast(kinds, "int32"), (qb, kb), shape)
 
 
 def _block_row(mask_mod, batch, heads, lengths, sizes, row):
