@@ -505,6 +505,23 @@ MUTANTS = (
         "dynamic}}\n",
     ),
     Mutant(
+        "flex_mod_numbers_kept",
+        "PyTorch's FlexAttention path hands its mods' plain numbers to "
+        "the compiled kernel as they are (a new compile for each window "
+        "or cap, uncompiled after 8)",
+        "keras_attention/ops/_native_torch.py",
+        "        with_scalars(mod, lambda number: torch.tensor(number, "
+        "device=device))\n",
+        "        mod\n",
+    ),
+    Mutant(
+        "mod_scalars_not_converted",
+        "`Mod.with_scalars` copies the mod but keeps its plain numbers",
+        "keras_attention/ops/_mod_base.py",
+        "                numbers[name] = convert(value)\n",
+        "                numbers[name] = value\n",
+    ),
+    Mutant(
         "gated_delta_one_step_no_decay",
         "the gated delta rule's one-step path (decoding a token) writes "
         "into the undecayed state",

@@ -1,6 +1,8 @@
 """The base of the mods (private module): `Mod`, a mod of plain values
 with a config, and `TensorMod`, a mod of one call's tensors."""
 
+import copy
+
 import keras
 
 
@@ -19,6 +21,13 @@ def positive_integer(value, name):
     return value
 
 
+def with_scalars(mod, convert):
+    """`mod.with_scalars(convert)` (`Mod.with_scalars`), or a user's own
+    function as it is."""
+    method = getattr(mod, "with_scalars", None)
+    return mod if method is None else method(convert)
+
+
 class Mod:
     """Base of the mods: a config of plain values, no tensors.
 
@@ -31,6 +40,29 @@ class Mod:
     tensors = ()
     limits = None
     holds_tensors = False
+    #: The attributes that are plain numbers entering only the mod's
+    #: arithmetic, never its Python control flow (`with_scalars`).
+    scalars = ()
+
+    def with_scalars(self, convert):
+        """This mod with each plain number of its `scalars` as
+        `convert(number)`; `None` and tensors are kept.
+
+        PyTorch's compiled FlexAttention guards on a Python number that a
+        mod holds and compiles again for each new value (8 times, then it
+        runs uncompiled, 20x slower); a tensor it takes as an input.
+        """
+        numbers = {}
+        for name in self.scalars:
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                numbers[name] = convert(value)
+        if not numbers:
+            return self
+        mod = copy.copy(self)
+        for name, value in numbers.items():
+            setattr(mod, name, value)
+        return mod
 
     def get_config(self):
         return {}

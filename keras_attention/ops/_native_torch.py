@@ -28,6 +28,7 @@ from torch.nn.attention import flex_attention as torch_flex
 from keras_attention.ops import _call_mods
 from keras_attention.ops import _layout
 from keras_attention.ops import _native_plan
+from keras_attention.ops._mod_base import with_scalars
 from keras_attention.ops._registry import Result
 from keras_attention.ops._registry import register
 from keras_attention.ops._torch_probe import bound
@@ -120,8 +121,11 @@ def _inputs(call, cpu, contiguous=True):
 def flex(call, plan):
     """PyTorch's compiled FlexAttention with the call's mods and masks; a
     row with no kept key gives zeros (and `-inf` as its lse)."""
-    score_mod, mask_mod = _call_mods.call_mods(call)
     device = ops.convert_to_tensor(call.query).device
+    score_mod, mask_mod = (
+        with_scalars(mod, lambda number: torch.tensor(number, device=device))
+        for mod in _call_mods.call_mods(call)
+    )
     (q, k, v), scale = _inputs(call, device.type == "cpu")
     score = None
     if score_mod is not None:

@@ -11,6 +11,7 @@ from keras import ops
 
 from keras_attention.ops import checks
 from keras_attention.ops._layout import index_tensors
+from keras_attention.ops._mod_base import with_scalars
 
 
 def keep(mask_mod, batch, head, q_idx, kv_idx):
@@ -102,6 +103,11 @@ class MaskCombination:
             checks.mod("mask_mod", mod)
         self.op = op
         self.mask_mods = tuple(mask_mods)
+
+    def with_scalars(self, convert):
+        """The combination of the mods' `with_scalars` (`Mod.with_scalars`)."""
+        mods = [with_scalars(mod, convert) for mod in self.mask_mods]
+        return MaskCombination(self.op, mods)
 
     def __call__(self, batch, head, q_idx, kv_idx):
         combine = ops.logical_and if self.op == "and" else ops.logical_or

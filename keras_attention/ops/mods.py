@@ -19,6 +19,7 @@ from keras_attention.ops._mod_base import Mod
 from keras_attention.ops._mod_base import TensorMod
 from keras_attention.ops._mod_base import positive_integer
 from keras_attention.ops._mod_base import register
+from keras_attention.ops._mod_base import with_scalars
 from keras_attention.ops._tensor_mods import Bias as Bias
 from keras_attention.ops._tensor_mods import BooleanMask as BooleanMask
 from keras_attention.ops._tensor_mods import Document as Document
@@ -69,6 +70,8 @@ def causal():
 class SlidingWindow(Mod):
     """Mask mod: `|q_idx - kv_idx| < window` (`sliding_window(window)`)."""
 
+    scalars = ("window",)
+
     def __init__(self, window):
         self.window = positive_integer(window, "window")
 
@@ -96,6 +99,8 @@ def sliding_window(window: int):
 @register
 class PrefixLM(Mod):
     """Mask mod: the prefix is seen by all, the rest causally."""
+
+    scalars = ("prefix_length",)
 
     def __init__(self, prefix_length):
         if (
@@ -165,6 +170,8 @@ def alibi(num_heads: int):
 class SoftCap(Mod):
     """Score mod: `cap · tanh(score / cap)` (`soft_cap(cap)`)."""
 
+    scalars = ("cap",)
+
     def __init__(self, cap):
         number = isinstance(cap, (int, float)) and not isinstance(cap, bool)
         if not number or not math.isfinite(cap) or cap <= 0:
@@ -189,6 +196,8 @@ def soft_cap(cap: float):
 @register
 class Band(Mod):
     """Mask mod: `-left <= kv_idx - q_idx <= right` (`band(left, right)`)."""
+
+    scalars = ("left", "right")
 
     def __init__(self, left=None, right=None):
         for name, value in (("left", left), ("right", right)):
@@ -235,6 +244,8 @@ def band(left=None, right=None):
 class Streaming(Mod):
     """Mask mod: `kv_idx < num_sink_tokens` or `q_idx - kv_idx < window`
     (`streaming(window, num_sink_tokens)`)."""
+
+    scalars = ("window",)
 
     def __init__(self, window, num_sink_tokens=0):
         self.window = positive_integer(window, "window")
@@ -306,6 +317,9 @@ class ScoreChain(Mod):
             tensors, mods = tensors[count:], mods + [mod]
         return ScoreChain(mods)
 
+    def with_scalars(self, convert):
+        return ScoreChain([with_scalars(m, convert) for m in self.score_mods])
+
     def __call__(self, score, batch, head, q_idx, kv_idx):
         for mod in self.score_mods:
             score = mod(score, batch, head, q_idx, kv_idx)
@@ -332,6 +346,8 @@ def chain(*score_mods):
 
 class Shifted(Mod):
     """A mod read at shifted positions (`shifted(mod, ...)`)."""
+
+    scalars = ("query_offset", "key_offset")
 
     def __init__(self, mod, query_offset=0, key_offset=0, key_positions=None):
         self.mod = mod
@@ -363,6 +379,15 @@ class Shifted(Mod):
         mod = self.mod.with_tensors(tensors)
         return Shifted(
             mod, self.query_offset, self.key_offset, self.key_positions
+        )
+
+    def with_scalars(self, convert):
+        offsets = Mod.with_scalars(self, convert)
+        return Shifted(
+            with_scalars(self.mod, convert),
+            offsets.query_offset,
+            offsets.key_offset,
+            self.key_positions,
         )
 
     def __call__(self, *args):

@@ -161,3 +161,49 @@ def test_shifted_reads_a_table_of_key_positions_and_offsets_per_sequence():
     slopes = np.array(mods.alibi_slopes(H))[None, :, None, None]
     want = -slopes * np.abs(i + offsets[b] - table[b, j])
     np.testing.assert_allclose(score_of(alibi, s), want, rtol=1e-6)
+
+
+def plain_numbers(mod):
+    """The plain numbers left in a mod's `scalars`, its parts' included."""
+    parts = [getattr(mod, name, ()) for name in ("mask_mods", "score_mods")]
+    inner = [mod.mod] if hasattr(mod, "mod") else []
+    found = [
+        getattr(mod, name)
+        for name in getattr(mod, "scalars", ())
+        if isinstance(getattr(mod, name), (int, float))
+    ]
+    for part in [*parts[0], *parts[1], *inner]:
+        found += plain_numbers(part)
+    return found
+
+
+def test_with_scalars_converts_every_number_and_keeps_the_mod():
+    """`with_scalars(convert)`: the mask and the scores unchanged, no
+    plain number left (PyTorch's compiled FlexAttention would compile
+    again for each), the original untouched; a user's function as is."""
+    from keras_attention.ops._mod_base import with_scalars
+
+    masks = [
+        ka_ops.and_masks(mods.causal(), mods.sliding_window(3)),
+        ka_ops.or_masks(mods.prefix_lm(2), mods.band(left=1, right=2)),
+        mods.streaming(2, num_sink_tokens=1),
+        mods.shifted(mods.band(left=2), query_offset=2, key_offset=1),
+    ]
+    for mod in masks:
+        converted = with_scalars(mod, ops.convert_to_tensor)
+        np.testing.assert_array_equal(_mask(converted), _mask(mod))
+        assert plain_numbers(mod) and not plain_numbers(converted), mod
+    scores = mods.chain(mods.alibi(H), mods.soft_cap(2.5))
+    converted = with_scalars(scores, ops.convert_to_tensor)
+    s = np.random.default_rng(0).normal(size=(B, H, TQ, TK)) * 4
+    np.testing.assert_allclose(
+        score_of(converted, s.astype("float32")),
+        score_of(scores, s.astype("float32")),
+        rtol=1e-6,
+    )
+    assert plain_numbers(scores) and not plain_numbers(converted)
+
+    def own(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    assert with_scalars(own, ops.convert_to_tensor) is own

@@ -310,3 +310,30 @@ def test_compiled_flex_runs_inference_and_equals_ours(rand, plans):
     )
     for name in ("t5", "padding"):
         _equal_to_ours(_flex_call(rand, *_cases(rand)[name]), "torch_flex")
+
+
+def test_flex_hands_pytorch_the_numbers_of_its_mods_as_tensors(
+    rand, eager, torch_native, monkeypatch
+):
+    """A plain number in a mod is a guard of compiled FlexAttention: each
+    new window or cap compiled it again (seconds each), and after 8 it
+    ran uncompiled, 20x slower. The path hands PyTorch tensors."""
+    from tests.ops.test_mods import plain_numbers
+
+    handed = []
+    block_mask, bound = torch_native.block_mask, torch_native.bound
+
+    def spy_mask(call, mod, device):
+        handed.append(mod)
+        return block_mask(call, mod, device)
+
+    def spy_score(mod):
+        handed.append(mod)
+        return bound(mod)
+
+    monkeypatch.setattr(torch_native, "block_mask", spy_mask)
+    monkeypatch.setattr(torch_native, "bound", spy_score)
+    window = and_masks(mods.causal(), mods.sliding_window(3))
+    _equal_to_ours(_flex_call(rand, mods.soft_cap(2.0), window), "torch_flex")
+    assert len(handed) == 2
+    assert not any(plain_numbers(mod) for mod in handed), handed
