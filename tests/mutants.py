@@ -505,6 +505,14 @@ MUTANTS = (
         "dynamic}}\n",
     ),
     Mutant(
+        "jax_cpu_mapped_steps_dense",
+        "the planner keeps JAX's CPU on the fused kernel for dense steps "
+        "of 1024 to 2047 queries that it maps afresh on each call",
+        "keras_attention/ops/plan.py",
+        "        and min(shapes[2], shapes[3]) >= JAX_CPU_MIN_LENGTH\n",
+        "        and min(shapes[2], shapes[3]) >= 2 * JAX_CPU_MIN_LENGTH\n",
+    ),
+    Mutant(
         "flex_mod_numbers_kept",
         "PyTorch's FlexAttention path hands its mods' plain numbers to "
         "the compiled kernel as they are (a new compile for each window "

@@ -76,6 +76,16 @@ SPARSE_MAX_SHARE = 0.65
 # ... once there are enough pairs of blocks for the skipping to pay:
 # at least this many queries and keys.
 SPARSE_MIN_LENGTH = 2048
+# On JAX's CPU each buffer of a dense step past glibc's largest mmap
+# threshold (32 MiB) is mapped afresh on every call and faulted in page by
+# page (29k-393k page faults a call at N = 1024-4096, 8 heads of 64): the
+# blocks took 0.36-0.69x the fused kernel's CPU time there, forward and
+# training (BENCHMARKS.md, "How close to the machine"). So there the
+# blocks are taken from this many queries and keys once the dense step
+# passes `JAX_CPU_MIN_BYTES`; shorter sequences in large batches ran as
+# fast either way (batch 32, N = 256, training: 494 against 493 ms).
+JAX_CPU_MIN_LENGTH = 1024
+JAX_CPU_MIN_BYTES = 32 * 2**20
 # A mask mod whose blocks cannot be read when the call is planned (it is
 # traced, or holds traced tensors): assumed to keep this share.
 UNKNOWN_SHARE = 0.5
@@ -427,6 +437,17 @@ def _in_units(size):
     return f"{size} B"
 
 
+def _mapped_afresh(shapes, size):
+    """Whether a dense step of `size` bytes is one that JAX's CPU maps
+    afresh on each call (`JAX_CPU_MIN_BYTES`, `JAX_CPU_MIN_LENGTH`)."""
+    return (
+        keras.backend.backend() == "jax"
+        and accelerator_memory() is None
+        and min(shapes[2], shapes[3]) >= JAX_CPU_MIN_LENGTH
+        and size > JAX_CPU_MIN_BYTES
+    )
+
+
 def _blocks_pay(shapes, request, bytes_per_logit):
     """Why the automatic choice takes the blocks, or `""` (dense)."""
     size = step_bytes(shapes, bytes_per_logit, request.backward, request.mods)
@@ -434,6 +455,11 @@ def _blocks_pay(shapes, request, bytes_per_logit):
         return ""
     if size > chunk_threshold():
         return f"the dense step would hold {_in_units(size)}"
+    if _mapped_afresh(shapes, size):
+        return (
+            f"on JAX's CPU the dense step's {_in_units(size)} would be "
+            "mapped afresh on each call"
+        )
     kept = 1.0 if request.kept is None else request.kept
     long = min(shapes[2], shapes[3]) >= SPARSE_MIN_LENGTH
     if long and kept <= SPARSE_MAX_SHARE and accelerator_memory() is None:

@@ -91,7 +91,13 @@ def test_the_automatic_blocks_are_256_on_jax_and_512_elsewhere():
     assert plan_attention("dot", LONG, 128).block_size == (128, 128)
 
 
-def test_the_step_estimate_decides_the_automatic_choice():
+@pytest.fixture
+def bytes_rule_alone(monkeypatch):
+    """The byte and sparsity rules without JAX's CPU rule (tested below)."""
+    monkeypatch.setattr(plan_lib, "JAX_CPU_MIN_LENGTH", 2**40)
+
+
+def test_the_step_estimate_decides_the_automatic_choice(bytes_rule_alone):
     # Training at N = 8192: 4 GiB of `(Tq, Tk)` tensors, past 1 GiB.
     chosen = plan_attention("dot", LONG)
     assert chosen.path == "blocks"
@@ -123,7 +129,9 @@ def test_the_step_estimate_decides_the_automatic_choice():
     assert plan_attention("dot", LONG, dropout=True).path == "dense"
 
 
-def test_a_band_or_block_mask_that_leaves_few_blocks_takes_them():
+def test_a_band_or_block_mask_that_leaves_few_blocks_takes_them(
+    bytes_rule_alone,
+):
     n = plan_lib.SPARSE_MIN_LENGTH
     shapes = (1, 4, n, n)
     sparse = plan_lib.SPARSE_MAX_SHARE
@@ -136,6 +144,26 @@ def test_a_band_or_block_mask_that_leaves_few_blocks_takes_them():
     # A block mask given to `flex_attention` is always read in blocks.
     chosen = plan_attention("dot", SMALL, block_size=(4, 8))
     assert (chosen.path, chosen.block_size) == ("blocks", (4, 8))
+
+
+def test_jax_on_a_cpu_takes_the_blocks_for_long_steps_it_maps_afresh():
+    """JAX's CPU: from 1024 queries and keys, a dense step past 32 MiB runs
+    in blocks (its buffers are mapped and faulted in on every call); other
+    backends keep the byte rule."""
+    import keras
+
+    jax = keras.backend.backend() == "jax"
+    wide = (1, 8, 1024, 1024)  # 64 MiB of logits and weights
+    chosen = plan_attention("dot", wide, backward=False)
+    assert chosen.path == ("blocks" if jax else FUSED), chosen.reason
+    if jax:
+        assert "64.0 MiB would be mapped afresh" in chosen.reason
+        assert chosen.block_size == (plan_lib.auto_chunk_size(),) * 2
+    # 32 MiB is not past it; nor is a short sequence in a large batch.
+    narrow = (1, 4, 1024, 1024)
+    assert plan_attention("dot", narrow, backward=False).path == FUSED
+    assert plan_attention("dot", (32, 8, 512, 512)).path == FUSED
+    assert plan_attention("dot", wide, chunk_size=0).path == FUSED
 
 
 def test_a_positive_chunk_size_is_the_block_size():
