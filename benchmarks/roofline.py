@@ -15,7 +15,9 @@ of a backend measured in that backend's process:
   PyTorch `F.scaled_dot_product_attention` and `flex_attention` compiled
   (`torch.compile`, its `create_block_mask` made once, before the
   timing); on JAX `jax.nn.dot_product_attention`. An anchor that cannot
-  run a case is a row of "n/a" with its reason under the table.
+  run a case is a row of "n/a" with its reason under the table. On
+  PyTorch each case (a length and a mask) starts with the compiler's
+  caches emptied (`torch.compiler.reset()`), as a process of its own.
 
 Inputs `(batch, N, heads, head_dim)` (`(batch, heads, N, head_dim)` for
 PyTorch's kernels, transposed before the timing), float32, B = 1, 8 heads
@@ -569,6 +571,18 @@ def measure(spec, backend, name, n, mask, pass_, reference):
     return {**row, "first_s": first, "seconds": best}
 
 
+def _fresh_compiler(backend):
+    """PyTorch: each case with the compiler's caches empty. Its compiler
+    counts the recompiles of `flex_attention` per process, for every
+    caller (the anchor's new mask functions and ours alike), and past 8
+    runs it uncompiled, 20x slower: without this the later masks' rows
+    measured that, not the kernels (BENCHMARKS.md)."""
+    if backend == "torch":
+        import torch
+
+        torch.compiler.reset()
+
+
 def worker(spec):
     """In the backend's process: the roof, then one line per row."""
     import keras
@@ -581,6 +595,7 @@ def worker(spec):
     print(ROW + json.dumps(head), flush=True)
     for n in spec["lengths"]:
         for mask in spec["masks"]:
+            _fresh_compiler(backend)
             reference = {}
             for name in ANCHORS[backend]:
                 for pass_ in spec["passes"]:
