@@ -588,6 +588,14 @@ MUTANTS = (
         "        return ops.matmul(d_right, _transpose(solved)), d_right\n",
     ),
     Mutant(
+        "gated_delta_doubling_inverse_sign",
+        "the chunk's (I + L)⁻¹ by doubling blocks (JAX's path) gives the "
+        "merged blocks' lower left quarter the opposite sign",
+        "keras_attention/ops/_gated_delta_chunk.py",
+        "        below = -ops.matmul(ops.matmul(second, corner), first)\n",
+        "        below = ops.matmul(ops.matmul(second, corner), first)\n",
+    ),
+    Mutant(
         "gated_delta_chunk_start_off_by_one",
         "the decay from a chunk's start to a position leaves out the "
         "position's own",

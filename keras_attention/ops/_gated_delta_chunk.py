@@ -31,6 +31,7 @@ each row of `S₀`. `D` is then `(C, C, Dk)` per chunk, `Dk` times the
 memory of the per-head `D`, the price of the same exactness.
 """
 
+import keras
 from keras import ops
 
 from keras_attention.ops._gated_delta_scan import final_state
@@ -38,13 +39,25 @@ from keras_attention.ops._gated_delta_scan import step_scan
 
 
 def _chunks(x, chunk_size):
-    """`(batch, T, ...)`, `T` a multiple of `chunk_size`, to `(chunks,
-    batch, ..., chunk_size[, depth])`: the chunks first, for the scan."""
+    """`(batch, T, ...)`, `T` a multiple of `chunk_size`, to `(chunks ·
+    batch, ..., chunk_size[, depth])`: the chunks first, for the scan,
+    in one axis with the batch. With the two apart, XLA's CPU backend
+    kept each of the query, key and value twice in this layout (a copy
+    for the products, whose batch axes it merges, and one for the
+    element-wise work): 6 MiB more at T = 2048, 4 heads of 64
+    (BENCHMARKS.md, "Gated DeltaNet"). `_unmerge` splits them for the
+    scan."""
     shape = ops.shape(x)
     x = ops.reshape(x, (shape[0], -1, chunk_size) + tuple(shape[2:]))
     # (batch, chunks, C, heads[, depth]) -> (chunks, batch, heads, C[, depth])
     order = (1, 0, 3, 2, 4) if len(shape) == 4 else (1, 0, 3, 2)
-    return ops.transpose(x, order)
+    x = ops.transpose(x, order)
+    return ops.reshape(x, (-1,) + tuple(ops.shape(x)[2:]))
+
+
+def _unmerge(x, batch):
+    """`(chunks · batch, ...)` to `(chunks, batch, ...)`."""
+    return ops.reshape(x, (-1, batch) + tuple(ops.shape(x)[1:]))
 
 
 def _decays(g, reset, channels):
@@ -120,21 +133,76 @@ def _transpose(x):
     return ops.swapaxes(x, -1, -2)
 
 
+def _inverse(lower):
+    """`(I + lower)⁻¹`, `lower (…, C, C)` strictly lower triangular.
+
+    On JAX by `_doubling_inverse`, matrix products: XLA's CPU backend
+    calls LAPACK's `trsm` for a triangular solve, whose OpenBLAS threads
+    compete with XLA's own for the cores (forward and backward at T =
+    2048 on two shared cores: the median call 1106 ms with the solve, 110
+    with the products; BENCHMARKS.md, "Gated DeltaNet"). TensorFlow's
+    solve (Eigen) and PyTorch's were as fast as the products or faster:
+    they keep it."""
+    if keras.backend.backend() == "jax":
+        return _doubling_inverse(lower)
+    eye = ops.eye(lower.shape[-1], dtype=lower.dtype)
+    return ops.solve_triangular(lower + eye, eye, lower=True)
+
+
+def _doubling_inverse(lower):
+    """`(I + lower)⁻¹` by blocks of doubling size, as LAPACK's recursive
+    `trtri`: the inverses of the diagonal blocks of size `b` give those
+    of size `2b`,
+
+        [[A, 0], [C, B]]⁻¹ = [[A⁻¹, 0], [−B⁻¹ C A⁻¹, B⁻¹]],
+
+    from blocks of one (1: the diagonal is the identity's) to the whole
+    matrix, all blocks of a size at once: `log2 C` rounds of two batched
+    products. A size that is not a power of two is padded with the
+    identity's rows and columns, which leave the inverse's block as
+    it is."""
+    size = lower.shape[-1]
+    n = 1
+    while n < size:
+        n *= 2
+    if n != size:
+        widths = [[0, 0]] * (len(lower.shape) - 2) + [[0, n - size]] * 2
+        lower = ops.pad(lower, widths)
+    batch = tuple(ops.shape(lower)[:-2])
+    # (…, n / b, b, b): the inverses of the diagonal blocks of size b.
+    blocks = ops.ones(batch + (n, 1, 1), lower.dtype)
+    b = 1
+    while b < n:
+        m = n // (2 * b)
+        grid = ops.reshape(lower, batch + (m, 2 * b, m, 2 * b))
+        # The diagonal blocks of size 2b, `(…, m, 2b, 2b)`, and their
+        # lower left quarter `C`.
+        diagonal = ops.moveaxis(ops.diagonal(grid, axis1=-4, axis2=-2), -1, -3)
+        corner = diagonal[..., b:, :b]
+        pairs = ops.reshape(blocks, batch + (m, 2, b, b))
+        first, second = pairs[..., 0, :, :], pairs[..., 1, :, :]
+        below = -ops.matmul(ops.matmul(second, corner), first)
+        top = ops.concatenate([first, ops.zeros_like(first)], axis=-1)
+        bottom = ops.concatenate([below, second], axis=-1)
+        blocks = ops.concatenate([top, bottom], axis=-2)
+        b *= 2
+    inverse = ops.reshape(blocks, batch + (n, n))
+    return inverse[..., :size, :size]
+
+
 @ops.custom_gradient
 def _solve(lower, right):
     """`(I + lower)⁻¹ right`, `lower` strictly lower triangular: the
-    inverse by one triangular solve, then one product (faster on the
-    three backends than solving for `right`, twice as many columns, or
-    than the inverse in matrix products, `log2 C` rounds of merged
-    blocks; BENCHMARKS.md, "Gated DeltaNet").
+    inverse (`_inverse`), then one product (faster on the three backends
+    than solving for `right`, twice as many columns; BENCHMARKS.md,
+    "Gated DeltaNet").
 
     The gradient is written out: with `X = (I + L)⁻¹ R` and `Ḡ` its
     upstream gradient, `R̄ = (I + L)⁻ᵀ Ḡ` and `L̄ = −R̄ Xᵀ` (the gradient
     for a dense `L`; the caller keeps the strict lower part), two
     products where the backends' own gradient of the solve takes a
     second solve and more products."""
-    eye = ops.eye(lower.shape[-1], dtype=lower.dtype)
-    inverse = ops.solve_triangular(lower + eye, eye, lower=True)
+    inverse = _inverse(lower)
     solved = ops.matmul(inverse, right)
 
     def grad(*args, upstream=None):
@@ -183,21 +251,23 @@ def chunk_gated_delta_rule(
     lower = ops.where(strict, keys * beta[..., :, None], 0.0)
     # `[u, w] = (I + L)⁻¹ β ∘ [V, e ∘ K]`, one product.
     b = beta[..., None]
-    depth = value.shape[-1]
     solved = _solve(
         lower, ops.concatenate([value * b, key * lift(start) * b], axis=-1)
     )
-    written, carried = solved[..., :depth], solved[..., depth:]
     to_end = key * lift(end)
     # The state's rows (the key axis) decay: `(…, 1, 1)` or `(…, Dk, 1)`.
     across = lift(across)[..., None]
 
     # `[S₀; v']` per chunk: the output `(Q ∘ e) S₀ + (Q Kᵀ ∘ D) v'` is
-    # one product with `[Q ∘ e, Q Kᵀ ∘ D]`.
-    stacked = step_scan(state, written, carried, to_end, across)
+    # one product with `[Q ∘ e, Q Kᵀ ∘ D]`. The scan takes `[u, w]`
+    # whole and each step its chunk's halves: no copy of each half.
+    batch = ops.shape(state)[0]
+    to_end, across = _unmerge(to_end, batch), _unmerge(across, batch)
+    stacked = step_scan(state, _unmerge(solved, batch), to_end, across)
     scores = _pairs(query, key, decay, channels)
     reads = ops.concatenate([query * lift(start), scores], axis=-1)
-    output = ops.matmul(reads, stacked)
+    merged = ops.reshape(stacked, (-1,) + tuple(ops.shape(stacked)[2:]))
+    output = _unmerge(ops.matmul(reads, merged), batch)
     # (chunks, batch, heads, C, Dv) -> (batch, T, heads, Dv)
     output = ops.transpose(output, (1, 0, 3, 2, 4))
     shape = ops.shape(output)

@@ -40,38 +40,42 @@ def _transpose(x):
 # and compiling the loop again on every call. A step's outputs have the
 # structure and shapes of its carry (TensorFlow's `scan` in Keras keeps as
 # many outputs as carries, of their shapes): the carry holds the writes of
-# the step before beside the state. The keys come transposed (`(…, Dk,
-# C)`), once for all steps: each operation less in a step is one less per
-# step on PyTorch, which runs the loop eagerly; for the same reason the
-# steps multiply with the tensors' own `@` (`keras.ops.matmul` on PyTorch
-# spends about 50 µs a call on dtype checks, more than a `64 x 64`
-# product; the operands are of one float dtype here).
+# the step before beside the state. The steps take `[u, w]` whole and cut
+# their own chunk's halves, and transpose their own `k` and `w`: views on
+# PyTorch, folded into the products by XLA, where halves and transposes
+# made for all steps at once were copies kept for the backward pass (2
+# MiB at T = 2048, 4 heads of 64; BENCHMARKS.md, "Gated DeltaNet"). They
+# multiply with the tensors' own `@` (`keras.ops.matmul` on PyTorch,
+# which runs the loop eagerly, spends about 50 µs a call on dtype checks,
+# more than a `64 x 64` product; the operands are of one float dtype).
 def _forward_step(carry, inputs):
-    u, w, k_t, a = inputs
+    solved, k, a = inputs
     state = carry[0]
-    v = u - w @ state
-    return (state * a + k_t @ v, v), (state, v)
+    depth = state.shape[-1]
+    v = solved[..., :depth] - solved[..., depth:] @ state
+    return (state * a + _transpose(k) @ v, v), (state, v)
 
 
 def _backward_step(carry, inputs):
-    up_state, up_writes, w_t, k, a = inputs
+    up_state, up_writes, solved, k, a = inputs
     later = carry[0]
+    w_t = _transpose(solved[..., up_writes.shape[-1] :])
     d_writes = up_writes + k @ later
     earlier = up_state + later * a - w_t @ d_writes
     return (earlier, d_writes), (later, d_writes)
 
 
-def _forward(state, written, carried, to_end, across):
-    carry = (state, ops.zeros_like(written[0]))
-    steps = (written, carried, _transpose(to_end), across)
+def _forward(state, solved, to_end, across):
+    carry = (state, ops.zeros_like(solved[0, ..., : state.shape[-1]]))
+    steps = (solved, to_end, across)
     states, writes = ops.scan(_forward_step, carry, steps)[1]
     return ops.concatenate([states, writes], axis=-2)
 
 
-def _backward(upstream, stacked, carried, to_end, across):
+def _backward(upstream, stacked, solved, to_end, across):
     """The gradients of `step_scan`'s inputs, given `upstream`, the
     gradient of its output `stacked`."""
-    depth = carried.shape[-1]
+    depth = to_end.shape[-1]
     (first, _), (laters, d_written) = ops.scan(
         _backward_step,
         (
@@ -81,7 +85,7 @@ def _backward(upstream, stacked, carried, to_end, across):
         (
             upstream[..., :depth, :],
             upstream[..., depth:, :],
-            _transpose(carried),
+            solved,
             to_end,
             across,
         ),
@@ -89,21 +93,21 @@ def _backward(upstream, stacked, carried, to_end, across):
     )
     before, writes = stacked[..., :depth, :], stacked[..., depth:, :]
     d_carried = -ops.matmul(d_written, _transpose(before))
+    d_solved = ops.concatenate([d_written, d_carried], axis=-1)
     d_to_end = ops.matmul(writes, _transpose(laters))
     d_across = ops.sum(before * laters, axis=-1, keepdims=True)
     if across.shape[-2] == 1:
         d_across = ops.sum(d_across, axis=-2, keepdims=True)
-    return first, d_written, d_carried, d_to_end, d_across
+    return first, d_solved, d_to_end, d_across
 
 
 @ops.custom_gradient
-def step_scan(state, written, carried, to_end, across):
+def step_scan(state, solved, to_end, across):
     """The state before each step and the step's writes.
 
     Args:
         state: `(…, Dk, Dv)`, the state before the first step.
-        written: `(steps, …, C, Dv)`, `u`.
-        carried: `(steps, …, C, Dk)`, `w`.
+        solved: `(steps, …, C, Dv + Dk)`, `[u, w]`.
         to_end: `(steps, …, C, Dk)`, `k`.
         across: `(steps, …, 1, 1)` or `(steps, …, Dk, 1)`, `a`.
 
@@ -112,14 +116,14 @@ def step_scan(state, written, carried, to_end, across):
         state before the step over its writes (`final_state` gives the
         state after the last).
     """
-    stacked = _forward(state, written, carried, to_end, across)
+    stacked = _forward(state, solved, to_end, across)
 
     def grad(*args, upstream=None):
         # TensorFlow and JAX pass the upstream gradient alone, PyTorch the
         # inputs and `upstream=`.
         if upstream is None:
             (upstream,) = args
-        return _backward(upstream, stacked, carried, to_end, across)
+        return _backward(upstream, stacked, solved, to_end, across)
 
     return stacked, grad
 
@@ -136,7 +140,8 @@ def final_state(stacked, to_end, across):
 def state_scan(state, written, carried, to_end, across):
     """The state before each step and after the last.
 
-    Args: as `step_scan`.
+    Args: as `step_scan`, with `[u, w]` in its halves, `written (steps,
+    …, C, Dv)` and `carried (steps, …, C, Dk)`.
 
     Returns:
         `(steps + 1, …, Dk, Dv)`: `S_0`, ..., `S_steps`.
@@ -148,7 +153,8 @@ def state_scan(state, written, carried, to_end, across):
         writes = written[0] - carried[0] @ state
         final = state * across[0] + _transpose(to_end[0]) @ writes
         return ops.stack([state, final])
-    stacked = step_scan(state, written, carried, to_end, across)
+    solved = ops.concatenate([written, carried], axis=-1)
+    stacked = step_scan(state, solved, to_end, across)
     depth = state.shape[-2]
     final = final_state(stacked, to_end, across)
     return ops.concatenate([stacked[..., :depth, :], final[None]], axis=0)

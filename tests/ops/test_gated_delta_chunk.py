@@ -40,3 +40,18 @@ def test_every_chunk_size_gives_the_recurrence(rng, chunk_size):
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(final), expected_state, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 8, 13])
+def test_doubling_inverse_equals_numpys(rng, size):
+    """The chunk's `(I + L)⁻¹` by doubling blocks (JAX's path, run here
+    on every backend): sizes that are powers of two and others, padded."""
+    lower = np.tril(rng.normal(size=(2, 3, size, size)), -1) / 2
+    inverse = _gated_delta_chunk._doubling_inverse(
+        keras.ops.convert_to_tensor(lower.astype("float32"))
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(inverse),
+        np.linalg.inv(np.eye(size) + lower),
+        atol=1e-5,
+    )

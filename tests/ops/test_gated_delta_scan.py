@@ -58,7 +58,8 @@ def test_written_out_gradient_equals_the_backends(rng, channels):
         # makes (a custom gradient on TensorFlow would have to name them).
         def fn(*xs):
             xs = [keras.ops.cast(x, "float32") for x in xs]
-            stacked = scan(*xs)
+            solved = keras.ops.concatenate(xs[1:3], axis=-1)
+            stacked = scan(xs[0], solved, *xs[3:])
             final = _gated_delta_scan.final_state(stacked, *xs[3:])
             return keras.ops.sum(stacked * weights) + keras.ops.sum(
                 final * last
