@@ -98,7 +98,7 @@ class Generator:
             blocks, their cache writes in place, the next id's logits),
             traced once per `(batch, P, max_new_tokens)`; `False` runs
             it eagerly on every backend. On PyTorch on a CPU the first
-            call compiles C++ (30 to 40 s for a 4-layer Llama of width
+            call compiles C++ (20 to 40 s for a 4-layer Llama of width
             256 on 2 cores, again for each new shape), then a token
             costs a third (batch 1) to a half (batch 16) of an eager
             one's time (BENCHMARKS.md, "keras-hub models on our
