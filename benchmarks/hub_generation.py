@@ -15,19 +15,24 @@ a prompt of `--prompt-length` random ids, batch 1 and 16:
 - `ours`: `keras_attention.models.Generator` on
   `hub.language_model(swapped)` (one `jax.jit` / `tf.function(
   jit_compile=True)` function; eager on PyTorch; goal: at least 1.5x
-  `keras-hub`).
+  `keras-hub`);
+- `ours jit`, with `--jit-compile`: the same with `Generator(...,
+  jit_compile=True)` (on PyTorch each step one `torch.compile` graph;
+  its ids are checked equal to `ours`' eager ones).
 
-A first call of each compiles, then the repetitions alternate (one of
-each), and the table gives the median seconds and tokens per second
-(`batch · new tokens / seconds`) of each, and the median of the
-per-repetition ratios to `keras-hub` (above 1: faster). Measure on an
-idle machine.
+A first call of each compiles (its seconds are printed), then the
+repetitions alternate (one of each), and the table gives the median
+seconds and tokens per second (`batch · new tokens / seconds`) of each,
+and the median of the per-repetition ratios to `keras-hub` (above 1:
+faster). Measure on an idle machine.
 
     python benchmarks/hub_generation.py            # the table
     python benchmarks/hub_generation.py --quick    # a smoke run
+    KERAS_BACKEND=torch python benchmarks/hub_generation.py --jit-compile
 """
 
 import argparse
+import functools
 import os
 import statistics
 import time
@@ -73,6 +78,11 @@ def parse_args(argv=None):
     parser.add_argument(
         "--feed-forward-dim", type=int, default=1024, help="MLP width"
     )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="also our generation with jit_compile=True (`ours jit`)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.new_tokens, args.batch_sizes = 1, 4, [2]
@@ -107,9 +117,9 @@ def _causal_lm(args):
 
 
 def _models(args):
-    """`(keras-hub's causal LM, a copy swapped, our Generator on it)`:
-    the swap is in place, so the copy is a second model with the first's
-    weights."""
+    """`(keras-hub's causal LM, a copy swapped, {name: our Generator on
+    it})`: the swap is in place, so the copy is a second model with the
+    first's weights."""
     import keras
 
     from keras_attention import hub
@@ -120,7 +130,11 @@ def _models(args):
     swapped = _causal_lm(args)
     swapped.set_weights(causal_lm.get_weights())
     hub.swap_attention(swapped)
-    return causal_lm, swapped, Generator(hub.language_model(swapped))
+    model = hub.language_model(swapped)
+    generators = {"ours": Generator(model)}
+    if args.jit_compile:
+        generators["ours jit"] = Generator(model, jit_compile=True)
+    return causal_lm, swapped, generators
 
 
 def _generate_function(causal_lm):
@@ -139,8 +153,9 @@ def _timed(run):
     return time.perf_counter() - start
 
 
-def _measure(args, causal_lm, swapped, generator, batch):
-    """`{name: [seconds of each repetition]}`."""
+def _measure(args, causal_lm, swapped, generators, batch):
+    """`{name: [seconds of each repetition]}`, after each way's first
+    call (printed: its compile)."""
     import numpy as np
 
     rng = np.random.default_rng(batch)
@@ -155,10 +170,19 @@ def _measure(args, causal_lm, swapped, generator, batch):
     runs = {
         "keras-hub": lambda: keras_hubs(inputs),
         "swapped": lambda: swapped_generate(inputs),
-        "ours": lambda: generator.generate(prompt, args.new_tokens),
     }
-    for run in runs.values():
-        run()  # compiles
+    for name, generator in generators.items():
+        runs[name] = functools.partial(
+            generator.generate, prompt, args.new_tokens
+        )
+    first = {name: _timed(run) for name, run in runs.items()}
+    print(
+        f"batch {batch}, first calls: "
+        + ", ".join(f"{name} {s:.1f} s" for name, s in first.items())
+    )
+    if "ours jit" in runs:
+        same = (runs["ours"]() == runs["ours jit"]()).all()
+        print(f"batch {batch}: ours jit's ids equal to ours: {same}")
     seconds = {name: [] for name in runs}
     for _ in range(args.repeats):
         for name, run in runs.items():
@@ -168,9 +192,9 @@ def _measure(args, causal_lm, swapped, generator, batch):
 
 def _row(backend, batch, tokens, seconds):
     cells = [backend, str(batch)]
-    for name in ("keras-hub", "swapped", "ours"):
+    for name in seconds:
         cells.append(f"{tokens / statistics.median(seconds[name]):.0f}")
-    for name in ("swapped", "ours"):
+    for name in list(seconds)[1:]:
         ratios = [
             hub_s / s
             for hub_s, s in zip(
@@ -185,7 +209,7 @@ def main(argv=None):
     args = parse_args(argv)
     import keras
 
-    causal_lm, swapped, generator = _models(args)
+    causal_lm, swapped, generators = _models(args)
     print(
         f"keras {keras.__version__}, backend {keras.backend.backend()}, "
         f"{type(causal_lm).__name__} of {causal_lm.count_params():,} "
@@ -193,13 +217,17 @@ def main(argv=None):
         f"{args.prompt_length}, {args.repeats} repetitions, "
         f"load {os.getloadavg()[0]:.1f}"
     )
+    names = ["keras-hub", "swapped", *generators]
     print(
-        "| backend | batch | keras-hub tokens/s | swapped tokens/s | "
-        "ours tokens/s | swapped/keras-hub | ours/keras-hub |"
+        "| backend | batch | "
+        + " | ".join(f"{name} tokens/s" for name in names)
+        + " | "
+        + " | ".join(f"{name}/keras-hub" for name in names[1:])
+        + " |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|" + "---|" * (2 * len(names) - 1))
     for batch in args.batch_sizes:
-        seconds = _measure(args, causal_lm, swapped, generator, batch)
+        seconds = _measure(args, causal_lm, swapped, generators, batch)
         tokens = batch * args.new_tokens
         print(_row(keras.backend.backend(), batch, tokens, seconds))
 

@@ -469,6 +469,14 @@ MUTANTS = (
         "        pass\n",
     ),
     Mutant(
+        "compiled_write_at_zero",
+        "under torch.compile a cache's in-place write at a step's tensor "
+        "position lands at slot 0 (the position dropped)",
+        "keras_attention/layers/_in_place.py",
+        "    positions = at + torch.arange(",
+        "    positions = 0 * at + torch.arange(",
+    ),
+    Mutant(
         "eager_tensors_baked",
         "an eager JAX call of the block kernel compiled once keeps its "
         "first call's padding mask as a constant",

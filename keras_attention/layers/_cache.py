@@ -117,7 +117,7 @@ def concrete(index):
     eager tensor), as a NumPy integer array; `None` where it is traced."""
     if isinstance(index, numbers.Integral):
         return np.asarray(int(index))
-    if isinstance(index, keras.KerasTensor):
+    if isinstance(index, keras.KerasTensor) or _in_place.compiling():
         return None
     try:
         return np.asarray(ops.convert_to_numpy(index))

@@ -5,7 +5,8 @@ key/value cache: the prompt in one call of the blocks, then one token a
 step inside one `keras.ops.while_loop`, the whole of it one compiled
 function (`jax.jit`, `tf.function(jit_compile=True)`), as keras-hub's
 `CausalLM.generate` is. On PyTorch Keras's `while_loop` is a Python loop
-and the generation runs eagerly, as keras-hub's does there. With end
+and the generation runs eagerly, as keras-hub's does there, or with
+`jit_compile=True` each step one `torch.compile` graph. With end
 tokens (keras-hub's `stop_token_ids`) each row stops at its first one and
 the rest of its row is padding; the loop ends when every row has.
 """
@@ -57,7 +58,8 @@ class Generator:
     of the blocks at its position, inside one `keras.ops.while_loop`; the
     whole is one `jax.jit` or `tf.function(jit_compile=True)` function,
     traced once per `(batch, P, max_new_tokens)` (PyTorch: eager, without
-    gradients). The caches keep a fixed shape through the loop: keras-hub's
+    gradients, or each step compiled: `jit_compile`). The caches keep a
+    fixed shape through the loop: keras-hub's
     tensor of `P + max_new_tokens` slots (`KeyValueCache`), a
     `QuantizedCache` of int8 or float8 entries with `cache_dtype`, and a
     `RollingCache` of its window for a local block (`sliding_window`).
@@ -88,6 +90,19 @@ class Generator:
             Sliding-window blocks keep a `RollingCache` and Gated
             DeltaNet blocks a `GatedDeltaCache`, both in the compute
             dtype, whatever this says.
+        jit_compile: Keras's `Model.compile` argument: `"auto"` (the
+            default) compiles the generation on TensorFlow and JAX and
+            runs it eagerly on PyTorch, as Keras's `"auto"` does there;
+            `True` compiles it on PyTorch too: the prompt's call runs
+            eagerly, then each step is one `torch.compile` graph (the
+            blocks, their cache writes in place, the next id's logits),
+            traced once per `(batch, P, max_new_tokens)`; `False` runs
+            it eagerly on every backend. On PyTorch on a CPU the first
+            call compiles C++ (20 to 40 s for a 4-layer Llama of width
+            256 on 2 cores, again for each new shape), then a token
+            costs a third (batch 1) to a half (batch 16) of an eager
+            one's time (BENCHMARKS.md, "keras-hub models on our
+            attention"): worth it for long or repeated generation.
 
     Example:
 
@@ -106,7 +121,7 @@ class Generator:
     #: PyTorch's intra-op CPU threads while generating (`None`: as set).
     torch_threads = 1
 
-    def __init__(self, model, cache_dtype=None):
+    def __init__(self, model, cache_dtype=None, jit_compile="auto"):
         parts = _model_parts(model)
         self.model = model
         self.embedding, self.blocks, self.norm, self.logits = parts
@@ -115,6 +130,11 @@ class Generator:
                 "cache_dtype", cache_dtype, "None, 'int8' or 'float8_e4m3fn'"
             )
         self.cache_dtype = cache_dtype
+        if not (isinstance(jit_compile, bool) or jit_compile == "auto"):
+            raise _validation.invalid(
+                "jit_compile", jit_compile, "True, False or 'auto'"
+            )
+        self.jit_compile = jit_compile
         self._compiled = {}
 
     def caches(self, batch_size, max_length):
@@ -152,11 +172,19 @@ class Generator:
         return ops.cast(logits, "float32"), written
 
     def generate_step(
-        self, prompt, max_new_tokens, stop_token_ids=(), pad_token_id=0
+        self,
+        prompt,
+        max_new_tokens,
+        stop_token_ids=(),
+        pad_token_id=0,
+        loop_step=None,
     ):
-        """The traced body: the prompt, then the loop. Returns the ids
-        `(batch, P + max_new_tokens)`, each row `pad_token_id` after its
-        first id of `stop_token_ids`."""
+        """The traced body: the prompt, then the loop, each step
+        `loop_step` (`self.step` by default; compiled, on PyTorch with
+        `jit_compile=True`). Returns the ids `(batch, P +
+        max_new_tokens)`, each row `pad_token_id` after its first id of
+        `stop_token_ids`."""
+        loop_step = self.step if loop_step is None else loop_step
         batch, length = prompt.shape
         total = length + max_new_tokens
         prompt = ops.cast(prompt, "int32")
@@ -169,7 +197,7 @@ class Generator:
 
         def body(index, tokens, ended, *flat):
             current = ops.slice(tokens, [0, index], [batch, 1])
-            logits, written = self.step(
+            logits, written = loop_step(
                 current, _unflatten(caches, sizes, flat), index
             )
             chosen = ops.cast(ops.argmax(logits, axis=-1), "int32")[:, None]
@@ -261,20 +289,30 @@ class Generator:
         return prompt.astype("int32")
 
     def _compile(self, max_new_tokens, stop_token_ids=(), pad_token_id=0):
-        """`prompt -> ids`, one compiled function of the whole generation."""
+        """`prompt -> ids`: one compiled function of the whole generation
+        (TensorFlow, JAX), or the eager loop (PyTorch: each step compiled
+        with `jit_compile=True`)."""
+        backend = keras.backend.backend()
+        compiled = self.jit_compile is True or (
+            self.jit_compile == "auto" and backend != "torch"
+        )
+        loop_step = None
+        if backend == "torch" and compiled:
+            loop_step = _torch_compiled(self.step)
 
         def traced(prompt):
             return self.generate_step(
-                prompt, max_new_tokens, stop_token_ids, pad_token_id
+                prompt, max_new_tokens, stop_token_ids, pad_token_id, loop_step
             )
 
-        backend = keras.backend.backend()
-        if backend == "tensorflow":
+        if backend == "tensorflow" and compiled:
             import tensorflow as tf
 
             return tf.function(traced, jit_compile=True)
-        if backend == "jax":
+        if backend == "jax" and compiled:
             return self._jax_function(traced)
+        if backend != "torch":
+            return traced
         import torch
 
         def eager(prompt):
@@ -356,6 +394,32 @@ def _torch_threads(count):
         yield
     finally:
         torch.set_num_threads(saved)
+
+
+def _torch_compiled(step):
+    """`step` (`Generator.step`) with its caches' tensors through one
+    `torch.compile` graph. The index is a tensor (the loop's), so that
+    one graph serves every step: an int would be one graph per value,
+    and a symbolic one (`dynamic=True`) breaks the graph in Keras's
+    `Layer.__call__`, which asks each argument for its mask."""
+    import torch
+
+    compiled = {}
+
+    def call(ids, caches, index):
+        sizes = [len(cache.tensors) for cache in caches]
+        if not compiled:
+            # The first step's caches are the kinds of every step's.
+            def flat(ids, index, *tensors):
+                rebuilt = _unflatten(caches, sizes, tensors)
+                logits, written = step(ids, rebuilt, index)
+                return (logits, *_flatten(written))
+
+            compiled["step"] = torch.compile(flat)
+        logits, *tensors = compiled["step"](ids, index, *_flatten(caches))
+        return logits, _unflatten(caches, sizes, tensors)
+
+    return call
 
 
 def _flatten(caches):

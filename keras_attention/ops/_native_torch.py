@@ -199,7 +199,9 @@ def sdpa_mask(call, dtype):
     kept = None
     if mask is not None:
         kept = ops.any(mask, axis=-1, keepdims=True)
-        if bool(ops.all(kept)):  # eager: no row to bridge, no copy
+        # Eager: no row to bridge, no copy. Compiled, the value is not
+        # known: the bridge, which changes nothing where every row keeps.
+        if not torch.compiler.is_compiling() and bool(ops.all(kept)):
             kept = None
         else:
             mask = ops.logical_or(mask, ops.logical_not(kept))

@@ -65,6 +65,45 @@ def test_compiled_cached_generation_equals_uncached_greedy(model, cache_dtype):
     assert len(generator._compiled) == 1
 
 
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_compiled_and_eager_generation_give_the_same_ids(
+    model, jit_compile, monkeypatch
+):
+    """On PyTorch `jit_compile=True` runs each step as one `torch.compile`
+    graph; `False` is eager on every backend. Both give the uncached
+    greedy ids, a rolling and a full cache."""
+    graphs = []
+    if keras.backend.backend() == "torch":
+        import torch
+
+        # The graphs Dynamo captures, run as captured: inductor's C++
+        # (44 s for this model on 2 cores) is the benchmark's to check
+        # (benchmarks/hub_generation.py --jit-compile).
+        def backend(graph, example_inputs):
+            graphs.append(graph)
+            return graph.forward
+
+        compile_ = torch.compile
+        monkeypatch.setattr(
+            torch, "compile", lambda f, **o: compile_(f, backend=backend, **o)
+        )
+    generator = Generator(model, jit_compile=jit_compile)
+    ids = generator.generate(PROMPT, NEW_TOKENS)
+    np.testing.assert_array_equal(
+        ids, generator.generate_uncached(PROMPT, NEW_TOKENS)
+    )
+    # One graph for every step: no graph break in Keras's `Layer.__call__`
+    # or ours, and no step traced again (the index is a tensor).
+    on_torch = keras.backend.backend() == "torch"
+    assert len(graphs) == (1 if jit_compile and on_torch else 0)
+
+
+def test_jit_compile_is_true_false_or_auto(model):
+    with pytest.raises(ValueError, match="Received: jit_compile='yes'"):
+        Generator(model, jit_compile="yes")
+    assert Generator(model).jit_compile == "auto"
+
+
 def test_the_caches_keep_a_fixed_shape_and_the_local_one_its_window(model):
     caches = Generator(model, cache_dtype="int8").caches(2, 11)
     assert type(caches[0]).__name__ == "RollingCache"
