@@ -102,7 +102,9 @@ class Generator:
             256 on 2 cores, again for each new shape), then a token
             costs a third (batch 1) to a half (batch 16) of an eager
             one's time (BENCHMARKS.md, "keras-hub models on our
-            attention"): worth it for long or repeated generation.
+            attention"): worth it for long or repeated generation. PyTorch
+            compiles the step at most 8 times a process, then runs it
+            eagerly: pad prompts to a few lengths (docs/hub.md).
 
     Example:
 
