@@ -521,6 +521,14 @@ MUTANTS = (
         "        and min(shapes[2], shapes[3]) >= 2 * JAX_CPU_MIN_LENGTH\n",
     ),
     Mutant(
+        "jax_blocks_small_unskipped",
+        "the planner gives JAX's automatic blocks 256 x 256 also where "
+        "every pair is visited (no band or mask to skip by)",
+        "keras_attention/ops/plan.py",
+        "    return request.kept is not None and request.kept < 1\n",
+        "    return True\n",
+    ),
+    Mutant(
         "flex_mod_numbers_kept",
         "PyTorch's FlexAttention path hands its mods' plain numbers to "
         "the compiled kernel as they are (a new compile for each window "

@@ -51,14 +51,19 @@ ACCELERATOR_MEMORY_BYTES = 16 * 2**30
 # fastest on an idle CPU at N = 4096 (1.22x dense, against 1.32x for
 # 512 × 256 and 1.59x for 1024 × 1024; BENCHMARKS.md).
 AUTO_CHUNK_SIZE = 512
-# Backends whose automatic blocks are smaller. On JAX (XLA fuses a
-# block's maximum, `exp` and sum into one pass, `_blocks.Running`) 256 ×
-# 256: the float32 logits of 8 heads are 2 MiB a block, 8 MiB at 512, and
-# the forward at N = 4096, causal, took 0.84-0.88x the CPU time of 512's
-# (the same running step), and fwd+bwd 0.73x the time, causal and without
-# a mask (BENCHMARKS.md, "JAX's blocks nearer the limit"). TensorFlow runs
-# a block op by op, whose cost per op the larger blocks share (its forward
-# at 256 took 2.0x the time of 512's).
+# Backends whose automatic blocks are smaller where the blocks skip pairs
+# (a band or a mask: the finer the blocks, the more they skip). On JAX
+# (XLA fuses a block's maximum, `exp` and sum into one pass,
+# `_blocks.Running`) 256 × 256 there: causal at N = 1024 and 2048, 512's
+# took 1.11-1.27x the wall time of 256's on an idle AVX-512 EPYC, and at
+# N = 4096 256's took 0.84-0.88x the CPU time of 512's forward on a loaded
+# AVX2 one. Where every pair is visited JAX's blocks are 512, as
+# elsewhere: there 512's took 0.56-0.60x the wall time of 256's forward
+# and 0.60-0.74x fwd+bwd at N = 1024-4096 on the idle EPYC, for about the
+# same CPU time (0.84-1.16x): XLA splits a 512 block's products over the
+# cores, a 256 block's not (BENCHMARKS.md, "How close to the machine").
+# TensorFlow runs a block op by op, whose cost per op the larger blocks
+# share (its forward at 256 took 2.0x the time of 512's).
 AUTO_CHUNK_SIZES = {"jax": 256}
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
 # the logits and the weights; each score mod's temporaries (a bias, a
@@ -354,31 +359,42 @@ def plan_attention(
     )
     _refusals.check(form, shapes, chunk_size, request, bytes_per_logit)
     _refusals.refuse(form, chunk_size, request)
-    sizes = _block_size(chunk_size, block_size)
+    sizes = _block_size(chunk_size, block_size, request)
     plan = _choose(form, shapes, chunk_size, request, bytes_per_logit)
     if plan.path == "blocks":
         plan = dataclasses.replace(plan, block_size=sizes)
     return _native_plan.choose(plan, form, shapes, chunk_size, request, native)
 
 
-def auto_chunk_size() -> int:
+def auto_chunk_size(skips=True) -> int:
     """Queries and keys per block of the automatic choice on this
-    backend: `AUTO_CHUNK_SIZES`'s, else `AUTO_CHUNK_SIZE`.
+    backend: `AUTO_CHUNK_SIZES`'s where the blocks skip pairs (`skips`:
+    the call has a band or a mask), else `AUTO_CHUNK_SIZE`.
 
     Example:
 
     >>> from keras_attention.ops import plan
     >>> plan.auto_chunk_size() in (256, 512)
     True
+    >>> plan.auto_chunk_size(skips=False)
+    512
     """
+    if not skips:
+        return AUTO_CHUNK_SIZE
     return AUTO_CHUNK_SIZES.get(keras.backend.backend(), AUTO_CHUNK_SIZE)
 
 
-def _block_size(chunk_size, block_size):
+def _skips(request):
+    """Whether the call's masks let the blocks skip pairs of blocks."""
+    return request.kept is not None and request.kept < 1
+
+
+def _block_size(chunk_size, block_size, request):
     """The blocks' `(queries, keys)`: a block mask's, which a positive
-    `chunk_size` must match, else `chunk_size` or `auto_chunk_size()`."""
+    `chunk_size` must match, else `chunk_size` or `auto_chunk_size()`
+    (the smaller where a mask lets the blocks skip pairs)."""
     if block_size is None:
-        return (chunk_size or auto_chunk_size(),) * 2
+        return (chunk_size or auto_chunk_size(_skips(request)),) * 2
     block_size = tuple(block_size)
     if chunk_size and block_size != (chunk_size, chunk_size):
         raise ValueError(
@@ -413,7 +429,7 @@ def _choose(form, shapes, chunk_size, request, bytes_per_logit):
         if not request.block_mask:
             reason = _blocks_pay(shapes, request, bytes_per_logit)
         if reason:
-            return Plan("blocks", (auto_chunk_size(),) * 2, reason)
+            return Plan("blocks", None, reason)  # sized by the caller
     return _dense(form, request, "chunk_size=0" if chunk_size == 0 else "")
 
 

@@ -198,7 +198,7 @@ def test_automatic_choice(monkeypatch, rand, plans, ours_only):
     plans.clear()  # the constructors' checks
     layer(rand(1, 64, 8))
     assert paths() == ["blocks"]
-    assert plans[-1].block_size == (_plan.auto_chunk_size(),) * 2
+    assert plans[-1].block_size == (_plan.auto_chunk_size(skips=False),) * 2
     # An inference step holds half: dense.
     layer(rand(1, 64, 8), training=False)
     # Two examples of 48 (2·48² > 64²) count the batch; 48 alone does not.
@@ -227,7 +227,7 @@ def test_a_window_that_leaves_few_blocks_takes_them(
     """The share of blocks a band keeps (`plan.band_share`) decides long
     calls below the byte bar: a causal window of 3 over 128 positions in
     blocks of 16 keeps 15 of 64 pairs."""
-    monkeypatch.setattr(_plan, "auto_chunk_size", lambda: 16)
+    monkeypatch.setattr(_plan, "auto_chunk_size", lambda skips=True: 16)
     monkeypatch.setattr(_plan, "SPARSE_MIN_LENGTH", 128)
     x = rand(1, 128, 8)
     windowed = keras_attention.SelfAttention(num_heads=2, attention_width=3)

@@ -81,14 +81,21 @@ def test_other_forms_are_dense_below_the_threshold():
     assert plan_attention(None, LONG).path == "dense"
 
 
-def test_the_automatic_blocks_are_256_on_jax_and_512_elsewhere():
+def test_the_automatic_blocks_are_512_and_256_on_jax_where_they_skip():
     import keras
 
-    want = 256 if keras.backend.backend() == "jax" else 512
-    assert plan_lib.auto_chunk_size() == want
-    assert plan_attention("dot", LONG).block_size == (want, want)
+    skipping = 256 if keras.backend.backend() == "jax" else 512
+    assert plan_lib.auto_chunk_size() == skipping
+    assert plan_lib.auto_chunk_size(skips=False) == 512
+    # Every pair visited: 512 on every backend.
+    assert plan_attention("dot", LONG).block_size == (512, 512)
+    assert plan_attention("dot", LONG, kept=1.0).block_size == (512, 512)
+    # A band or a mask that keeps a share of the pairs: JAX's are finer.
+    causal = plan_attention("dot", LONG, kept=0.53)
+    assert causal.block_size == (skipping, skipping)
     # An explicit chunk size or a block mask's size is kept.
     assert plan_attention("dot", LONG, 128).block_size == (128, 128)
+    assert plan_attention("dot", LONG, 128, kept=0.5).block_size == (128, 128)
 
 
 @pytest.fixture
@@ -101,7 +108,7 @@ def test_the_step_estimate_decides_the_automatic_choice(bytes_rule_alone):
     # Training at N = 8192: 4 GiB of `(Tq, Tk)` tensors, past 1 GiB.
     chosen = plan_attention("dot", LONG)
     assert chosen.path == "blocks"
-    assert chosen.block_size == (plan_lib.auto_chunk_size(),) * 2
+    assert chosen.block_size == (plan_lib.auto_chunk_size(skips=False),) * 2
     assert "4.0 GiB" in chosen.reason
     # Inference at N = 4096 holds 512 MiB: dense.
     half = (1, 4, 4096, 4096)
@@ -158,7 +165,7 @@ def test_jax_on_a_cpu_takes_the_blocks_for_long_steps_it_maps_afresh():
     assert chosen.path == ("blocks" if jax else FUSED), chosen.reason
     if jax:
         assert "64.0 MiB would be mapped afresh" in chosen.reason
-        assert chosen.block_size == (plan_lib.auto_chunk_size(),) * 2
+        assert chosen.block_size == (512, 512)
     # 32 MiB is not past it; nor is a short sequence in a large batch.
     narrow = (1, 4, 1024, 1024)
     assert plan_attention("dot", narrow, backward=False).path == FUSED
