@@ -14,9 +14,9 @@ from keras import ops
 
 from keras_attention import _policies
 from keras_attention import ops as ka_ops
+from keras_attention.seq2seq import _noise_seeds
 from keras_attention.seq2seq import cell_options
 from keras_attention.seq2seq import checks
-from keras_attention.seq2seq import monotonic
 from keras_attention.seq2seq import probability
 from keras_attention.seq2seq.attention import AttentionMechanism
 from keras_attention.seq2seq.attention import check_memory_mask
@@ -170,7 +170,7 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
     @property
     def noisy_mechanisms(self):
         """For each mechanism, whether it adds sigmoid noise in training."""
-        return monotonic.noisy_mechanisms(self.mechanisms)
+        return _noise_seeds.noisy_mechanisms(self.mechanisms)
 
     @property
     def noisy(self):
@@ -402,7 +402,7 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
         ]
         seed = None
         if self.noisy:
-            seed = monotonic.initial_noise_seed(
+            seed = _noise_seeds.initial_noise_seed(
                 self.mechanisms, batch, self.compute_dtype
             )
         keys = [
@@ -476,13 +476,13 @@ class AttentionDecoderCell(StateIndices, keras.layers.Layer):
             alignments=[ops.cast(a, dtype) for a in alignments],
             noise_seed=None
             if seed is None
-            else monotonic.next_noise_seed(seed),
+            else _noise_seeds.next_noise_seed(seed),
         )
         return output, layout.pack_step(new_state)
 
     def _attend(self, cell_output, state, training):
         """`(a_t, [α_t per mechanism])` for the cell output `h_t`."""
-        noise = monotonic.step_noise(
+        noise = _noise_seeds.step_noise(
             self.mechanisms, state.noise_seed, state.memory, training
         )
         keys = self._usable_keys(state.keys)
