@@ -576,7 +576,7 @@ def main(argv=None):
     cli.check_resume(args)
     policy = _set_dtype_policy(args.dtype_policy)
     from keras_attention.models import fitting
-    from keras_attention.models import translation
+    from keras_attention.models import translation_views
 
     with cli.user_errors(ValueError):
         strategy = fitting.strategy_from_flags(
@@ -597,13 +597,13 @@ def main(argv=None):
         }
     )
     if fitting.write_run(args.output, result.model, metrics, strategy):
-        translation.save_alignment_plot(
+        translation_views.save_alignment_plot(
             splits["test"].sources,
             test["words"],
             test["alignments"],
             os.path.join(args.output, "alignment.png"),
         )
-        written = translation.save_encoder_attention(
+        written = translation_views.save_encoder_attention(
             result.model,
             splits["test"].sources[0],
             os.path.join(args.output, "encoder_attention.png"),

@@ -1,7 +1,6 @@
 """The examples' report hooks write the views (no training here)."""
 
 import json
-import os
 import re
 
 import numpy as np
@@ -41,23 +40,3 @@ def test_hop_report_writes_the_head_view_and_a_rollout_line_each(tmp_path):
         "true: positive\tnot=0.40 bad=0.60 film=0.00",
         "true: negative\tgreat=0.75 <b>=0.25",
     ]
-
-
-def test_translation_report_writes_the_alignment_view(tmp_path):
-    from keras_attention.models import translation
-
-    path = os.path.join(tmp_path, "alignment.png")
-    translation.save_alignment_plot(
-        ["ein hund", "katze"],
-        [["a", "dog"], []],
-        [np.array([[0.9, 0.1], [0.2, 0.8]]), np.zeros((0, 1))],
-        path,
-    )
-    assert os.path.getsize(path) > 0
-    payload = _payload(os.path.join(tmp_path, "alignment.html"))
-    first, empty = payload["sentences"]
-    assert first["title"] == "sentence 0: a dog"
-    assert first["sources"] == ["ein", "hund"]
-    assert first["targets"] == ["a", "dog"]
-    np.testing.assert_allclose(first["weights"], [[0.9, 0.1], [0.2, 0.8]])
-    assert empty["targets"] == ["(empty)"] and empty["weights"] == [[0.0]]
