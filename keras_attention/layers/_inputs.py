@@ -1,6 +1,7 @@
 """The inputs of a query/value/key layer's call: their shapes, a single
-query vector as a one-step sequence, and Keras's `mask` argument folded
-into the query and value masks (private module)."""
+query vector as a one-step sequence, Keras's `mask` argument folded
+into the query and value masks, and `keras.layers.Attention`'s list call
+`[query, value(, key)]` with its masks (private module)."""
 
 from keras import ops
 
@@ -125,3 +126,39 @@ def as_query_sequence(
             )
         attention_mask = ops.expand_dims(attention_mask, 1)
     return ops.expand_dims(query, 1), query_mask, attention_mask, True
+
+
+def unpack_list_call(query, value, key):
+    """`keras.layers.Attention`'s list call: `[query, value(, key)]`."""
+    if not isinstance(query, (list, tuple)):
+        return query, value, key
+    if len(query) not in (2, 3) or value is not None or key is not None:
+        raise ValueError(
+            "Attention layers called on a list take [query, value] or "
+            "[query, value, key] (length 2 or 3) and no other `value` / "
+            f"`key`. Received length: {len(query)}"
+        )
+    return query[0], query[1], query[2] if len(query) == 3 else None
+
+
+def is_list_of_shapes(shape):
+    return bool(shape) and isinstance(shape[0], (list, tuple))
+
+
+def list_masks(query_mask, value_mask, key_mask, mask):
+    """The masks of a list call.
+
+    Keras fills `query_mask` with the list of the inputs' Keras masks
+    when `query` is a list; `mask` may be Keras's `[query_mask,
+    value_mask]` or, filled in by Keras, one mask per input (the key's,
+    third, is then the key mask).
+    """
+    if isinstance(query_mask, (list, tuple)):
+        filled = list(query_mask) + [None] * (3 - len(query_mask))
+        query_mask = filled[0]
+        value_mask = filled[1] if value_mask is None else value_mask
+        key_mask = filled[2] if key_mask is None else key_mask
+    if isinstance(mask, (list, tuple)) and len(mask) == 3:
+        key_mask = mask[2] if key_mask is None else key_mask
+        mask = list(mask[:2])
+    return query_mask, value_mask, key_mask, mask

@@ -4,7 +4,8 @@ Keras computes these inside its layers, with the weights on the layer;
 here they are scores (`keras_attention.scores.Score`), so the attend step,
 the masks and the chunked path are those of every other score. The
 weights keep Keras's names, order, shapes and initializers, so
-`ours.set_weights(keras_layer.get_weights())` gives Keras's logits.
+`ours.set_weights(keras_layer.get_weights())` gives Keras's logits;
+`score_from` reads Keras's `use_scale` / `score_mode` as one of them.
 """
 
 import keras
@@ -120,3 +121,25 @@ class KerasAdditiveScore(_KerasScore):
         query, key, v = self._additive_form(query, key)
         hidden = ops.tanh(ops.expand_dims(query, -2) + ops.expand_dims(key, -3))
         return ops.sum(hidden * v, axis=-1)
+
+
+_SCORE_MODES = {"dot": KerasDotScore, "concat": KerasConcatScore}
+
+
+def score_from(score, use_scale, score_mode):
+    """Our `score`, or Keras's `use_scale` / `score_mode` as a score."""
+    if score_mode is None and not use_scale:
+        return "scaled_dot" if score is None else score
+    if score is not None:
+        raise ValueError(
+            "Pass either `score` or keras.layers.Attention's `use_scale` / "
+            f"`score_mode`, not both. Received: score={score!r}, "
+            f"use_scale={use_scale!r}, score_mode={score_mode!r}"
+        )
+    score_mode = "dot" if score_mode is None else score_mode
+    if score_mode not in _SCORE_MODES:
+        raise ValueError(
+            "Invalid value for argument score_mode. Expected one of "
+            "{'dot', 'concat'}. Received: score_mode=" + repr(score_mode)
+        )
+    return _SCORE_MODES[score_mode](use_scale=use_scale)

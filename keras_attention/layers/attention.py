@@ -14,66 +14,6 @@ from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
 
-_SCORE_MODES = {
-    "dot": _keras_scores.KerasDotScore,
-    "concat": _keras_scores.KerasConcatScore,
-}
-
-
-def _score_from(score, use_scale, score_mode):
-    """Our `score`, or Keras's `use_scale` / `score_mode` as a score."""
-    if score_mode is None and not use_scale:
-        return "scaled_dot" if score is None else score
-    if score is not None:
-        raise ValueError(
-            "Pass either `score` or keras.layers.Attention's `use_scale` / "
-            f"`score_mode`, not both. Received: score={score!r}, "
-            f"use_scale={use_scale!r}, score_mode={score_mode!r}"
-        )
-    score_mode = "dot" if score_mode is None else score_mode
-    if score_mode not in _SCORE_MODES:
-        raise ValueError(
-            "Invalid value for argument score_mode. Expected one of "
-            "{'dot', 'concat'}. Received: score_mode=" + repr(score_mode)
-        )
-    return _SCORE_MODES[score_mode](use_scale=use_scale)
-
-
-def _unpack(query, value, key):
-    """`keras.layers.Attention`'s list call: `[query, value(, key)]`."""
-    if not isinstance(query, (list, tuple)):
-        return query, value, key
-    if len(query) not in (2, 3) or value is not None or key is not None:
-        raise ValueError(
-            "Attention layers called on a list take [query, value] or "
-            "[query, value, key] (length 2 or 3) and no other `value` / "
-            f"`key`. Received length: {len(query)}"
-        )
-    return query[0], query[1], query[2] if len(query) == 3 else None
-
-
-def _is_list_of_shapes(shape):
-    return bool(shape) and isinstance(shape[0], (list, tuple))
-
-
-def _list_masks(query_mask, value_mask, key_mask, mask):
-    """The masks of a list call.
-
-    Keras fills `query_mask` with the list of the inputs' Keras masks
-    when `query` is a list; `mask` may be Keras's `[query_mask,
-    value_mask]` or, filled in by Keras, one mask per input (the key's,
-    third, is then the key mask).
-    """
-    if isinstance(query_mask, (list, tuple)):
-        filled = list(query_mask) + [None] * (3 - len(query_mask))
-        query_mask = filled[0]
-        value_mask = filled[1] if value_mask is None else value_mask
-        key_mask = filled[2] if key_mask is None else key_mask
-    if isinstance(mask, (list, tuple)) and len(mask) == 3:
-        key_mask = mask[2] if key_mask is None else key_mask
-        mask = list(mask[:2])
-    return query_mask, value_mask, key_mask, mask
-
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class Attention(keras.layers.Layer):
@@ -225,7 +165,7 @@ class Attention(keras.layers.Layer):
         self.score_mod, self.mask_mod = _mods.checked(score_mod, mask_mod)
         self.use_scale = bool(use_scale)
         self.score_mode = score_mode
-        score = _score_from(score, self.use_scale, score_mode)
+        score = _keras_scores.score_from(score, self.use_scale, score_mode)
         self.score = scores_lib.get(score, dtype=self.dtype_policy)
         self.dropout = _validation.rate("dropout", dropout)
         self.seed = seed
@@ -257,8 +197,8 @@ class Attention(keras.layers.Layer):
     ):
         # Keras's `build(input_shape=[query_shape, value_shape])`.
         query_shape = kwargs.pop("input_shape", query_shape)
-        if self.accepts_list_call and _is_list_of_shapes(query_shape):
-            query_shape, value_shape, key_shape = _unpack(
+        if self.accepts_list_call and _inputs.is_list_of_shapes(query_shape):
+            query_shape, value_shape, key_shape = _inputs.unpack_list_call(
                 query_shape, value_shape, key_shape
             )
         if value_shape is None:
@@ -382,8 +322,8 @@ class Attention(keras.layers.Layer):
         mask_mod=None,
         attention_bias=None,
     ):
-        query, value, key = _unpack(query, value, key)
-        query_mask, value_mask, key_mask, mask = _list_masks(
+        query, value, key = _inputs.unpack_list_call(query, value, key)
+        query_mask, value_mask, key_mask, mask = _inputs.list_masks(
             query_mask, value_mask, key_mask, mask
         )
         query_mask, value_mask = _inputs.keras_masks(
@@ -467,8 +407,8 @@ class Attention(keras.layers.Layer):
         self, query_shape=None, value_shape=None, key_shape=None, **kwargs
     ):
         query_shape = kwargs.pop("input_shape", query_shape)
-        if self.accepts_list_call and _is_list_of_shapes(query_shape):
-            query_shape, value_shape, key_shape = _unpack(
+        if self.accepts_list_call and _inputs.is_list_of_shapes(query_shape):
+            query_shape, value_shape, key_shape = _inputs.unpack_list_call(
                 query_shape, value_shape, key_shape
             )
         value_shape = query_shape if value_shape is None else value_shape
@@ -491,8 +431,8 @@ class Attention(keras.layers.Layer):
         mask_mod=None,
         attention_bias=None,
     ):
-        query, value, key = _unpack(query, value, key)
-        query_mask, value_mask, key_mask, mask = _list_masks(
+        query, value, key = _inputs.unpack_list_call(query, value, key)
+        query_mask, value_mask, key_mask, mask = _inputs.list_masks(
             query_mask, value_mask, key_mask, mask
         )
         query_mask, value_mask = _inputs.keras_masks(
