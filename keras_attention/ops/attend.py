@@ -362,16 +362,10 @@ def _fused_attention(query, key, value, mask, return_lse):
 
     @ops.custom_gradient
     def fused(query, key, value):
-        if _few_rows(query, key):
-            logits = _few_rows_logits(query, key)
-        else:
-            logits = ops.einsum("bqnd,bknd->bnqk", query, key)
+        logits = _query_key(query, key)
         weights = masked_softmax(logits, mask)
         cast_weights = ops.cast(weights, value.dtype)
-        if _few_rows(query, value):
-            output = _few_rows_output(cast_weights, value)
-        else:
-            output = ops.einsum("bnqk,bknd->bqnd", cast_weights, value)
+        output = _weighted_values(cast_weights, value)
         packed = output
         if return_lse:
             masked = logits if mask is None else mask_logits(logits, mask)
@@ -431,14 +425,30 @@ def _fused_attention(query, key, value, mask, return_lse):
 FEW_ROWS = 4
 
 
-def _few_rows(query, key):
-    """Whether the folded query `(B, Tq', Hkv, D)` has at most `FEW_ROWS`
-    rows against keys (or values) `(B, Tk, Hkv, ·)` of a known length:
-    a decoding step, which `_few_rows_logits` and `_few_rows_output`
-    contract."""
-    static = (query.shape[1], *key.shape[1:])
+def _few_rows(rows, heads):
+    """Whether `rows` query rows per key/value head (`Tq'`) are at most
+    `FEW_ROWS`, against keys or values `heads` `(B, Tk, Hkv, ·)` of a
+    known length: a decoding step, which `_few_rows_logits` and
+    `_few_rows_output` contract."""
+    static = (rows, *heads.shape[1:])
     known = all(isinstance(size, int) for size in static)
-    return known and static[0] <= FEW_ROWS
+    return known and rows <= FEW_ROWS
+
+
+def _query_key(query, key):
+    """`einsum("bqnd,bknd->bnqk")`: the logits of the folded query, by
+    `_few_rows_logits` for a decoding step's few rows."""
+    if _few_rows(query.shape[1], key):
+        return _few_rows_logits(query, key)
+    return ops.einsum("bqnd,bknd->bnqk", query, key)
+
+
+def _weighted_values(weights, value):
+    """`einsum("bnqk,bknd->bqnd")`: the output of the weights, by
+    `_few_rows_output` for a decoding step's few rows."""
+    if _few_rows(weights.shape[2], value):
+        return _few_rows_output(weights, value)
+    return ops.einsum("bnqk,bknd->bqnd", weights, value)
 
 
 def _same_head(products, first, second):
@@ -455,8 +465,8 @@ def _same_head(products, first, second):
 
 
 def _few_rows_logits(query, key):
-    """`einsum("bqnd,bknd->bnqk")` of a query of few rows (`_few_rows`),
-    with the key in its own layout.
+    """`einsum("bqnd,bknd->bnqk")` of a query of few rows (`_few_rows`)
+    `(B, Tq', Hkv, D)`, with the key in its own layout.
 
     A product with the heads as a batch axis reads the key `(B, Tk, Hkv,
     D)` heads first: XLA copies the whole key, transposed, at every
