@@ -356,15 +356,16 @@ def _fused_attention(query, key, value, mask, return_lse):
     The inputs keep the layout of the projections; the `(Tq, Tk)` tensors
     are the right-hand operand of the contractions over the query axis:
     under XLA the swapped order measured about 1.4x slower (see
-    BENCHMARKS.md).
+    BENCHMARKS.md). A query of few rows (a decoding step) is contracted
+    with every head of each key slot (`_few_rows_logits`).
     """
 
     @ops.custom_gradient
     def fused(query, key, value):
-        logits = ops.einsum("bqnd,bknd->bnqk", query, key)
+        logits = _query_key(query, key)
         weights = masked_softmax(logits, mask)
         cast_weights = ops.cast(weights, value.dtype)
-        output = ops.einsum("bnqk,bknd->bqnd", cast_weights, value)
+        output = _weighted_values(cast_weights, value)
         packed = output
         if return_lse:
             masked = logits if mask is None else mask_logits(logits, mask)
@@ -417,6 +418,90 @@ def _fused_attention(query, key, value, mask, return_lse):
     if not return_lse:
         return packed, None
     return packed[..., :-1], ops.transpose(packed[..., -1:], (0, 2, 1, 3))
+
+
+#: The most query rows per key/value head (`Tq · G`) that
+#: `_few_rows_logits` and `_few_rows_output` contract.
+FEW_ROWS = 4
+
+
+def _few_rows(rows, heads):
+    """Whether `rows` query rows per key/value head (`Tq'`) are at most
+    `FEW_ROWS`, against keys or values `heads` `(B, Tk, Hkv, ·)` of a
+    known length: a decoding step, which `_few_rows_logits` and
+    `_few_rows_output` contract."""
+    static = (rows, *heads.shape[1:])
+    known = all(isinstance(size, int) for size in static)
+    return known and rows <= FEW_ROWS
+
+
+def _query_key(query, key):
+    """`einsum("bqnd,bknd->bnqk")`: the logits of the folded query, by
+    `_few_rows_logits` for a decoding step's few rows."""
+    if _few_rows(query.shape[1], key):
+        return _few_rows_logits(query, key)
+    return ops.einsum("bqnd,bknd->bnqk", query, key)
+
+
+def _weighted_values(weights, value):
+    """`einsum("bnqk,bknd->bqnd")`: the output of the weights, by
+    `_few_rows_output` for a decoding step's few rows."""
+    if _few_rows(weights.shape[2], value):
+        return _few_rows_output(weights, value)
+    return ops.einsum("bnqk,bknd->bqnd", weights, value)
+
+
+def _same_head(products, first, second):
+    """`products` with its two heads' axes `first < second` (each of size
+    `Hkv`: the query's, the key's or value's) reduced to their diagonal,
+    at `first`: each query head's products with its own key/value
+    head."""
+    taken = []
+    for head in range(products.shape[first]):
+        index = [slice(None)] * len(products.shape)
+        index[first], index[second] = head, head
+        taken.append(products[tuple(index)])
+    return ops.stack(taken, axis=first)
+
+
+def _few_rows_logits(query, key):
+    """`einsum("bqnd,bknd->bnqk")` of a query of few rows (`_few_rows`)
+    `(B, Tq', Hkv, D)`, with the key in its own layout.
+
+    A product with the heads as a batch axis reads the key `(B, Tk, Hkv,
+    D)` heads first: XLA copies the whole key, transposed, at every
+    step, and in a decoding loop that copy of the cache cost more than
+    the attention (a 4-layer Llama of width 256, 264 cache slots, 2 of
+    its 4 heads for keys and values, batch 1, on a 2-core AVX-512 EPYC:
+    27 us of the step's 60 us per layer, a copy each for the keys and
+    the values). So each key slot's every head `(B, Tk · Hkv, D)` is
+    multiplied by every query row of every head `(B, D, Hkv · Tq')`, one
+    plain product of the key as stored, and each query head keeps its
+    own key head's products: `Hkv` times the multiplications, of few
+    rows. Each logit is the same sum over `D`."""
+    _, length, kv_heads, depth = key.shape
+    rows = query.shape[1]
+    keys = ops.reshape(key, (-1, length * kv_heads, depth))
+    queries = ops.transpose(query, (0, 3, 2, 1))
+    queries = ops.reshape(queries, (-1, depth, kv_heads * rows))
+    products = ops.matmul(keys, queries)
+    products = ops.reshape(products, (-1, length, kv_heads, kv_heads, rows))
+    return ops.transpose(_same_head(products, 2, 3), (0, 2, 3, 1))
+
+
+def _few_rows_output(weights, value):
+    """`einsum("bnqk,bknd->bqnd")` of the weights of a query of few rows
+    (`_few_rows`) with the value `(B, Tk, Hkv, Dv)` in its own layout:
+    every query row of every head `(B, Hkv · Tq', Tk)` times each key
+    slot's every value head `(B, Tk, Hkv · Dv)`, each query head's
+    products with its own value head kept (`_few_rows_logits`)."""
+    _, length, kv_heads, depth = value.shape
+    rows = weights.shape[2]
+    weights = ops.reshape(weights, (-1, kv_heads * rows, length))
+    values = ops.reshape(value, (-1, length, kv_heads * depth))
+    products = ops.matmul(weights, values)
+    products = ops.reshape(products, (-1, kv_heads, rows, kv_heads, depth))
+    return ops.transpose(_same_head(products, 1, 3), (0, 2, 1, 3))
 
 
 def _keys_last(per_query, weights):

@@ -162,6 +162,30 @@ def test_each_row_stops_at_its_own_end_token_and_pads_the_rest(model):
     assert (padded[0, ends[0] + 1 :] == 23).all()
 
 
+def test_greedy_takes_the_first_highest_logit_and_a_nan_as_argmax_does(
+    model, monkeypatch
+):
+    """Ties go to the lowest id and a NaN counts as the highest, as NumPy's
+    argmax (and `generate_uncached`) picks them."""
+    row = np.zeros(VOCABULARY, "float32")
+    row[[5, 9]] = 1.0
+    with_nan = row.copy()
+    with_nan[[11, 13]] = np.nan
+    logits = np.stack([row, with_nan])
+    generator = Generator(model)
+    step = generator.step
+
+    def step_of_these_logits(ids, caches, index):
+        _, written = step(ids, caches, index)
+        return keras.ops.convert_to_tensor(logits), written
+
+    monkeypatch.setattr(generator, "step", step_of_these_logits)
+    ids = generator.generate(PROMPT, 3)[:, PROMPT.shape[1] :]
+    want = np.argmax(logits, axis=-1)
+    np.testing.assert_array_equal(want, [5, 11])
+    np.testing.assert_array_equal(ids, np.repeat(want[:, None], 3, axis=1))
+
+
 @pytest.mark.skipif(
     keras.backend.backend() != "torch",
     reason="counts the eager loop's steps: compiled, a step is traced once",
