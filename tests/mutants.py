@@ -529,6 +529,21 @@ MUTANTS = (
         "    return True\n",
     ),
     Mutant(
+        "few_rows_head_zero",
+        "a decoding step's few query rows read key/value head 0 for every "
+        "query head (the fused kernel's contraction of the cache as stored)",
+        "keras_attention/ops/attend.py",
+        "        index[first], index[second] = head, head\n",
+        "        index[first], index[second] = head, 0\n",
+    ),
+    Mutant(
+        "greedy_nan_uncounted",
+        "the generator's greedy id ignores a NaN logit, where argmax takes it",
+        "keras_attention/models/generation.py",
+        "    held = ops.logical_or(ops.equal(logits, top), ops.isnan(logits))\n",
+        "    held = ops.equal(logits, top)\n",
+    ),
+    Mutant(
         "flex_mod_numbers_kept",
         "PyTorch's FlexAttention path hands its mods' plain numbers to "
         "the compiled kernel as they are (a new compile for each window "
