@@ -525,8 +525,16 @@ MUTANTS = (
         "the planner gives JAX's automatic blocks 256 x 256 also where "
         "every pair is visited (no band or mask to skip by)",
         "keras_attention/ops/plan.py",
-        "    return request.kept is not None and request.kept < 1\n",
+        "    return request.kept is not None and request.kept < 1 and short\n",
         "    return True\n",
+    ),
+    Mutant(
+        "jax_fine_blocks_at_any_length",
+        "the planner gives JAX's automatic blocks 256 x 256 where a mask "
+        "skips pairs at any length, also from 4096 queries and keys",
+        "keras_attention/ops/plan.py",
+        "        min(lengths) < FINE_BLOCKS_BELOW\n",
+        "        min(lengths) < 2**40\n",
     ),
     Mutant(
         "few_rows_head_zero",
@@ -540,7 +548,8 @@ MUTANTS = (
         "greedy_nan_uncounted",
         "the generator's greedy id ignores a NaN logit, where argmax takes it",
         "keras_attention/models/generation.py",
-        "    held = ops.logical_or(ops.equal(logits, top), ops.isnan(logits))\n",
+        "    held = ops.logical_or(ops.equal(logits, top), "
+        "ops.isnan(logits))\n",
         "    held = ops.equal(logits, top)\n",
     ),
     Mutant(

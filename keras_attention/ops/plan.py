@@ -52,19 +52,20 @@ ACCELERATOR_MEMORY_BYTES = 16 * 2**30
 # 512 × 256 and 1.59x for 1024 × 1024; BENCHMARKS.md).
 AUTO_CHUNK_SIZE = 512
 # Backends whose automatic blocks are smaller where the blocks skip pairs
-# (a band or a mask: the finer the blocks, the more they skip). On JAX
-# (XLA fuses a block's maximum, `exp` and sum into one pass,
-# `_blocks.Running`) 256 × 256 there: causal at N = 1024 and 2048, 512's
-# took 1.11-1.27x the wall time of 256's on an idle AVX-512 EPYC, and at
-# N = 4096 256's took 0.84-0.88x the CPU time of 512's forward on a loaded
-# AVX2 one. Where every pair is visited JAX's blocks are 512, as
-# elsewhere: there 512's took 0.56-0.60x the wall time of 256's forward
-# and 0.60-0.74x fwd+bwd at N = 1024-4096 on the idle EPYC, for about the
-# same CPU time (0.84-1.16x): XLA splits a 512 block's products over the
-# cores, a 256 block's not (BENCHMARKS.md, "How close to the machine").
-# TensorFlow runs a block op by op, whose cost per op the larger blocks
-# share (its forward at 256 took 2.0x the time of 512's).
+# (a band or a mask: the finer the blocks, the more they skip) of a
+# sequence shorter than `FINE_BLOCKS_BELOW`. On JAX (XLA fuses a block's
+# maximum, `exp` and sum into one pass, `_blocks.Running`) 256 × 256
+# there: causal at N = 1024 and 2048, 512's took 0.98-1.25x the wall time
+# of 256's and 1.11-1.61x the CPU time (an idle AVX-512 EPYC, three runs).
+# Elsewhere JAX's blocks are 512, as on the other backends: without a
+# mask 512's took 0.60-0.74x the wall time of 256's at N = 1024-8192, for
+# 0.91-1.18x the CPU time; causal from N = 4096, 0.61-0.80x the wall time
+# for 0.98-1.22x the CPU time. XLA splits a 512 block's products over
+# the cores, a 256 block's not (BENCHMARKS.md, "How close to the
+# machine"). TensorFlow runs a block op by op, whose cost per op the
+# larger blocks share (its forward at 256 took 2.0x the time of 512's).
 AUTO_CHUNK_SIZES = {"jax": 256}
+FINE_BLOCKS_BELOW = 4096
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
 # the logits and the weights; each score mod's temporaries (a bias, a
 # distance); the backward pass's gradients of the weights and the logits.
@@ -359,7 +360,7 @@ def plan_attention(
     )
     _refusals.check(form, shapes, chunk_size, request, bytes_per_logit)
     _refusals.refuse(form, chunk_size, request)
-    sizes = _block_size(chunk_size, block_size, request)
+    sizes = _block_size(chunk_size, block_size, request, shapes)
     plan = _choose(form, shapes, chunk_size, request, bytes_per_logit)
     if plan.path == "blocks":
         plan = dataclasses.replace(plan, block_size=sizes)
@@ -369,7 +370,8 @@ def plan_attention(
 def auto_chunk_size(skips=True) -> int:
     """Queries and keys per block of the automatic choice on this
     backend: `AUTO_CHUNK_SIZES`'s where the blocks skip pairs (`skips`:
-    the call has a band or a mask), else `AUTO_CHUNK_SIZE`.
+    the call has a band or a mask, and a sequence shorter than
+    `FINE_BLOCKS_BELOW`), else `AUTO_CHUNK_SIZE`.
 
     Example:
 
@@ -384,17 +386,23 @@ def auto_chunk_size(skips=True) -> int:
     return AUTO_CHUNK_SIZES.get(keras.backend.backend(), AUTO_CHUNK_SIZE)
 
 
-def _skips(request):
-    """Whether the call's masks let the blocks skip pairs of blocks."""
-    return request.kept is not None and request.kept < 1
+def _skips(request, shapes):
+    """Whether the call's masks let the blocks skip pairs of blocks of a
+    sequence shorter than `FINE_BLOCKS_BELOW` (or of unknown length)."""
+    lengths = shapes[2:4]
+    short = not all(isinstance(n, int) for n in lengths) or (
+        min(lengths) < FINE_BLOCKS_BELOW
+    )
+    return request.kept is not None and request.kept < 1 and short
 
 
-def _block_size(chunk_size, block_size, request):
+def _block_size(chunk_size, block_size, request, shapes):
     """The blocks' `(queries, keys)`: a block mask's, which a positive
     `chunk_size` must match, else `chunk_size` or `auto_chunk_size()`
-    (the smaller where a mask lets the blocks skip pairs)."""
+    (the smaller where a mask lets the blocks of a short sequence skip
+    pairs, `_skips`)."""
     if block_size is None:
-        return (chunk_size or auto_chunk_size(_skips(request)),) * 2
+        return (chunk_size or auto_chunk_size(_skips(request, shapes)),) * 2
     block_size = tuple(block_size)
     if chunk_size and block_size != (chunk_size, chunk_size):
         raise ValueError(

@@ -90,9 +90,17 @@ def test_the_automatic_blocks_are_512_and_256_on_jax_where_they_skip():
     # Every pair visited: 512 on every backend.
     assert plan_attention("dot", LONG).block_size == (512, 512)
     assert plan_attention("dot", LONG, kept=1.0).block_size == (512, 512)
-    # A band or a mask that keeps a share of the pairs: JAX's are finer.
-    causal = plan_attention("dot", LONG, kept=0.53)
+    # A band or a mask that keeps a share of the pairs of a sequence
+    # shorter than 4096: JAX's are finer ...
+    middle = (1, 4, 2048, 2048)
+    causal = plan_attention("dot", middle, kept=0.56)
+    assert causal.path == "blocks"
     assert causal.block_size == (skipping, skipping)
+    # ... and from 4096 on, 512 again.
+    assert plan_lib.FINE_BLOCKS_BELOW == 4096
+    assert plan_attention("dot", LONG, kept=0.53).block_size == (512, 512)
+    edge = plan_attention("dot", (1, 4, 4096, 4096), kept=0.53)
+    assert edge.block_size == (512, 512)
     # An explicit chunk size or a block mask's size is kept.
     assert plan_attention("dot", LONG, 128).block_size == (128, 128)
     assert plan_attention("dot", LONG, 128, kept=0.5).block_size == (128, 128)
