@@ -55,15 +55,16 @@ AUTO_CHUNK_SIZE = 512
 # (a band or a mask: the finer the blocks, the more they skip) of a
 # sequence shorter than `FINE_BLOCKS_BELOW`. On JAX (XLA fuses a block's
 # maximum, `exp` and sum into one pass, `_blocks.Running`) 256 × 256
-# there: causal at N = 1024 and 2048, 512's took 0.98-1.25x the wall time
-# of 256's and 1.11-1.61x the CPU time (an idle AVX-512 EPYC, three runs).
-# Elsewhere JAX's blocks are 512, as on the other backends: without a
-# mask 512's took 0.60-0.74x the wall time of 256's at N = 1024-8192, for
-# 0.91-1.18x the CPU time; causal from N = 4096, 0.61-0.80x the wall time
-# for 0.98-1.22x the CPU time. XLA splits a 512 block's products over
-# the cores, a 256 block's not (BENCHMARKS.md, "How close to the
-# machine"). TensorFlow runs a block op by op, whose cost per op the
-# larger blocks share (its forward at 256 took 2.0x the time of 512's).
+# there: causal at N = 1024 and 2048, 512's took 0.80-1.27x the wall time
+# of 256's (more in 5 of 8 cases) and 1.22-1.69x the CPU time (two runs on
+# an idle AVX-512 EPYC). Elsewhere JAX's blocks are 512, as on the other
+# backends: without a mask 512's took 0.56-0.78x the wall time of 256's
+# at N = 1024-8192, for 0.84-1.18x the CPU time; causal from N = 4096,
+# 0.61-0.80x the wall time for 0.98-1.22x the CPU time. XLA splits a 512
+# block's products over the cores, a 256 block's not (BENCHMARKS.md, "How
+# close to the machine"). TensorFlow runs a block op by op, whose cost
+# per op the larger blocks share (its forward at 256 took 2.0x the time
+# of 512's).
 AUTO_CHUNK_SIZES = {"jax": 256}
 FINE_BLOCKS_BELOW = 4096
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
