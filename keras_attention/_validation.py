@@ -2,7 +2,7 @@
 
 Every constructor-argument message follows Keras: "Received an invalid
 value for argument `name`, expected ... Received: name=value".
-`floating_inputs` checks the tensors a layer is called on.
+The tensors a call is given are checked by `ops/checks.py`.
 """
 
 import numbers
@@ -73,30 +73,6 @@ def positive_number(name: str, value) -> float:
     ):
         raise invalid(name, value, "a positive number")
     return float(value)
-
-
-def floating_inputs(layer_name: str, **inputs) -> None:
-    """A `TypeError` for the first of `inputs` that is not floating-point.
-
-    Attention weighs its inputs by a softmax of their scores, which needs
-    floating-point tensors: integer inputs (token ids) are refused before
-    any computation rather than cast, on every backend. `None` is skipped,
-    and so is an input without a `dtype` (the backend converts it).
-    """
-    for name, tensor in inputs.items():
-        dtype = getattr(tensor, "dtype", None)
-        if dtype is None:
-            continue
-        if isinstance(dtype, np.dtype) and dtype.kind in "USO":
-            dtype = "string"  # NumPy text, which Keras has no dtype for.
-        dtype = keras.backend.standardize_dtype(dtype)
-        if not keras.backend.is_float_dtype(dtype):
-            raise TypeError(
-                f"{layer_name} expects a floating-point `{name}` (an "
-                "embedding, not token ids: pass ids through "
-                "`keras.layers.Embedding` first). Received: "
-                f"{name}.dtype={dtype}, {name}.shape={tuple(tensor.shape)}"
-            )
 
 
 # Checks found by the bad-input sweep (tests/test_sweep.py).

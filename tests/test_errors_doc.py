@@ -124,7 +124,9 @@ ROWS = _rows(TEXT)
 
 
 def _validators():
-    """Names of the functions in `_validation.py` that raise."""
+    """Names of the functions in `_validation.py` that raise, and
+    `ops/checks.py`'s `floating` (the check of the tensors a call is
+    given): a call of one is a check site of its caller."""
     with open(os.path.join(PACKAGE, "_validation.py")) as f:
         tree = ast.parse(f.read())
     return {
@@ -132,7 +134,7 @@ def _validators():
         for node in tree.body
         if isinstance(node, ast.FunctionDef)
         and any(isinstance(n, ast.Raise) for n in ast.walk(node))
-    }
+    } | {"floating"}
 
 
 def _source_files():

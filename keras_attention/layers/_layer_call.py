@@ -3,7 +3,8 @@
 The public layers' `call` methods differ in their arguments (Keras's
 `MultiHeadAttention`, `SelfAttention`'s one input, MLA's latent cache);
 each turns its arguments into one `LayerCall`, which the engine
-(`MultiHeadBase`) reads by name.
+(`MultiHeadBase`) reads by name. `query_value_key_shapes` checks the
+shapes a `MultiHeadAttention` call is given, with Keras's words.
 """
 
 import dataclasses
@@ -114,3 +115,47 @@ def outputs(output, scores, cache, return_attention_scores):
     if cache is not None:
         result += (cache,)
     return result[0] if len(result) == 1 else result
+
+
+def query_value_key_shapes(query_shape, value_shape, key_shape):
+    """Validates the shapes given to `MultiHeadAttention`."""
+    if key_shape is not None and not _same_dims(
+        value_shape[1:-1], key_shape[1:-1]
+    ):
+        # Keras's check and words, before any rank check of ours.
+        raise ValueError(
+            "All dimensions of `value` and `key`, except the last one, must "
+            f"be equal. Received: value_shape={tuple(value_shape)} and "
+            f"key_shape={tuple(key_shape)}"
+        )
+    shapes = (
+        f"query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}"
+    )
+    if key_shape is not None:
+        shapes += f", key.shape={tuple(key_shape)}"
+    key_shape = value_shape if key_shape is None else key_shape
+    ranks = {len(s) for s in (query_shape, value_shape, key_shape)}
+    if len(ranks) != 1 or min(ranks) < 3:
+        raise ValueError(
+            "MultiHeadAttention expects `query`, `value` and `key` of the "
+            "same rank, at least 3: `(batch_size, T, dim)` or `(batch_size, "
+            "d_1, ..., d_k, dim)` with `attention_axes`. "
+            f"Received: {shapes}"
+        )
+    if any(s[-1] is None for s in (query_shape, value_shape, key_shape)):
+        raise ValueError(
+            "MultiHeadAttention needs the last axis of `query`, `value` and "
+            f"`key` to be known. Received: {shapes}"
+        )
+    if len({s[0] for s in (query_shape, value_shape, key_shape)} - {None}) > 1:
+        raise ValueError(
+            "MultiHeadAttention needs the same batch size for `query`, "
+            f"`value` and `key`. Received: {shapes}"
+        )
+
+
+def _same_dims(a, b):
+    """Equal shapes, where an unknown (`None`) dimension matches any."""
+    return len(a) == len(b) and all(
+        x is None or y is None or x == y for x, y in zip(a, b, strict=True)
+    )

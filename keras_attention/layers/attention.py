@@ -13,6 +13,7 @@ from keras_attention.layers import _local_window
 from keras_attention.layers import _logit_activation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers import _mods
+from keras_attention.ops import checks as ops_checks
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -245,7 +246,7 @@ class Attention(keras.layers.Layer):
         """Integer inputs (a `TypeError`) and explicit masks of the wrong
         shape (a `ValueError`), each named, before any computation."""
         name = type(self).__name__
-        _validation.floating_inputs(name, query=query, value=value, key=key)
+        ops_checks.floating(name, query=query, value=value, key=key)
         key_shape = None if key is None else key.shape
         if _leading_axes.is_folded(query.shape):
             # The masks are checked once folded, at the call.

@@ -10,6 +10,7 @@ from keras_attention.layers import _layer_call
 from keras_attention.layers._keras_hooks import GroupedHooks
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
+from keras_attention.ops import checks as ops_checks
 
 
 def _positive_or_none(name, value):
@@ -216,7 +217,7 @@ class GroupedQueryAttention(
         mask_mod=None,
     ):
         name = type(self).__name__
-        _validation.floating_inputs(name, query=query, value=value, key=key)
+        ops_checks.floating(name, query=query, value=value, key=key)
         return self._attention_call(
             LayerCall(
                 query,

@@ -18,6 +18,7 @@ from keras_attention.layers._latent_cache import LatentCache
 from keras_attention.layers._latent_projections import LatentProjections
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
+from keras_attention.ops import checks as ops_checks
 
 # The engine's options MLA takes; its projections have no biases and no
 # gate, its rotary part, score and head sizes are its own.
@@ -337,7 +338,7 @@ class MultiHeadLatentAttention(
     ):
         name = type(self).__name__
         value = query if value is None else value
-        _validation.floating_inputs(name, query=query, value=value)
+        ops_checks.floating(name, query=query, value=value)
         self._check_shapes(query.shape, value.shape)
         absorb = cache is not None if absorb is None else bool(absorb)
         return self._attention_call(

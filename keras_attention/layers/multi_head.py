@@ -9,9 +9,11 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.layers import _axes
+from keras_attention.layers import _layer_call
 from keras_attention.layers import _multi_head_checks as checks
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
+from keras_attention.ops import checks as ops_checks
 
 _PACKAGE = "keras_attention"
 
@@ -269,7 +271,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         return 1.0 / math.sqrt(float(self.key_dim))
 
     def build(self, query_shape, value_shape, key_shape=None):
-        checks.query_value_key_shapes(query_shape, value_shape, key_shape)
+        _layer_call.query_value_key_shapes(query_shape, value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
         # Keras's hook takes the rank of the projected `(B, ..., heads,
         # depth)` tensors, one more than the inputs'.
@@ -358,12 +360,12 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         cache_update_index=None,
         cache_update_mask=None,
     ):
-        _validation.floating_inputs(
+        ops_checks.floating(
             type(self).__name__, query=query, value=value, key=key
         )
         # Built once, called again: a batch mismatch is ours to name
         # rather than the backend's matmul error.
-        checks.query_value_key_shapes(
+        _layer_call.query_value_key_shapes(
             query.shape, value.shape, None if key is None else key.shape
         )
         return self._attention_call(
@@ -388,7 +390,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
-        checks.query_value_key_shapes(query_shape, value_shape, key_shape)
+        _layer_call.query_value_key_shapes(query_shape, value_shape, key_shape)
         out = self._output_shape or (query_shape[-1],)
         return tuple(query_shape[:-1]) + tuple(out)
 
@@ -408,7 +410,7 @@ class MultiHeadAttention(MultiHeadBase, hooks_are_defaults=True):
         mask_mod=None,
         attention_bias=None,
     ):
-        _validation.floating_inputs(
+        ops_checks.floating(
             type(self).__name__, query=query, value=value, key=key
         )
         key_shape = None if key is None else key.shape

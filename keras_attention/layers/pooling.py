@@ -8,6 +8,7 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
 from keras_attention.layers import _mask_shapes
+from keras_attention.ops import checks as ops_checks
 
 _QUERIES = ("learned", "last")
 
@@ -141,7 +142,7 @@ class AttentionPooling(keras.layers.Layer):
     def call(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
-        _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ops_checks.floating(type(self).__name__, inputs=inputs)
         ka_ops.checks.positions(type(self).__name__, inputs=inputs.shape)
         _mask_shapes.check_mask_shape(
             type(self).__name__,
@@ -185,7 +186,7 @@ class AttentionPooling(keras.layers.Layer):
     def compute_output_spec(
         self, inputs, mask=None, return_attention_scores=False, training=None
     ):
-        _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ops_checks.floating(type(self).__name__, inputs=inputs)
         shape = self.compute_output_shape(inputs.shape)
         pooled = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
+from keras_attention.ops import checks as ops_checks
 from keras_attention.ops import rotary as rotary_ops
 
 
@@ -313,7 +314,7 @@ class RotaryEmbedding(keras.layers.Layer):
         return angles
 
     def call(self, inputs, start_index=0, positions=None):
-        _validation.floating_inputs("RotaryEmbedding", inputs=inputs)
+        ops_checks.floating("RotaryEmbedding", inputs=inputs)
         axes = tuple(self._axes(inputs.shape))
         rank = len(inputs.shape)
         # Heads `(batch_size, T, heads, head_dim)` need no moving.

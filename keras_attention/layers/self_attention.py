@@ -6,6 +6,7 @@ from keras_attention import _validation
 from keras_attention.layers import _mask_shapes
 from keras_attention.layers._layer_call import LayerCall
 from keras_attention.layers._multi_head_base import MultiHeadBase
+from keras_attention.ops import checks as ops_checks
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -180,7 +181,7 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         cache_update_index=None,
         cache_update_mask=None,
     ):
-        _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ops_checks.floating(type(self).__name__, inputs=inputs)
         if mask is None:
             mask = inputs_mask
         return self._attention_call(
@@ -236,7 +237,7 @@ class SelfAttention(MultiHeadBase, hooks_are_defaults=True):
         mask_mod=None,
         attention_bias=None,
     ):
-        _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ops_checks.floating(type(self).__name__, inputs=inputs)
         shape = self.compute_output_shape(inputs.shape)
         padding = inputs_mask if mask is None else mask
         self._check_masks(

@@ -7,6 +7,7 @@ from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention._validation import positive_int as _check_positive_int
 from keras_attention.layers import _mask_shapes
+from keras_attention.ops import checks as ops_checks
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -145,7 +146,7 @@ class StructuredSelfAttention(keras.layers.Layer):
         return embedding
 
     def _check_inputs(self, inputs, mask):
-        _validation.floating_inputs(type(self).__name__, inputs=inputs)
+        ops_checks.floating(type(self).__name__, inputs=inputs)
         _mask_shapes.check_mask_shape(
             type(self).__name__,
             "mask",

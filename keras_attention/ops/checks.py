@@ -145,8 +145,27 @@ def chunk_sizes(chunk_size) -> int:
 
 
 def floating(function: str, **tensors) -> None:
-    """A `TypeError` for an integer, boolean or string tensor input."""
-    _validation.floating_inputs(function, **tensors)
+    """A `TypeError` for the first of `tensors` that is not floating-point.
+
+    Attention weighs its inputs by a softmax of their scores, which needs
+    floating-point tensors: integer inputs (token ids) are refused before
+    any computation rather than cast, on every backend. `None` is skipped,
+    and so is an input without a `dtype` (the backend converts it).
+    """
+    for name, tensor in tensors.items():
+        dtype = getattr(tensor, "dtype", None)
+        if dtype is None:
+            continue
+        if isinstance(dtype, np.dtype) and dtype.kind in "USO":
+            dtype = "string"  # NumPy text, which Keras has no dtype for.
+        dtype = keras.backend.standardize_dtype(dtype)
+        if not keras.backend.is_float_dtype(dtype):
+            raise TypeError(
+                f"{function} expects a floating-point `{name}` (an "
+                "embedding, not token ids: pass ids through "
+                "`keras.layers.Embedding` first). Received: "
+                f"{name}.dtype={dtype}, {name}.shape={tuple(tensor.shape)}"
+            )
 
 
 def same_rank_and_batch(function: str, **shapes) -> None:

@@ -17,7 +17,6 @@ block by block).
 import keras
 from keras import ops
 
-from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention.ops import checks as ops_checks
 
@@ -91,7 +90,7 @@ class Score(keras.layers.Layer):
         self._check_ranks(query_shape, key_shape)
 
     def call(self, query, key):
-        _validation.floating_inputs(type(self).__name__, query=query, key=key)
+        ops_checks.floating(type(self).__name__, query=query, key=key)
         self._check_ranks(query.shape, key.shape)
         dtype = ka_ops.logits_dtype(query.dtype)
         return self._logits(ops.cast(query, dtype), ops.cast(key, dtype))
@@ -226,7 +225,7 @@ class Score(keras.layers.Layer):
         return tuple(query_shape[:-1]) + (key_shape[-2],)
 
     def compute_output_spec(self, query, key):
-        _validation.floating_inputs(type(self).__name__, query=query, key=key)
+        ops_checks.floating(type(self).__name__, query=query, key=key)
         shape = self.compute_output_shape(query.shape, key.shape)
         return keras.KerasTensor(shape, dtype=ka_ops.logits_dtype(query.dtype))
 

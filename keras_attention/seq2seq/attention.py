@@ -14,6 +14,7 @@ from keras import ops
 from keras_attention import _validation
 from keras_attention import ops as ka_ops
 from keras_attention import scores as scores_lib
+from keras_attention.ops import checks as ops_checks
 from keras_attention.seq2seq import checks
 from keras_attention.seq2seq import probability
 
@@ -105,9 +106,7 @@ class AttentionMechanism(keras.layers.Layer):
     def _check_inputs(self, query, memory):
         """Integer tensors (a `TypeError`) and bad ranks (a `ValueError`),
         each named, before any computation; every mechanism's `call`."""
-        _validation.floating_inputs(
-            type(self).__name__, query=query, memory=memory
-        )
+        ops_checks.floating(type(self).__name__, query=query, memory=memory)
         self._check_shapes(query.shape, memory.shape)
 
     def build(self, query_shape, memory_shape):
@@ -145,7 +144,7 @@ class AttentionMechanism(keras.layers.Layer):
                 f"memory.shape={tuple(memory.shape)}"
             )
         memory = ops.convert_to_tensor(memory)
-        _validation.floating_inputs(type(self).__name__, memory=memory)
+        ops_checks.floating(type(self).__name__, memory=memory)
         memory = ops.cast(memory, self.compute_dtype)
         return self.score.project_keys(memory)
 
@@ -227,9 +226,7 @@ class AttentionMechanism(keras.layers.Layer):
         keys=None,
         **_,
     ):
-        _validation.floating_inputs(
-            type(self).__name__, query=query, memory=memory
-        )
+        ops_checks.floating(type(self).__name__, query=query, memory=memory)
         context_shape, weights_shape = self.compute_output_shape(
             query.shape, memory.shape
         )

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 
 from keras_attention import _validation
+from keras_attention.ops import checks as ops_checks
 
 
 def same_batch(layer_name: str, inputs_shape, memory_shape) -> None:
@@ -46,12 +47,12 @@ def batch_sizes(layer_name: str, **shapes) -> None:
 
 def floating_memory(layer_name: str, memory) -> None:
     """A `TypeError` for an integer (or boolean) `memory` tensor."""
-    _validation.floating_inputs(layer_name, memory=memory)
+    ops_checks.floating(layer_name, memory=memory)
 
 
 def floating(layer_name: str, **tensors) -> None:
     """A `TypeError` for the first of `tensors` that is not floating-point."""
-    _validation.floating_inputs(layer_name, **tensors)
+    ops_checks.floating(layer_name, **tensors)
 
 
 def vocabulary_size(embedding, output_layer):
@@ -142,7 +143,7 @@ def alignment_inputs(p_choose, previous_alignments, mode, modes) -> tuple:
     """
     if mode not in modes:
         raise _validation.invalid("mode", mode, f"one of {list(modes)}")
-    _validation.floating_inputs(
+    ops_checks.floating(
         "monotonic_alignments",
         p_choose=p_choose,
         previous_alignments=previous_alignments,
@@ -202,7 +203,7 @@ def token_id_inputs(layer_name: str, name: str, ids, vocabulary) -> None:
 
 def logits_2d(log_probs) -> None:
     """`filter_logits`' input: floating `(batch_size, vocabulary_size)`."""
-    _validation.floating_inputs("filter_logits", log_probs=log_probs)
+    ops_checks.floating("filter_logits", log_probs=log_probs)
     shape = tuple(log_probs.shape)
     if len(shape) != 2 or shape[1] == 0:
         raise ValueError(

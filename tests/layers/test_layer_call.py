@@ -1,7 +1,10 @@
-"""layers/_layer_call.py: one layer call's arguments, read by name."""
+"""layers/_layer_call.py: one layer call's arguments, read by name, and
+the shapes a `MultiHeadAttention` call is given."""
 
 import numpy as np
+import pytest
 
+from keras_attention.layers import _layer_call
 from keras_attention.layers._layer_call import LayerCall
 
 
@@ -27,3 +30,17 @@ def test_shapes_go_by_the_layers_names_of_its_inputs():
     }
     one = LayerCall(q, q, names=("inputs",) * 3)
     assert one.shapes() == {"inputs": (2, 3, 4)}
+
+
+def test_query_value_key_shapes():
+    _layer_call.query_value_key_shapes((2, 3, 4), (2, 5, 6), None)
+    _layer_call.query_value_key_shapes((None, 3, 4), (2, None, 6), (2, 5, 6))
+    for shapes, match in [
+        (((2, 3, 4), (2, 5, 6), (2, 4, 6)), "except the last one"),
+        (((2, 3, 4), (2, 5, 6, 1), None), "same rank, at least 3"),
+        (((2, 4), (2, 6), None), "same rank, at least 3"),
+        (((2, 3, None), (2, 5, 6), None), "last axis"),
+        (((2, 3, 4), (3, 5, 6), None), "same batch size"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            _layer_call.query_value_key_shapes(*shapes)

@@ -19,17 +19,3 @@ def test_output_shape_and_attention_axes_become_tuples():
     for bad in ("1", [1.0], (True,)):
         with pytest.raises(ValueError, match="Received: attention_axes="):
             checks.attention_axes_tuple(bad)
-
-
-def test_query_value_key_shapes():
-    checks.query_value_key_shapes((2, 3, 4), (2, 5, 6), None)
-    checks.query_value_key_shapes((None, 3, 4), (2, None, 6), (2, 5, 6))
-    for shapes, match in [
-        (((2, 3, 4), (2, 5, 6), (2, 4, 6)), "except the last one"),
-        (((2, 3, 4), (2, 5, 6, 1), None), "same rank, at least 3"),
-        (((2, 4), (2, 6), None), "same rank, at least 3"),
-        (((2, 3, None), (2, 5, 6), None), "last axis"),
-        (((2, 3, 4), (3, 5, 6), None), "same batch size"),
-    ]:
-        with pytest.raises(ValueError, match=match):
-            checks.query_value_key_shapes(*shapes)

@@ -17,6 +17,7 @@ from keras_attention.layers.grouped_query import GroupedQueryAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
 from keras_attention.layers.rotary import RotaryEmbedding
 from keras_attention.layers.self_attention import SelfAttention
+from keras_attention.ops import checks as ops_checks
 from keras_attention.seq2seq import checks
 
 EPSILON = 1e-6
@@ -139,7 +140,7 @@ class Block(keras.layers.Layer):
     def _check(self, **tensors):
         """Floating `(batch, time, model_dim)` tensors of one batch size."""
         name = type(self).__name__
-        _validation.floating_inputs(name, **tensors)
+        ops_checks.floating(name, **tensors)
         for argument, tensor in tensors.items():
             shape = tuple(tensor.shape)
             if len(shape) != 3 or shape[-1] not in (None, self.model_dim):
