@@ -51,7 +51,7 @@ class KerasDotScore(_KerasScore):
                 name="scale", shape=(), initializer="ones"
             )
 
-    def _dot_product_form(self, query, key):
+    def dot_product_form(self, query, key):
         scale = None
         if self.scale is not None:
             scale = self._weight(self.scale, query.dtype)
@@ -78,7 +78,7 @@ class KerasConcatScore(_KerasScore):
             name="concat_score_weight", shape=(), initializer="ones"
         )
 
-    def _additive_form(self, query, key):
+    def additive_form(self, query, key):
         if self.scale is not None:
             scale = self._weight(self.scale, query.dtype)
             query, key = query * scale, key * scale
@@ -86,7 +86,7 @@ class KerasConcatScore(_KerasScore):
         return query, key, weight * ops.ones((query.shape[-1],), query.dtype)
 
     def _logits(self, query, key):
-        query, key, v = self._additive_form(query, key)
+        query, key, v = self.additive_form(query, key)
         hidden = ops.tanh(ops.expand_dims(query, -2) + ops.expand_dims(key, -3))
         return ops.sum(hidden * v, axis=-1)
 
@@ -112,13 +112,13 @@ class KerasAdditiveScore(_KerasScore):
                 initializer="glorot_uniform",
             )
 
-    def _additive_form(self, query, key):
+    def additive_form(self, query, key):
         if self.scale is None:
             return query, key, ops.ones((query.shape[-1],), query.dtype)
         return query, key, self._weight(self.scale, query.dtype)
 
     def _logits(self, query, key):
-        query, key, v = self._additive_form(query, key)
+        query, key, v = self.additive_form(query, key)
         hidden = ops.tanh(ops.expand_dims(query, -2) + ops.expand_dims(key, -3))
         return ops.sum(hidden * v, axis=-1)
 

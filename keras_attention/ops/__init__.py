@@ -51,9 +51,9 @@ from keras_attention.ops.attend import (
     dot_product_attention as dot_product_attention,
 )
 from keras_attention.ops.attend import frobenius_penalty as frobenius_penalty
-from keras_attention.ops.attend import logits_dtype as logits_dtype
 from keras_attention.ops.attend import masked_softmax as masked_softmax
 from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
+from keras_attention.ops.checks import logits_dtype as logits_dtype
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
 from keras_attention.ops.explain import Explanation as Explanation
 from keras_attention.ops.flex import apply_mods as apply_mods

@@ -36,8 +36,8 @@ from keras_attention.ops._registry import Result
 from keras_attention.ops._registry import register
 from keras_attention.ops.attend import fused_attention
 from keras_attention.ops.attend import keras_fused_attention
-from keras_attention.ops.attend import logits_dtype
 from keras_attention.ops.attend import masked_softmax
+from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
 from keras_attention.ops.mask_mods import PARTIAL
@@ -69,7 +69,7 @@ def _logits(call, dtype):
     query, key = call.query, call.key
     kv_heads = key.shape[2]
     if call.score.form == "dot":
-        q, k, scale = call.score.dot_product_form(query, key)
+        q, k, scale = call.dot_product_form()
         q, k = _layout.group(ops.cast(q, dtype), kv_heads), ops.cast(k, dtype)
         if scale is not None:
             q = q * ops.cast(scale, dtype)
@@ -137,7 +137,7 @@ def _softmax(call, logits, mask):
 def fused(call, plan):
     """This package's fused kernel of the transformed query and key
     (grouped heads folded by the kernel), the log-sum-exp where asked."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q, k, scale = call.dot_product_form()
     mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     want_lse = call.lse or call.sinks is not None
     out = fused_attention(q, k, call.value, mask, scale, return_lse=want_lse)
@@ -149,7 +149,7 @@ def keras_fused(call, plan):
     """Keras's `dot_product_attention` of the transformed query and key
     (grouped heads folded); the planner never gives it a call that needs
     the log-sum-exp."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q, k, scale = call.dot_product_form()
     mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     return Result(keras_fused_attention(q, k, call.value, mask, scale))
 
@@ -157,7 +157,7 @@ def keras_fused(call, plan):
 @register("flash")
 def flash(call, plan):
     """`keras.ops.dot_product_attention` with `flash_attention=True`."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q, k, scale = call.dot_product_form()
     mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
     if mask is not None:
         mask = _layout.four_d(ops.cast(mask, "bool"))
@@ -179,16 +179,16 @@ def _forms(call, dtype):
     values stay quantized (the blocks dequantize them; `engine.run` asks
     this only of a score whose form keeps the keys)."""
     if call.key_scale is not None:
-        q, _, scale = call.score.dot_product_form(call.query, call.key[:, :0])
+        q, _, scale = call.dot_product_form(call.key[:, :0])
         q = ops.cast(q, dtype)
         return list(_layout.to_layout(q, call.key, call.value)), (
             1.0 if scale is None else scale
         )
     if call.score.form == "dot":
-        q, k, scale = call.score.dot_product_form(call.query, call.key)
+        q, k, scale = call.dot_product_form()
         extra, scale = [], 1.0 if scale is None else scale
     else:
-        q, k, additive_v = call.score.additive_form(call.query, call.key)
+        q, k, additive_v = call.additive_form()
         extra, scale = [additive_v], 1.0
     q, k, v = (ops.cast(t, dtype) for t in (q, k, call.value))
     tensors = list(_layout.to_layout(q, k, v))
@@ -276,7 +276,7 @@ def _block_kinds(mask_mod, batch, heads, q_len, k_len, sizes):
 def ring(call, plan):
     """`keras_attention.ops.ring_attention`: the blocks on every device
     of the active `ContextParallel`, the key/value blocks passed round."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q, k, scale = call.dot_product_form()
     score_mod, mask_mod, _ = block_mods(call)
     out, lse = ring_attention(
         q,

@@ -29,7 +29,7 @@ INTERPRET = False
 
 def _dot_form(call):
     """The transformed query and key, and a Python scale."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q, k, scale = call.dot_product_form()
     if scale is None:
         scale = 1.0
     elif not isinstance(scale, (int, float)):

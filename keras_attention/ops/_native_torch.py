@@ -32,7 +32,7 @@ from keras_attention.ops._mod_base import with_scalars
 from keras_attention.ops._registry import Result
 from keras_attention.ops._registry import register
 from keras_attention.ops._torch_probe import bound
-from keras_attention.ops.attend import logits_dtype
+from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import keep
 
@@ -105,7 +105,7 @@ def _inputs(call, cpu, contiguous=True):
     the heads' dtype on a GPU (its kernels compute in float32). SDPA
     reads strided views (`contiguous=False`; on the CPU at N = 1024 a
     quarter faster than copying them first)."""
-    q, k, scale = call.score.dot_product_form(call.query, call.key)
+    q, k, scale = call.dot_product_form()
     dtype = call.value.dtype
     if cpu:
         dtype = logits_dtype(keras.backend.standardize_dtype(dtype))

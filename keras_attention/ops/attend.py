@@ -14,25 +14,10 @@ from keras import ops
 from keras_attention.ops import _eager
 from keras_attention.ops import _layout
 from keras_attention.ops import checks
+from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
 from keras_attention.ops.plan import fused_path
-
-_HALF_DTYPES = ("float16", "bfloat16")
-
-
-def logits_dtype(dtype) -> str:
-    """The dtype softmax is computed in: `float32` for half precision.
-
-    Example:
-
-    >>> from keras_attention.ops import logits_dtype
-    >>> logits_dtype("bfloat16"), logits_dtype("float64")
-    ('float32', 'float64')
-    """
-    checks.dtype_name("dtype", dtype)
-    dtype = keras.backend.standardize_dtype(dtype)
-    return "float32" if dtype in _HALF_DTYPES else dtype
 
 
 def _to_standard_dtype(dtype) -> str:

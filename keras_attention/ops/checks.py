@@ -138,6 +138,23 @@ def dtype_name(name: str, dtype) -> None:
         raise _validation.invalid(name, dtype, "a dtype") from None
 
 
+_HALF_DTYPES = ("float16", "bfloat16")
+
+
+def logits_dtype(dtype) -> str:
+    """The dtype softmax is computed in: `float32` for half precision.
+
+    Example:
+
+    >>> from keras_attention.ops import logits_dtype
+    >>> logits_dtype("bfloat16"), logits_dtype("float64")
+    ('float32', 'float64')
+    """
+    dtype_name("dtype", dtype)
+    dtype = keras.backend.standardize_dtype(dtype)
+    return "float32" if dtype in _HALF_DTYPES else dtype
+
+
 def chunk_sizes(chunk_size) -> int:
     """The queries and keys per block, a positive integer (else a
     `ValueError`)."""

@@ -24,6 +24,7 @@ from keras_attention.ops import _native_plan
 from keras_attention.ops import _registry
 from keras_attention.ops import plan as plan_lib
 from keras_attention.ops._registry import Result
+from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.masks import AttentionMasks
 
 
@@ -127,6 +128,22 @@ class AttentionCall:
         """`(batch, heads, Tq, Tk)` as the planner reads them."""
         q, k = self.query.shape, self.key.shape
         return (q[0], q[2], q[1], k[1])
+
+    def dot_product_form(self, key=None):
+        """The score's `(query', key', scale)` of the query and `key`
+        (the call's keys by default), cast to the logits dtype first."""
+        dtype = logits_dtype(self.query.dtype)
+        key = self.key if key is None else key
+        return self.score.dot_product_form(
+            ops.cast(self.query, dtype), ops.cast(key, dtype)
+        )
+
+    def additive_form(self):
+        """The score's `(query', key', v)`, cast to the logits dtype first."""
+        dtype = logits_dtype(self.query.dtype)
+        return self.score.additive_form(
+            ops.cast(self.query, dtype), ops.cast(self.key, dtype)
+        )
 
     @property
     def has_mods(self):

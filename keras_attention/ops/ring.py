@@ -24,7 +24,7 @@ from keras_attention.ops import _layout
 from keras_attention.ops import _ring
 from keras_attention.ops import checks
 from keras_attention.ops import mods as mods_lib
-from keras_attention.ops.attend import logits_dtype
+from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.mask_mods import MaskCombination
 

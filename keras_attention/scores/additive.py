@@ -69,7 +69,7 @@ class BaseAdditiveScore(ParametricScore):
             ops.expand_dims(q, -2) + ops.expand_dims(projected_keys, -3)
         )
 
-    def _additive_form(self, query, key):
+    def additive_form(self, query, key):
         q = self._project_query(query)
         k = self._project_keys(key)
         return q, k, self._output_vector(query.dtype)

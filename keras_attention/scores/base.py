@@ -32,7 +32,7 @@ class Score(keras.layers.Layer):
 
     Subclasses implement `_logits(query, key)` on inputs already cast to the
     logits dtype, or, for a score that is a dot product of transformed
-    inputs, `_dot_product_form(query, key)` and `has_dot_product_form =
+    inputs, `dot_product_form(query, key)` and `has_dot_product_form =
     True`: then the score's math lives in that one method, and the
     attention kernels that never form all logits at once
     (`keras_attention.ops.dot_product_attention` and `chunked_attention`)
@@ -41,7 +41,7 @@ class Score(keras.layers.Layer):
 
     The forms a score has are class attributes, set by the class that
     writes them: `has_dot_product_form`, `has_additive_form` (with
-    `_additive_form`) and `has_key_projection` (with `_project_keys` and
+    `additive_form`) and `has_key_projection` (with `_project_keys` and
     `_projected_logits`). A subclass that writes its own `_logits` loses
     the additive form and the key projection it inherits (its logits are
     no longer theirs) unless its body sets them again.
@@ -61,6 +61,14 @@ class Score(keras.layers.Layer):
     has_additive_form = False
     has_key_projection = False
     keeps_keys = False
+    #: The kernels' name of the score's form: `"dot"` (`dot_product_form`),
+    #: `"additive"` (`additive_form`) or `None` (every logit at once
+    #: only), what `keras_attention.ops.plan_attention` takes; set with
+    #: the class.
+    form = None
+    #: Bytes the dense path holds per `(query, key)` pair: one float32
+    #: logit; an additive score overrides it (its hidden units).
+    dense_bytes_per_logit = 4
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -69,8 +77,16 @@ class Score(keras.layers.Layer):
             for name in ("has_additive_form", "has_key_projection"):
                 if name not in own:
                     setattr(cls, name, False)
-        if "_dot_product_form" in own and "keeps_keys" not in own:
+        if "dot_product_form" in own and "keeps_keys" not in own:
             cls.keeps_keys = False
+        if "form" not in own:
+            cls.form = (
+                "dot"
+                if cls.has_dot_product_form
+                else "additive"
+                if cls.has_additive_form
+                else None
+            )
 
     def __init__(self, **kwargs):
         super().__init__(autocast=False, **kwargs)
@@ -104,17 +120,12 @@ class Score(keras.layers.Layer):
         """The score as a dot product: `(query', key', scale)` or `None`.
 
         For a score whose logits are `scale · query'·key'ᵀ` (dot, scaled
-        dot, cosine, bilinear): the transformed inputs, in the logits
-        dtype, and the factor `scale` (`None` for no scaling). `None` for a
-        score that needs each (query, key) pair (additive, concat) or
-        ignores the keys (location).
+        dot, cosine, bilinear): the transformed inputs and the factor
+        `scale` (`None` for no scaling), of inputs already in the logits
+        dtype (`keras_attention.ops.logits_dtype`; the kernels cast them).
+        `None` for a score that needs each (query, key) pair (additive,
+        concat) or ignores the keys (location).
         """
-        dtype = ka_ops.logits_dtype(query.dtype)
-        return self._dot_product_form(
-            ops.cast(query, dtype), ops.cast(key, dtype)
-        )
-
-    def _dot_product_form(self, query, key):
         return None
 
     @property
@@ -127,34 +138,14 @@ class Score(keras.layers.Layer):
         """Whether `keras_attention.ops.chunked_attention` can run it."""
         return self.is_dot_product or self.is_additive
 
-    @property
-    def form(self):
-        """The kernels' name of this score's form: `"dot"`
-        (`dot_product_form`), `"additive"` (`additive_form`) or `None`
-        (every logit at once only), what `keras_attention.ops.plan_attention`
-        takes."""
-        if self.is_dot_product:
-            return "dot"
-        return "additive" if self.is_additive else None
-
-    @property
-    def dense_bytes_per_logit(self):
-        """Bytes the dense path holds per `(query, key)` pair: one float32
-        logit; an additive score overrides it (its hidden units)."""
-        return 4
-
     def additive_form(self, query, key):
         """The score as `vᵀ tanh(query' + key')`: `(query', key', v)`.
 
         For a score whose logits are `Σ_u v_u tanh(query'_iu + key'_ju)`
-        (additive, concat): the projected inputs and the vector `v`, in the
-        logits dtype, what `chunked_attention(..., additive_v=v)` takes.
-        `None` for other scores.
+        (additive, concat): the projected inputs and the vector `v`, of
+        inputs already in the logits dtype, what `chunked_attention(...,
+        additive_v=v)` takes. `None` for other scores.
         """
-        dtype = ka_ops.logits_dtype(query.dtype)
-        return self._additive_form(ops.cast(query, dtype), ops.cast(key, dtype))
-
-    def _additive_form(self, query, key):
         return None
 
     @property
@@ -205,11 +196,11 @@ class Score(keras.layers.Layer):
         return self._logits(query, projected_keys)
 
     def _logits(self, query, key):
-        form = self._dot_product_form(query, key)
+        form = self.dot_product_form(query, key)
         if form is None:
             raise NotImplementedError(
                 f"{type(self).__name__} implements neither `_logits` nor "
-                "`_dot_product_form`."
+                "`dot_product_form`."
             )
         query, key, scale = form
         return ka_ops.dot_product(query, key, scale=scale)

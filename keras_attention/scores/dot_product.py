@@ -1,7 +1,7 @@
 """The dot-product family: dot, scaled dot, cosine and bilinear scores.
 
 Each is a dot product of transformed inputs, written once in
-`_dot_product_form`; its logits, the fused kernel and the chunked path
+`dot_product_form`; its logits, the fused kernel and the chunked path
 all use it (`has_dot_product_form = True`).
 """
 
@@ -49,7 +49,7 @@ class DotScore(SameDepthScore):
     has_dot_product_form = True
     keeps_keys = True
 
-    def _dot_product_form(self, query, key):
+    def dot_product_form(self, query, key):
         return query, key, None
 
 
@@ -70,7 +70,7 @@ class ScaledDotScore(SameDepthScore):
     has_dot_product_form = True
     keeps_keys = True
 
-    def _dot_product_form(self, query, key):
+    def dot_product_form(self, query, key):
         depth = key.shape[-1]
         if depth is None:
             scale = 1.0 / ops.sqrt(ops.cast(ops.shape(key)[-1], query.dtype))
@@ -106,7 +106,7 @@ class CosineScore(SameDepthScore):
         super().__init__(**kwargs)
         self.epsilon = _validation.positive_number("epsilon", epsilon)
 
-    def _dot_product_form(self, query, key):
+    def dot_product_form(self, query, key):
         def _unit(x):
             norm = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
             return x / ops.maximum(norm, self.epsilon)
@@ -152,6 +152,6 @@ class BilinearScore(ParametricScore):
             "kernel", (query_shape[-1], key_shape[-1])
         )
 
-    def _dot_product_form(self, query, key):
+    def dot_product_form(self, query, key):
         projected = project(query, self._weight(self.kernel, query.dtype))
         return projected, key, None
