@@ -1,4 +1,6 @@
-"""Shape checks of the attention functions, on static shapes only.
+"""Checks of the tensors an attention call is given: their shapes (on
+static shapes only), dtypes (`floating`, `mask_dtype`) and the dtype
+logits are computed in (`logits_dtype`).
 
 `keras_attention.ops` is usable on its own, so its functions name the
 shapes they were given instead of letting a backend's broadcast or matmul

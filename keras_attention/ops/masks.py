@@ -12,6 +12,8 @@ blocks, and `flex_attention` its `mask_mod`. `and_all` is the one AND of
 mask tensors.
 """
 
+import functools
+
 from keras import ops
 
 from keras_attention.ops import _eager
@@ -256,7 +258,7 @@ class AttentionMasks:
             self.query_mask,
             self.key_mask,
             self.attention_mask,
-            self.band,
+            self.limits,
             query_length,
             key_length,
             heads_axis,
@@ -285,6 +287,20 @@ class AttentionMasks:
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else and_masks(*parts)
+
+
+@functools.lru_cache(maxsize=256)
+def _interned_band(left, right):
+    return mods.band(left, right)
+
+
+def _band(left=None, right=None):
+    """`mods.band(left, right)`, one object per pair: a layer's calls
+    share their band (nothing of `mods` runs again for it)."""
+    try:
+        return _interned_band(left, right)
+    except TypeError:  # unhashable: refused in the band's own words
+        return mods.band(left, right)
 
 
 def _expand(mask, axis):
@@ -337,13 +353,13 @@ def attention_masks(
         checks.mask_dtype(name, mask)
     rules = []
     if use_causal_mask:
-        rules.append(mods.causal())
+        rules.append(mods.Causal.limits)
     if sliding_window is not None:
-        rules.append(mods.sliding_window(sliding_window))
+        rules.append(mods.sliding_window(sliding_window).limits)
     if band is not None:
-        rules.append(mods.band(*band))
-    limits = merge_limits(*(rule.limits for rule in rules))
-    merged = None if limits == (None, None) else mods.band(*limits)
+        rules.append(_band(*band).limits)
+    limits = merge_limits(*rules)
+    merged = None if limits == (None, None) else _band(*limits)
     return AttentionMasks(
         query_mask=and_all(query_mask),
         key_mask=and_all(value_mask, key_mask),
@@ -406,7 +422,7 @@ def _dense(
     query_mask,
     key_mask,
     attention_mask,
-    band,
+    limits,
     query_length,
     key_length,
     heads_axis,
@@ -414,8 +430,9 @@ def _dense(
     key_offset,
     key_positions,
 ):
-    """`AttentionMasks.dense` of the masks' parts (a pure function, which
-    an eager JAX call runs compiled)."""
+    """`AttentionMasks.dense` of the masks' parts, the band as its
+    `limits` (a pure function, which an eager JAX call runs compiled,
+    keyed by plain values)."""
     explicit, per_head = attention_mask, None
     if explicit is not None and len(explicit.shape) == 4:
         if not heads_axis:
@@ -428,9 +445,9 @@ def _dense(
         # aligned from the right, batch would meet heads.
         explicit, per_head = None, explicit
     positions = None
-    if band is not None:
+    if limits != (None, None):
         positions = position_mask(
-            band,
+            _band(*limits),
             query_length,
             key_length,
             query_offset,

@@ -212,10 +212,10 @@ class Band(Mod):
                     f"Received: {name}={value!r}"
                 )
         self.left, self.right = left, right
-
-    @property
-    def limits(self):
-        return (self.left, self.right)
+        # An attribute, not a property: the planner and the kernels read
+        # it on every call. It stays the integers given (`with_scalars`
+        # turns `left` and `right` into tensors, not the limits).
+        self.limits = (left, right)
 
     def __call__(self, batch, head, q_idx, kv_idx):
         offset = kv_idx - q_idx

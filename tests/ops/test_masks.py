@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from keras import ops
@@ -205,6 +206,19 @@ def test_flags_merge_into_one_band():
     assert ka_ops.masks.attention_masks(sliding_window=3).limits == (2, 2)
     assert ka_ops.masks.attention_masks().band is None
     assert ka_ops.masks.merge_limits((2, None), None, (None, 1)) == (2, 1)
+
+
+def test_every_call_with_the_same_rules_shares_one_band():
+    attention_masks = ka_ops.masks.attention_masks
+    first = attention_masks(use_causal_mask=True).band
+    assert first == ka_ops.mods.band(None, 0)
+    assert attention_masks(use_causal_mask=True).band is first
+    assert attention_masks(band=(None, 0)).band is first
+    assert attention_masks(sliding_window=3).band is not first
+    # A bad band is still refused in the band's words, hashable or not.
+    for bad in ((1.5, None), ([1], None)):
+        with pytest.raises(ValueError, match="Received: left="):
+            attention_masks(band=bad)
 
 
 def test_mods_declare_their_band_limits():

@@ -112,6 +112,30 @@ def test_each_score_declares_its_forms(
     assert score_class.has_dot_product_form is dot_product
     assert score_class.has_additive_form is additive
     assert score_class.has_key_projection is key_projection
+    # The kernels' name of the form, set with the class from the above.
+    form = "dot" if dot_product else "additive" if additive else None
+    assert score_class.form == form
+
+
+@pytest.mark.backend_independent
+def test_a_subclass_form_follows_what_it_declares():
+    class Plain(scores.Score):
+        def _logits(self, query, key):
+            return keras.ops.matmul(query, keras.ops.swapaxes(key, -1, -2))
+
+    class Halved(scores.Score):
+        has_dot_product_form = True
+
+        def dot_product_form(self, query, key):
+            return query, key, 0.5
+
+    class Undeclared(scores.ScaledDotScore):
+        has_dot_product_form = False
+
+    assert (Plain.form, Halved.form, Undeclared.form) == (None, "dot", None)
+    q = np.ones((1, 2, 4), "float32")
+    logits = keras.ops.convert_to_numpy(Halved()(q, q))
+    np.testing.assert_allclose(logits, np.full((1, 2, 2), 2.0))
 
 
 @pytest.mark.backend_independent
