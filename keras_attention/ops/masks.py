@@ -289,7 +289,9 @@ class AttentionMasks:
         return parts[0] if len(parts) == 1 else and_masks(*parts)
 
 
-@functools.lru_cache(maxsize=256)
+# Typed: `1.0` or `True` is not the cached band of `1` (the band refuses
+# them in its own words).
+@functools.lru_cache(maxsize=256, typed=True)
 def _interned_band(left, right):
     return mods.band(left, right)
 

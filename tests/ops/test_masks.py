@@ -215,8 +215,10 @@ def test_every_call_with_the_same_rules_shares_one_band():
     assert attention_masks(use_causal_mask=True).band is first
     assert attention_masks(band=(None, 0)).band is first
     assert attention_masks(sliding_window=3).band is not first
-    # A bad band is still refused in the band's words, hashable or not.
-    for bad in ((1.5, None), ([1], None)):
+    # A bad band is still refused in the band's words, hashable or not,
+    # also where it equals a band made before (`1.0 == True == 1`).
+    assert attention_masks(band=(1, 0)).limits == (1, 0)
+    for bad in ((1.5, None), ([1], None), (1.0, 0), (True, 0)):
         with pytest.raises(ValueError, match="Received: left="):
             attention_masks(band=bad)
 
