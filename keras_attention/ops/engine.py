@@ -38,6 +38,7 @@ class ScaledDot:
     form = "dot"
     keeps_keys = True
     dense_bytes_per_logit = 4
+    casts_to_logits_dtype = False  # the heads as given (half on a GPU)
 
     def __init__(self, scale):
         self.scale = scale
@@ -51,6 +52,7 @@ class Additive:
     `scale · Σ_u v_u tanh(q_iu + k_ju)` of projected inputs."""
 
     form = "additive"
+    casts_to_logits_dtype = False
 
     def __init__(self, v, scale):
         self.v, self.scale = v, scale
@@ -131,19 +133,22 @@ class AttentionCall:
 
     def dot_product_form(self, key=None):
         """The score's `(query', key', scale)` of the query and `key`
-        (the call's keys by default), cast to the logits dtype first."""
-        dtype = logits_dtype(self.query.dtype)
-        key = self.key if key is None else key
-        return self.score.dot_product_form(
-            ops.cast(self.query, dtype), ops.cast(key, dtype)
-        )
+        (the call's keys by default)."""
+        return self.score.dot_product_form(*self._score_inputs(key))
 
     def additive_form(self):
-        """The score's `(query', key', v)`, cast to the logits dtype first."""
+        """The score's `(query', key', v)`."""
+        return self.score.additive_form(*self._score_inputs())
+
+    def _score_inputs(self, key=None):
+        """The query and `key` as the score takes them: a score layer's
+        cast to the logits dtype (float32 for half precision), the ops'
+        own scores' as they are."""
+        key = self.key if key is None else key
+        if not self.score.casts_to_logits_dtype:
+            return self.query, key
         dtype = logits_dtype(self.query.dtype)
-        return self.score.additive_form(
-            ops.cast(self.query, dtype), ops.cast(self.key, dtype)
-        )
+        return ops.cast(self.query, dtype), ops.cast(key, dtype)
 
     @property
     def has_mods(self):

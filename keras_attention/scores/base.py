@@ -42,7 +42,8 @@ class Score(keras.layers.Layer):
     The forms a score has are class attributes, set by the class that
     writes them: `has_dot_product_form`, `has_additive_form` (with
     `additive_form`) and `has_key_projection` (with `_project_keys` and
-    `_projected_logits`). A subclass that writes its own `_logits` loses
+    `_projected_logits`); `form`, what the planner reads, follows them
+    when the class is made. A subclass that writes its own `_logits` loses
     the additive form and the key projection it inherits (its logits are
     no longer theirs) unless its body sets them again.
 
@@ -69,10 +70,22 @@ class Score(keras.layers.Layer):
     #: Bytes the dense path holds per `(query, key)` pair: one float32
     #: logit; an additive score overrides it (its hidden units).
     dense_bytes_per_logit = 4
+    #: Its forms are of inputs cast to the logits dtype (the kernels cast
+    #: them, as `call` casts its inputs).
+    casts_to_logits_dtype = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         own = vars(cls)
+        for old in ("_dot_product_form", "_additive_form"):
+            if old in own:
+                # The hooks' names before 0.1.0: refused, never ignored.
+                raise TypeError(
+                    f"{cls.__name__} defines `{old}`: a score writes its "
+                    f"form as `{old[1:]}(query, key)`, of inputs already "
+                    "in the logits dtype. Received: a method named "
+                    f"`{old}`"
+                )
         if "_logits" in own:
             for name in ("has_additive_form", "has_key_projection"):
                 if name not in own:

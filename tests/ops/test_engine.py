@@ -10,6 +10,7 @@
 
 import dataclasses
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -255,3 +256,33 @@ def test_the_sinks_gradient_matches_finite_differences(path, rng):
         np.testing.assert_allclose(
             d_query[index], (up - down) / (2 * eps), rtol=1e-3, atol=1e-4
         )
+
+
+def test_a_score_layer_takes_the_logits_dtype_and_the_ops_score_the_heads():
+    half = np.ones((1, 3, 2, 4), "float16")
+    layer_score = keras_attention.scores.DotScore()
+    q, k, _ = engine.AttentionCall(
+        half, half, half, layer_score
+    ).dot_product_form()
+    assert (_dtype(q), _dtype(k)) == ("float32", "float32")
+    # `flex_attention`'s score leaves the heads as given (a GPU kernel
+    # takes half precision; no float32 copies of them).
+    q, k, scale = engine.AttentionCall(
+        half, half, half, engine.ScaledDot(0.5)
+    ).dot_product_form()
+    assert (_dtype(q), _dtype(k)) == ("float16", "float16")
+    assert scale == 0.5
+
+
+def test_the_masks_band_is_the_band_of_its_limits():
+    masks = keras_attention.ops.masks.AttentionMasks(band=mods.causal())
+    assert (
+        masks.band
+        is keras_attention.ops.masks.attention_masks(use_causal_mask=True).band
+    )
+    with pytest.raises(ValueError, match="Received: band=PrefixLM"):
+        keras_attention.ops.masks.AttentionMasks(band=mods.prefix_lm(2))
+
+
+def _dtype(x):
+    return keras.backend.standardize_dtype(x.dtype)

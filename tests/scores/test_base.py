@@ -154,3 +154,10 @@ def test_a_subclass_that_writes_its_logits_loses_the_inherited_forms():
     assert not Doubled().can_chunk
     assert Declared.has_key_projection and not Declared.has_additive_form
     assert scores.ConcatScore.has_additive_form
+
+
+@pytest.mark.backend_independent
+def test_the_hooks_of_before_are_refused_not_ignored():
+    for old in ("_dot_product_form", "_additive_form"):
+        with pytest.raises(TypeError, match=f"defines `{old}`"):
+            type("Old", (scores.ScaledDotScore,), {old: lambda s, q, k: None})
