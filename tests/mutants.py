@@ -553,6 +553,39 @@ MUTANTS = (
         "    held = ops.equal(logits, top)\n",
     ),
     Mutant(
+        "band_cache_untyped",
+        "the interned band of attention_masks is cached by value only: a "
+        "band of 1.0 or True is taken for the cached band of 1, not refused",
+        "keras_attention/ops/masks.py",
+        "@functools.lru_cache(maxsize=256, typed=True)\n",
+        "@functools.lru_cache(maxsize=256)\n",
+        reach=("    try:\n        return _interned_band(left, right)\n",),
+    ),
+    Mutant(
+        "ops_score_heads_widened",
+        "flex_attention's own score gets its heads cast to float32 like a "
+        "score layer's (float32 copies of half heads on a GPU)",
+        "keras_attention/ops/engine.py",
+        "        if not self.score.casts_to_logits_dtype:\n",
+        "        if False:\n",
+    ),
+    Mutant(
+        "score_old_hooks_ignored",
+        "a score class that still defines _dot_product_form is accepted "
+        "and its form silently ignored",
+        "keras_attention/scores/base.py",
+        '        for old in ("_dot_product_form", "_additive_form"):\n',
+        "        for old in ():\n",
+    ),
+    Mutant(
+        "score_form_unset",
+        "a score's form is not set with its class (every score layer "
+        "planned as one without a dot-product form)",
+        "keras_attention/scores/base.py",
+        '        if "form" not in own:\n',
+        "        if False:\n",
+    ),
+    Mutant(
         "flex_mod_numbers_kept",
         "PyTorch's FlexAttention path hands its mods' plain numbers to "
         "the compiled kernel as they are (a new compile for each window "
