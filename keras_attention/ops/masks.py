@@ -201,9 +201,9 @@ class AttentionMasks:
         attention_mask: The explicit mask, `(Tq, Tk)`, `(batch_size, Tq,
             Tk)` or per head `(batch_size, heads, Tq, Tk)`, or `None`.
         band: The one `keras_attention.ops.mods.band` of every rule of
-            positions (causal, windows, bands), or `None`; a mod given
-            with `limits` becomes the band of those limits (one object
-            per pair, shared: mods are values).
+            positions (causal, windows, bands), or `None`: a mask mod
+            whose `limits` say it all (`attention_masks` gives one object
+            per pair of limits, shared by every call: mods are values).
         mask_mods: Further mask mods (for `flex_attention`).
     """
 
@@ -215,16 +215,16 @@ class AttentionMasks:
         band=None,
         mask_mods=(),
     ):
-        if band is not None:
-            limits = getattr(band, "limits", None)
-            if not isinstance(limits, tuple):
-                raise ValueError(
-                    "`AttentionMasks` takes as `band` a band of positions "
-                    "(`mods.band`, `mods.causal()`, `mods.sliding_window(w)`: "
-                    "a mask mod with `limits`); other mask mods go in "
-                    f"`mask_mods`. Received: band={band!r}"
-                )
-            band = _band(*limits)
+        if band is not None and not isinstance(
+            getattr(band, "limits", None), tuple
+        ):
+            # `dense` reads the band by its limits only.
+            raise ValueError(
+                "`AttentionMasks` takes as `band` a band of positions "
+                "(`mods.band`, `mods.causal()`, `mods.sliding_window(w)`: "
+                "a mask mod with `limits`); other mask mods go in "
+                f"`mask_mods`. Received: band={band!r}"
+            )
         self.query_mask = query_mask
         self.key_mask = key_mask
         self.attention_mask = attention_mask

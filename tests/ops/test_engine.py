@@ -274,15 +274,5 @@ def test_a_score_layer_takes_the_logits_dtype_and_the_ops_score_the_heads():
     assert scale == 0.5
 
 
-def test_the_masks_band_is_the_band_of_its_limits():
-    masks = keras_attention.ops.masks.AttentionMasks(band=mods.causal())
-    assert (
-        masks.band
-        is keras_attention.ops.masks.attention_masks(use_causal_mask=True).band
-    )
-    with pytest.raises(ValueError, match="Received: band=PrefixLM"):
-        keras_attention.ops.masks.AttentionMasks(band=mods.prefix_lm(2))
-
-
 def _dtype(x):
     return keras.backend.standardize_dtype(x.dtype)

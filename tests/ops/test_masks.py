@@ -223,6 +223,19 @@ def test_every_call_with_the_same_rules_shares_one_band():
             attention_masks(band=bad)
 
 
+def test_a_band_given_is_read_by_its_limits_and_other_mods_refused():
+    masks = ka_ops.masks.AttentionMasks(band=ka_ops.mods.causal())
+    flags = ka_ops.masks.attention_masks(use_causal_mask=True)
+    assert masks.limits == flags.limits == (None, 0)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(masks.dense(3, 4)),
+        ops.convert_to_numpy(flags.dense(3, 4)),
+    )
+    # A mask mod that is no band would be lost by `dense`: refused.
+    with pytest.raises(ValueError, match="Received: band=PrefixLM"):
+        ka_ops.masks.AttentionMasks(band=ka_ops.mods.prefix_lm(2))
+
+
 def test_mods_declare_their_band_limits():
     mods = ka_ops.mods
     assert mods.causal().limits == (None, 0)
