@@ -754,6 +754,25 @@ MUTANTS = (
         "        factor = (query.shape[-1] / scalar) ** 0.5\n",
         "        factor = 1.0\n",
     ),
+    Mutant(
+        "block_weights_unmasked",
+        "the blocks' backward recomputes its weights with the floored exp "
+        "and does not mask them afterwards (masked pairs get gradients)",
+        "keras_attention/ops/_kernel.py",
+        "        weights = blocks.masked_logits(exp_floored(s_mod), i, j, full, "
+        "0.0)\n",
+        "        weights = exp_floored(s_mod)\n",
+    ),
+    Mutant(
+        "lse_floor_too_high",
+        "the floored exp of the blocks' weights and the masked log-sum-exp "
+        "floors its argument at -8 where -80 was meant (weights of 3e-4 "
+        "where they are far smaller)",
+        "keras_attention/ops/logits.py",
+        "EXP_FLOOR = -80.0\n",
+        "EXP_FLOOR = -8.0\n",
+        reach=("        x = ops.maximum(x, EXP_FLOOR)\n",),
+    ),
 )
 
 

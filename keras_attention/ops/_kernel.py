@@ -24,6 +24,7 @@ from keras import ops
 from keras_attention.ops import _blocks
 from keras_attention.ops import _eager
 from keras_attention.ops._layout import index_tensors
+from keras_attention.ops.logits import exp_floored
 from keras_attention.ops.mask_mods import keep
 
 _GROUP_AXIS = -3
@@ -211,13 +212,14 @@ class Blocks:
             mask = _and(mask, keep(self.mask_mod, *self.indices(i, j)))
         return mask
 
-    def masked_logits(self, s, i, j, full):
-        """`s` with its masked pairs at `NEG`; a full block is left as is."""
+    def masked_logits(self, s, i, j, full, fill=_blocks.NEG):
+        """`s` with its masked pairs at `fill` (the logits' `NEG`, the
+        weights' 0); a full block is left as is."""
         if not self.masked:
             return s
 
         def apply():
-            return ops.where(self.mask(i, j), s, _blocks.NEG)
+            return ops.where(self.mask(i, j), s, ops.cast(fill, s.dtype))
 
         if full is None:
             return apply()
@@ -346,8 +348,9 @@ def _pair_grads(blocks, operands, key_side, i, j, full):
         if not operands.folded:
             s_mod = s_mod - ops.take(operands.lse, i, axis=0)
         # Masked pairs get weight 0, also in a row with no unmasked key
-        # (whose log-sum-exp is `NEG`).
-        weights = ops.exp(blocks.masked_logits(s_mod, i, j, full))
+        # (whose log-sum-exp is `NEG`): the weights are masked, not the
+        # logits, as `exp_floored` floors what it is given.
+        weights = blocks.masked_logits(exp_floored(s_mod), i, j, full, 0.0)
         saved["weights"] = weights
         return weights * ops.matmul(do_i, v_t)
 

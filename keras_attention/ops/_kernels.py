@@ -39,7 +39,7 @@ from keras_attention.ops.attend import keras_fused_attention
 from keras_attention.ops.attend import masked_softmax
 from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.logits import kept_lse
-from keras_attention.ops.logits import mask_logits
+from keras_attention.ops.logits import masked_lse
 from keras_attention.ops.mask_mods import PARTIAL
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import create_block_mask
@@ -111,8 +111,7 @@ def dense(call, plan):
     weights = _softmax(call, logits, mask)
     lse = None
     if call.lse or call.sinks is not None:
-        masked = logits if mask is None else mask_logits(logits, mask)
-        lse = kept_lse(_layout.rows(ops.logsumexp(masked, -1, keepdims=True)))
+        lse = kept_lse(_layout.rows(masked_lse(logits, mask)))
     weights = ops.cast(weights, call.value.dtype)
     used = weights if call.dropout is None else call.dropout(weights)
     v = _layout.key_value(ops.cast(call.value, weights.dtype))

@@ -17,6 +17,7 @@ from keras_attention.ops import checks
 from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import mask_logits
+from keras_attention.ops.logits import masked_lse
 from keras_attention.ops.plan import fused_path
 
 
@@ -353,8 +354,7 @@ def _fused_attention(query, key, value, mask, return_lse):
         output = _weighted_values(cast_weights, value)
         packed = output
         if return_lse:
-            masked = logits if mask is None else mask_logits(logits, mask)
-            lse = ops.logsumexp(masked, axis=-1, keepdims=True)
+            lse = masked_lse(logits, mask)
             packed = ops.concatenate(
                 [output, ops.transpose(lse, (0, 2, 1, 3))], axis=-1
             )

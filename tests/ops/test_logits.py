@@ -1,16 +1,19 @@
-"""ops/logits.py: the masked fill, the one-hot arg max, inverse-CDF sampling.
+"""ops/logits.py: the masked fill and log-sum-exp, the floored `exp`, the
+one-hot arg max, inverse-CDF sampling.
 
 Each is checked by hand and against NumPy, and against the copies it
 replaced where those are still public (`seq2seq.hardmax`, HardAttention's
 one-hot weights, the decoders' sampling).
 """
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention import seq2seq
+from tests.autodiff import gradients
 
 
 def _np(x):
@@ -70,3 +73,49 @@ def test_inverse_cdf_sample_frequencies_follow_the_distribution(rng):
     got = _np(ka_ops.inverse_cdf_sample(logits, uniform))
     freq = np.bincount(got, minlength=3) / 20000
     np.testing.assert_allclose(freq, probs, atol=0.02)
+
+
+def test_masked_lse_matches_numpy_and_its_gradient_is_the_softmax(rng):
+    logits = rng.normal(size=(2, 3, 6)).astype("float32") * 4.0
+    mask = rng.random((2, 3, 6)) > 0.4
+    mask[0, 1] = False  # a row with no kept logit
+    got = _np(ka_ops.logits.masked_lse(logits, mask))[..., 0]
+    rows = mask.any(-1)
+    kept = np.where(mask, logits.astype("float64"), -np.inf)
+    top = np.where(rows, kept.max(-1), 0.0)
+    with np.errstate(divide="ignore"):
+        want = top + np.log(np.exp(kept - top[..., None]).sum(-1))
+    np.testing.assert_allclose(got[rows], want[rows], rtol=1e-6, atol=1e-6)
+    assert got[0, 1] < -1e29
+    assert _np(ka_ops.logits.kept_lse(got))[0, 1] == -np.inf
+    # Its gradient is the masked softmax (zero where nothing is kept).
+    upstream = rng.normal(size=(2, 3, 1)).astype("float32")
+    upstream[0, 1] = 0.0  # the row's lse is the mask's fill, not a value
+    _, (grad,) = gradients(
+        lambda x: ops.sum(
+            ka_ops.logits.masked_lse(x, mask) * ops.convert_to_tensor(upstream)
+        ),
+        [logits],
+    )
+    want_grad = np.exp(kept - want[..., None]) * upstream
+    want_grad[~rows] = 0.0
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_masked_lse_by_hand():
+    logits = np.array([[0.0, np.log(3.0), 50.0]], "float32")
+    got = ka_ops.logits.masked_lse(logits, np.array([[True, True, False]]))
+    np.testing.assert_allclose(_np(got), [[np.log(4.0)]], rtol=1e-6)
+
+
+def test_exp_floored_is_exp_down_to_its_floor():
+    x = np.array([0.0, -1.0, -50.0, -79.0, -95.0, -1e30], "float32")
+    got = _np(ka_ops.logits.exp_floored(x)).astype("float64")
+    np.testing.assert_allclose(got[:4], np.exp(x[:4].astype("float64")), 1e-6)
+    # Below the floor at most exp(-80): a weight the caller masks or sums
+    # beside the row's largest, 1.
+    floor = np.exp(np.float64(ka_ops.logits.EXP_FLOOR))
+    assert np.all(got[4:] <= floor * (1 + 1e-6))
+    if keras.backend.backend() == "torch":
+        # PyTorch's CPU `exp` is slow below about -87: the floor is applied.
+        np.testing.assert_allclose(got[4:], floor, rtol=1e-6)
