@@ -773,6 +773,23 @@ MUTANTS = (
         "EXP_FLOOR = -8.0\n",
         reach=("        x = ops.maximum(x, EXP_FLOOR)\n",),
     ),
+    Mutant(
+        "narrow_band_ignored",
+        "a band at most 256 keys wide (a sliding window) runs in the "
+        "automatic blocks of 512, 3-4 keys computed for each one kept",
+        "keras_attention/ops/plan.py",
+        "        if not chunk_size and _narrow(request.limits):\n",
+        "        if False:\n",
+    ),
+    Mutant(
+        "bounds_band_only",
+        "the planner reads the limits of the call's band only, not of the "
+        "mask mods that are bands (a window given as and_masks counts as "
+        "an unknown mod, in blocks of 512)",
+        "keras_attention/ops/masks.py",
+        "        mods = (self.band, *self.mask_mods)\n",
+        "        mods = (self.band,)\n",
+    ),
 )
 
 

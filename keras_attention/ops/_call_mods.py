@@ -13,9 +13,8 @@ from keras import ops
 
 from keras_attention.ops import _layout
 from keras_attention.ops import mods as mods_lib
-from keras_attention.ops.mask_mods import MaskCombination
 from keras_attention.ops.mask_mods import and_masks
-from keras_attention.ops.masks import merge_limits
+from keras_attention.ops.masks import band_limits
 
 
 def at_positions(call, mod):
@@ -79,17 +78,6 @@ def call_mods(call):
         query_mask = ops.cast(masks.query_mask, "bool")[:, None, :, None]
         parts.append(mods_lib.boolean_mask(query_mask))
     return score_mod, _one(and_masks, parts)
-
-
-def band_limits(mod):
-    """`(left, right)` of a mask mod that is a band of positions (an AND
-    of bands included), else `None`."""
-    if isinstance(mod, MaskCombination):
-        if mod.op != "and" or not mod.mask_mods:
-            return None
-        limits = [band_limits(m) for m in mod.mask_mods]
-        return None if None in limits else merge_limits(*limits)
-    return getattr(mod, "limits", None)
 
 
 def _band_kind(limits):

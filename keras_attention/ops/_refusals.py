@@ -32,6 +32,7 @@ class Request:
     score: str | None = None
     backward: bool = True
     kept: float | None = None
+    limits: tuple = (None, None)
     lse: bool = False
     block_mask: bool = False
 
@@ -90,6 +91,22 @@ def check(form, shapes, chunk_size, request, bytes_per_logit):
         raise ValueError(
             "Expected `kept` to be None or a share between 0 and 1. "
             f"Received: kept={kept!r}"
+        )
+    _check_limits(request.limits)
+
+
+def _check_limits(limits):
+    """A band's `(left, right)`, each `None` or a non-negative integer."""
+    ok = isinstance(limits, (tuple, list)) and len(limits) == 2
+    ok = ok and all(
+        side is None
+        or (isinstance(side, int) and not isinstance(side, bool) and side >= 0)
+        for side in limits
+    )
+    if not ok:
+        raise ValueError(
+            "Expected `limits` to be a band's `(left, right)`, each None or "
+            f"a non-negative integer. Received: limits={limits!r}"
         )
 
 

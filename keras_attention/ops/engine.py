@@ -170,16 +170,14 @@ def kept_share(call, block_size=None):
         return None
     size = block_size or (plan_lib.auto_chunk_size(),) * 2
     shares = []
-    band = call.masks.band
+    bounds = call.masks.bounds
     if (
-        band is not None
+        bounds != (None, None)
         and isinstance(call.query_offset, int)
         and call.key_positions is None
     ):
         shares.append(
-            plan_lib.band_share(
-                band.limits, (q_len, k_len), size, call.query_offset
-            )
+            plan_lib.band_share(bounds, (q_len, k_len), size, call.query_offset)
         )
     if call.block_mask is not None:
         shares.append(_kinds_share(call.block_mask.kinds))
@@ -215,6 +213,7 @@ def plan_call(call, chunk_size=None, backward=True, **layer_flags):
         bytes_per_logit=score.dense_bytes_per_logit,
         backward=backward,
         kept=kept_share(call, block),
+        limits=call.masks.bounds,
         lse=call.lse or call.sinks is not None,
         native=_native_plan.describe(call, backward),
     )

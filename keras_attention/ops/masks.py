@@ -19,6 +19,7 @@ from keras import ops
 from keras_attention.ops import _eager
 from keras_attention.ops import checks
 from keras_attention.ops import mods
+from keras_attention.ops.mask_mods import MaskCombination
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import keep
 
@@ -56,6 +57,17 @@ def merge_limits(*limits):
         if pair[1] is not None:
             right = pair[1] if right is None else min(right, pair[1])
     return left, right
+
+
+def band_limits(mod):
+    """`(left, right)` of a mask mod that is a band of positions (an AND
+    of bands included), else `None`."""
+    if isinstance(mod, MaskCombination):
+        if mod.op != "and" or not mod.mask_mods:
+            return None
+        limits = [band_limits(m) for m in mod.mask_mods]
+        return None if None in limits else merge_limits(*limits)
+    return getattr(mod, "limits", None)
 
 
 def position_mask(
@@ -236,6 +248,16 @@ class AttentionMasks:
         """`(left, right)` of the band (`(None, None)` without one): the
         keys each query may see, which the chunked path skips blocks by."""
         return (None, None) if self.band is None else self.band.limits
+
+    @property
+    def bounds(self):
+        """`(left, right)` of the band holding every pair these masks
+        keep: the band's and those of the mask mods that are bands (an
+        AND of bands included, `band_limits`), merged; `(None, None)`
+        where none bounds them. The planner's estimate of the pairs the
+        blocks visit, and of their size."""
+        mods = (self.band, *self.mask_mods)
+        return merge_limits(*(band_limits(m) for m in mods if m is not None))
 
     def dense(
         self,

@@ -67,6 +67,17 @@ AUTO_CHUNK_SIZE = 512
 # of 512's).
 AUTO_CHUNK_SIZES = {"jax": 256}
 FINE_BLOCKS_BELOW = 4096
+# A band at most this many keys wide (a sliding window) runs in blocks of
+# this size, on every backend and at every length: the blocks of 512 of a
+# causal window of 256 keys compute 3-4 keys for each one kept, those of
+# 256 two. At N = 4096, 8 heads of 64, forward and backward on a 2-core
+# AVX-512 EPYC: TensorFlow 275 -> 170 ms, JAX 270 -> 200-230 ms, PyTorch
+# (one thread) 758 -> 520-605 ms. A window of 512 keys took the same time
+# in blocks of 256 and 512 on TensorFlow, one of 1024 more in 256's; one
+# of 128 was faster in blocks of 128 on TensorFlow and JAX but slower on
+# PyTorch, whose every op costs more (BENCHMARKS.md, "Blocks as wide as a
+# window").
+NARROW_BAND = 256
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
 # the logits and the weights; each score mod's temporaries (a bias, a
 # distance); the backward pass's gradients of the weights and the logits.
@@ -269,6 +280,7 @@ def plan_attention(
     bytes_per_logit=4,
     backward=True,
     kept=None,
+    limits=(None, None),
     lse=False,
     block_size=None,
     native=None,
@@ -315,6 +327,10 @@ def plan_attention(
             counts in the estimate). Defaults to `True`.
         kept: The share of the pairs of blocks that a band or a block
             mask keeps (`band_share`), or `None` for all.
+        limits: `(left, right)` of a band holding every pair the call
+            keeps (`AttentionMasks.bounds`; a causal window of `w` keys is
+            `(w - 1, 0)`): a band at most `NARROW_BAND` keys wide runs in
+            blocks of that size. Defaults to `(None, None)`, no band.
         lse: The log-sum-exp of each row is wanted (attention sinks).
         block_size: `(queries, keys)` per block of a `BlockMask` the
             call brings: with `chunk_size=None` the blocks are taken, of
@@ -356,6 +372,7 @@ def plan_attention(
         score=score,
         backward=bool(backward),
         kept=kept,
+        limits=tuple(limits) if isinstance(limits, list) else limits,
         lse=bool(lse),
         block_mask=block_size is not None,
     )
@@ -397,13 +414,26 @@ def _skips(request, shapes):
     return request.kept is not None and request.kept < 1 and short
 
 
+def _narrow(limits):
+    """Whether a band of `limits` is at most `NARROW_BAND` keys wide."""
+    left, right = limits
+    return (
+        left is not None
+        and right is not None
+        and (left + right + 1 <= NARROW_BAND)
+    )
+
+
 def _block_size(chunk_size, block_size, request, shapes):
     """The blocks' `(queries, keys)`: a block mask's, which a positive
     `chunk_size` must match, else `chunk_size` or `auto_chunk_size()`
     (the smaller where a mask lets the blocks of a short sequence skip
-    pairs, `_skips`)."""
+    pairs, `_skips`; `NARROW_BAND` for a band as narrow, `_narrow`)."""
     if block_size is None:
-        return (chunk_size or auto_chunk_size(_skips(request, shapes)),) * 2
+        size = chunk_size or auto_chunk_size(_skips(request, shapes))
+        if not chunk_size and _narrow(request.limits):
+            size = min(size, NARROW_BAND)
+        return (size, size)
     block_size = tuple(block_size)
     if chunk_size and block_size != (chunk_size, chunk_size):
         raise ValueError(

@@ -237,6 +237,29 @@ def test_automatic_choice_is_dense_for_short_sequences(rand):
 
 
 @pytest.mark.tensorflow_lane
+def test_a_causal_window_of_256_keys_runs_in_blocks_of_256():
+    # Planned only: the tensors' values are not read.
+    q = np.zeros((1, 4096, 2, 4), "float32")
+    if keras.backend.backend() == "torch":
+        import torch
+
+        q = torch.zeros(q.shape, requires_grad=True)  # training
+    window = ka_ops.and_masks(mods.causal(), mods.sliding_window(256))
+    explained = ka_ops.explain_attention(q, q, q, mask_mod=window)
+    assert explained.path == "blocks"
+    assert explained.block_size == (256, 256)
+    # The share of the pairs it keeps is the window's, not an unknown mod's.
+    size = (ka_ops.plan.auto_chunk_size(),) * 2
+    want = ka_ops.plan.band_share((255, 0), (4096, 4096), size)
+    assert explained.kept == pytest.approx(want)
+    assert explained.kept < ka_ops.plan.UNKNOWN_SHARE
+    wider = ka_ops.and_masks(mods.causal(), mods.sliding_window(257))
+    assert ka_ops.explain_attention(q, q, q, mask_mod=wider).block_size == (
+        512,
+        512,
+    )
+
+
 def test_half_precision_computes_in_float32(rand):
     """Other lanes: the casts are `keras.ops.cast`, the same code; the
     kernel itself is checked by the tests above."""

@@ -244,6 +244,23 @@ def test_mods_declare_their_band_limits():
     assert mods.prefix_lm(2).limits is None
 
 
+def test_bounds_merge_the_band_and_the_mask_mods_that_are_bands():
+    mods, masks = ka_ops.mods, ka_ops.masks
+    document = mods.document(np.zeros((1, 8), "int32"))
+    window = ka_ops.and_masks(mods.causal(), mods.sliding_window(4))
+    assert masks.AttentionMasks().bounds == (None, None)
+    assert masks.AttentionMasks(mask_mods=(window,)).bounds == (3, 0)
+    # The band's and the mods' limits, the tighter side of each.
+    both = masks.AttentionMasks(
+        band=mods.band(None, 0), mask_mods=(mods.sliding_window(6), document)
+    )
+    assert both.bounds == (5, 0)
+    # An OR of bands or a mod that is no band bounds nothing.
+    either = ka_ops.or_masks(mods.causal(), mods.sliding_window(4))
+    assert masks.AttentionMasks(mask_mods=(either,)).bounds == (None, None)
+    assert masks.AttentionMasks(mask_mods=(document,)).bounds == (None, None)
+
+
 def test_and_all_skips_nones():
     a = np.array([True, True, False])
     b = np.array([[True], [False]])

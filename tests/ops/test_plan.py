@@ -106,6 +106,35 @@ def test_the_automatic_blocks_are_512_and_256_on_jax_where_they_skip():
     assert plan_attention("dot", LONG, 128, kept=0.5).block_size == (128, 128)
 
 
+def test_a_band_as_narrow_as_256_keys_runs_in_blocks_of_256():
+    assert plan_lib.NARROW_BAND == 256
+    # A causal window of 256 keys (`(255, 0)`), 23% of the pairs of 512's.
+    window = plan_attention("dot", LONG, kept=0.23, limits=(255, 0))
+    assert window.path == "blocks"
+    assert window.block_size == (256, 256)
+    # Both sides count: 128 keys back and 127 ahead are 256 keys, one
+    # more is not.
+    assert plan_attention(
+        "dot", LONG, kept=0.1, limits=(128, 127)
+    ).block_size == (256, 256)
+    assert plan_attention(
+        "dot", LONG, kept=0.1, limits=(128, 128)
+    ).block_size == (512, 512)
+    # A causal band (no left limit) or a wider window keeps 512's.
+    for limits in [(None, 0), (511, 0), (None, None)]:
+        plan = plan_attention("dot", LONG, kept=0.5, limits=limits)
+        assert plan.block_size == (512, 512), limits
+    # An explicit chunk size is kept.
+    kept = plan_attention("dot", LONG, 512, kept=0.23, limits=(255, 0))
+    assert kept.block_size == (512, 512)
+
+
+@pytest.mark.parametrize("limits", [(1,), (-1, 0), (0.5, 0), (True, 0), 3])
+def test_limits_not_a_band_are_refused(limits):
+    with pytest.raises(ValueError, match="Received: limits="):
+        plan_attention("dot", LONG, limits=limits)
+
+
 @pytest.fixture
 def bytes_rule_alone(monkeypatch):
     """The byte and sparsity rules without JAX's CPU rule (tested below)."""
