@@ -96,17 +96,17 @@ def check(form, shapes, chunk_size, request, bytes_per_logit):
 
 
 def _check_limits(limits):
-    """A band's `(left, right)`, each `None` or a non-negative integer."""
+    """A band's `(left, right)`, each `None` or an integer (a shifted
+    band's side may be negative)."""
     ok = isinstance(limits, (tuple, list)) and len(limits) == 2
     ok = ok and all(
-        side is None
-        or (isinstance(side, int) and not isinstance(side, bool) and side >= 0)
+        side is None or (isinstance(side, int) and not isinstance(side, bool))
         for side in limits
     )
     if not ok:
         raise ValueError(
             "Expected `limits` to be a band's `(left, right)`, each None or "
-            f"a non-negative integer. Received: limits={limits!r}"
+            f"an integer. Received: limits={limits!r}"
         )
 
 

@@ -160,6 +160,16 @@ class AttentionCall:
         )
 
 
+def skipped_band(call):
+    """`(left, right)` of the band whose outside the blocks skip
+    (`AttentionMasks.bounds`), where the call's positions are known
+    numbers (a Python query offset, no cache slots' positions); `(None,
+    None)` elsewhere."""
+    if isinstance(call.query_offset, int) and call.key_positions is None:
+        return call.masks.bounds
+    return (None, None)
+
+
 def kept_share(call, block_size=None):
     """The share of the pairs of blocks the call's masks keep, for the
     planner: a band's by arithmetic, a concrete `BlockMask`'s by count,
@@ -170,12 +180,8 @@ def kept_share(call, block_size=None):
         return None
     size = block_size or (plan_lib.auto_chunk_size(),) * 2
     shares = []
-    bounds = call.masks.bounds
-    if (
-        bounds != (None, None)
-        and isinstance(call.query_offset, int)
-        and call.key_positions is None
-    ):
+    bounds = skipped_band(call)
+    if bounds != (None, None):
         shares.append(
             plan_lib.band_share(bounds, (q_len, k_len), size, call.query_offset)
         )
@@ -213,7 +219,7 @@ def plan_call(call, chunk_size=None, backward=True, **layer_flags):
         bytes_per_logit=score.dense_bytes_per_logit,
         backward=backward,
         kept=kept_share(call, block),
-        limits=call.masks.bounds,
+        limits=skipped_band(call),
         lse=call.lse or call.sinks is not None,
         native=_native_plan.describe(call, backward),
     )

@@ -31,7 +31,8 @@ class Explanation:
         threshold: The bytes of a dense step from which the automatic
             choice takes the blocks (`plan.chunk_threshold()`).
         kept: The share of the pairs of blocks the call's masks keep (a
-            band's or a block mask's), or `None` for all.
+            band's or a block mask's; of the plan's blocks, else of the
+            automatic ones), or `None` for all.
         alternatives: `{chunk_size: path}` for the other `chunk_size`s of
             `COMPARED`, or `"refused: ..."` with the planner's reason.
 
@@ -111,6 +112,6 @@ def explain_call(call, plan, chunk_size=None, backward=True, **layer_flags):
             call.has_mods,
         ),
         threshold=plan_lib.chunk_threshold(),
-        kept=engine.kept_share(call),
+        kept=engine.kept_share(call, plan.block_size),
         alternatives=alternatives,
     )

@@ -54,9 +54,10 @@ def exp_floored(x):
 
     PyTorch's CPU `exp` takes a slow path for an argument below about
     -87 (a masked logit, or a result below float32's smallest normal
-    number): on a 2-core AVX-512 EPYC, `(8, 512, 512)` logits took 0.9
-    ms, 8.9 ms with half of them at `MASKED_LOGIT` and 33 ms with all of
-    them near -95 (BENCHMARKS.md); TensorFlow's and XLA's do not. A
+    number): on a 2-core AVX-512 EPYC, `(8, 512, 512)` logits took 2.0
+    ms, 10-12 ms with half of them at `-1e9` or float32's lowest and 40
+    ms with all of them near -95 (BENCHMARKS.md); TensorFlow's and
+    XLA's do not. A
     weight below `exp(-80)` becomes `exp(-80)`, 1.8e-35 at most more
     against a row's largest weight of 1: a caller masks the weights of
     masked positions afterwards, or sums them with that weight of 1.
@@ -88,9 +89,13 @@ def masked_lse(logits, mask=None):
     """
     x = ops.convert_to_tensor(logits)
     x = x if mask is None else mask_logits(x, mask)
-    top = ops.stop_gradient(ops.max(x, axis=-1, keepdims=True))
-    total = ops.sum(exp_floored(x - top), axis=-1, keepdims=True)
-    return top + ops.log(total)
+    top = ops.max(x, axis=-1, keepdims=True)
+    finite = ops.isfinite(top)
+    shift = ops.stop_gradient(ops.where(finite, top, 0.0))
+    total = ops.sum(exp_floored(x - shift), axis=-1, keepdims=True)
+    # A row whose largest logit is not finite (all `-inf`: a score mod's,
+    # or float16's masked fill) has that logit as its log-sum-exp.
+    return ops.where(finite, shift + ops.log(total), top)
 
 
 def kept_lse(lse):

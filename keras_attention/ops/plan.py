@@ -71,12 +71,13 @@ FINE_BLOCKS_BELOW = 4096
 # this size, on every backend and at every length: the blocks of 512 of a
 # causal window of 256 keys compute 3-4 keys for each one kept, those of
 # 256 two. At N = 4096, 8 heads of 64, forward and backward on a 2-core
-# AVX-512 EPYC: TensorFlow 275 -> 170 ms, JAX 270 -> 200-230 ms, PyTorch
-# (one thread) 758 -> 520-605 ms. A window of 512 keys took the same time
-# in blocks of 256 and 512 on TensorFlow, one of 1024 more in 256's; one
-# of 128 was faster in blocks of 128 on TensorFlow and JAX but slower on
-# PyTorch, whose every op costs more (BENCHMARKS.md, "Blocks as wide as a
-# window").
+# AVX-512 EPYC, two runs: TensorFlow 298-301 -> 164-202 ms, PyTorch
+# 721-803 -> 377-442 ms (one thread 1318-1330 -> 568-582), JAX 289-307 ->
+# 262-292 ms for 0.62-0.73x the CPU time. A window of 512 keys took the
+# same time in blocks of 256 and 512 on TensorFlow, one of 1024 more in
+# 256's; one of 128 was faster in blocks of 128 on TensorFlow and JAX
+# but slower on PyTorch, whose every op costs more (BENCHMARKS.md,
+# "Blocks as wide as a window").
 NARROW_BAND = 256
 # `(Tq, Tk)` tensors per step of the dense path, in units of the logits:
 # the logits and the weights; each score mod's temporaries (a bias, a

@@ -236,7 +236,24 @@ def test_automatic_choice_is_dense_for_short_sequences(rand):
     assert tuple(out.shape) == (1, 3, 1, 2)
 
 
-@pytest.mark.tensorflow_lane
+def test_a_shifted_band_with_a_negative_side_runs_on_every_path(rand):
+    # Queries read 3 positions back: `limits == (None, -3)`, a band all the
+    # same (the planner takes its limits as they are).
+    early = mods.shifted(mods.causal(), query_offset=-3)
+    assert early.limits == (None, -3)
+    q = rand(1, 8, 2, 4)
+    outs = [
+        ops.convert_to_numpy(
+            ka_ops.flex_attention(q, q, q, mask_mod=early, chunk_size=chunk)
+        )
+        for chunk in (None, 0, 4)
+    ]
+    for out in outs[1:]:
+        np.testing.assert_allclose(out, outs[0], atol=1e-5)
+    # The first three queries keep no key: zeros.
+    np.testing.assert_array_equal(outs[0][:, :3], 0.0)
+
+
 def test_a_causal_window_of_256_keys_runs_in_blocks_of_256():
     # Planned only: the tensors' values are not read.
     q = np.zeros((1, 4096, 2, 4), "float32")
@@ -248,11 +265,10 @@ def test_a_causal_window_of_256_keys_runs_in_blocks_of_256():
     explained = ka_ops.explain_attention(q, q, q, mask_mod=window)
     assert explained.path == "blocks"
     assert explained.block_size == (256, 256)
-    # The share of the pairs it keeps is the window's, not an unknown mod's.
-    size = (ka_ops.plan.auto_chunk_size(),) * 2
-    want = ka_ops.plan.band_share((255, 0), (4096, 4096), size)
-    assert explained.kept == pytest.approx(want)
-    assert explained.kept < ka_ops.plan.UNKNOWN_SHARE
+    # The share of the pairs its blocks keep is the window's (31 of 256),
+    # not an unknown mod's.
+    want = ka_ops.plan.band_share((255, 0), (4096, 4096), (256, 256))
+    assert explained.kept == pytest.approx(want) == 31 / 256
     wider = ka_ops.and_masks(mods.causal(), mods.sliding_window(257))
     assert ka_ops.explain_attention(q, q, q, mask_mod=wider).block_size == (
         512,
@@ -260,6 +276,7 @@ def test_a_causal_window_of_256_keys_runs_in_blocks_of_256():
     )
 
 
+@pytest.mark.tensorflow_lane
 def test_half_precision_computes_in_float32(rand):
     """Other lanes: the casts are `keras.ops.cast`, the same code; the
     kernel itself is checked by the tests above."""

@@ -108,6 +108,21 @@ def test_masked_lse_by_hand():
     np.testing.assert_allclose(_np(got), [[np.log(4.0)]], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_masked_lse_of_a_row_of_minus_inf_is_minus_inf(dtype):
+    # A score mod's `-inf`, and float16's masked fill, are `-inf`: the
+    # row's log-sum-exp is `-inf` as `keras.ops.logsumexp` gives, not NaN
+    # (nor the floor's -80 on PyTorch).
+    logits = np.array([[-np.inf] * 3, [0.0, -np.inf, 0.0]], dtype)
+    got = _np(ka_ops.logits.masked_lse(logits))[:, 0].astype("float64")
+    assert got[0] == -np.inf
+    np.testing.assert_allclose(got[1], np.log(2.0), rtol=1e-3)
+    mask = np.array([[False] * 3, [True, True, False]])
+    kept = _np(ka_ops.logits.kept_lse(ka_ops.logits.masked_lse(logits, mask)))
+    assert kept[0, 0] == -np.inf
+    np.testing.assert_allclose(kept[1, 0].astype("float64"), 0.0, atol=1e-3)
+
+
 def test_exp_floored_is_exp_down_to_its_floor():
     x = np.array([0.0, -1.0, -50.0, -79.0, -95.0, -1e30], "float32")
     got = _np(ka_ops.logits.exp_floored(x)).astype("float64")

@@ -129,7 +129,7 @@ def test_a_band_as_narrow_as_256_keys_runs_in_blocks_of_256():
     assert kept.block_size == (512, 512)
 
 
-@pytest.mark.parametrize("limits", [(1,), (-1, 0), (0.5, 0), (True, 0), 3])
+@pytest.mark.parametrize("limits", [(1,), (None, 0.5), (True, 0), 3])
 def test_limits_not_a_band_are_refused(limits):
     with pytest.raises(ValueError, match="Received: limits="):
         plan_attention("dot", LONG, limits=limits)
