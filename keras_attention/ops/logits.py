@@ -57,10 +57,10 @@ def exp_floored(x):
     number): on a 2-core AVX-512 EPYC, `(8, 512, 512)` logits took 2.0
     ms, 10-12 ms with half of them at `-1e9` or float32's lowest and 40
     ms with all of them near -95 (BENCHMARKS.md); TensorFlow's and
-    XLA's do not. A
-    weight below `exp(-80)` becomes `exp(-80)`, 1.8e-35 at most more
-    against a row's largest weight of 1: a caller masks the weights of
-    masked positions afterwards, or sums them with that weight of 1.
+    XLA's do not. A weight below `exp(-80)` becomes `exp(-80)`, 1.8e-35
+    at most more against a row's largest weight of 1: a caller masks
+    the weights of masked positions afterwards, or sums them with that
+    weight of 1.
 
     Example:
 
@@ -76,7 +76,7 @@ def exp_floored(x):
 def masked_lse(logits, mask=None):
     """The log-sum-exp over the last axis of `logits` where `mask` keeps
     them, `(..., 1)`; about `MASKED_LOGIT` for a row with no kept logit
-    (`kept_lse` makes that `-inf`).
+    (`kept_lse` makes that `-inf`), `-inf` for a row of `-inf` logits.
 
     Example:
 
