@@ -759,7 +759,7 @@ MUTANTS = (
         "the blocks' backward recomputes its weights with the floored exp "
         "and does not mask them afterwards (masked pairs get gradients)",
         "keras_attention/ops/_kernel.py",
-        "        weights = blocks.masked_logits("
+        "        weights = blocks.mask_pairs("
         "exp_floored(s_mod), i, j, full, 0.0)\n",
         "        weights = exp_floored(s_mod)\n",
     ),

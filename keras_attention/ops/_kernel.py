@@ -212,7 +212,7 @@ class Blocks:
             mask = _and(mask, keep(self.mask_mod, *self.indices(i, j)))
         return mask
 
-    def masked_logits(self, s, i, j, full, fill=_blocks.NEG):
+    def mask_pairs(self, s, i, j, full, fill=_blocks.NEG):
         """`s` with its masked pairs at `fill` (the logits' `NEG`, the
         weights' 0); a full block is left as is."""
         if not self.masked:
@@ -274,7 +274,7 @@ def forward(blocks):
         def body(n, carry):
             j = block_of(n)
             s, _ = blocks.logits(q_i, blocks.key_block(j))
-            s = blocks.masked_logits(blocks.score(s, i, j), i, j, full_of(n))
+            s = blocks.mask_pairs(blocks.score(s, i, j), i, j, full_of(n))
             return step.merge(carry, s, blocks.value_block(j))
 
         start = step.start(shape, width, dtype)
@@ -350,7 +350,7 @@ def _pair_grads(blocks, operands, key_side, i, j, full):
         # Masked pairs get weight 0, also in a row with no unmasked key
         # (whose log-sum-exp is `NEG`): the weights are masked, not the
         # logits, as `exp_floored` floors what it is given.
-        weights = blocks.masked_logits(exp_floored(s_mod), i, j, full, 0.0)
+        weights = blocks.mask_pairs(exp_floored(s_mod), i, j, full, 0.0)
         saved["weights"] = weights
         return weights * ops.matmul(do_i, v_t)
 

@@ -373,7 +373,7 @@ def plan_attention(
         score=score,
         backward=bool(backward),
         kept=kept,
-        limits=tuple(limits) if isinstance(limits, list) else limits,
+        limits=limits,
         lse=bool(lse),
         block_mask=block_size is not None,
     )
