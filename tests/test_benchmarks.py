@@ -318,6 +318,7 @@ def _roofline_results():
     return {
         "tensorflow": {
             "gflops": 100.0,
+            "roofs": [90.0, 100.0],
             "versions": "Keras 3, tensorflow 2",
             "rows": rows,
             "error": None,
@@ -354,7 +355,10 @@ def test_roofline_table_gives_the_fraction_of_the_roof(monkeypatch, tmp_path):
     assert "Commit abc1234." in text
     assert "avx512f: " in text and "avx512_bf16: " in text
     assert "before 1.50, 1.00, 0.50; after 1.50, 1.00, 0.50" in text
-    assert "tensorflow 100.0 GFLOP/s (Keras 3, tensorflow 2)" in text
+    assert (
+        "tensorflow 100.0 GFLOP/s (before the rows 90.0, after 100.0; "
+        "Keras 3, tensorflow 2)" in text
+    )
     assert "3.5x" in text
     table = [line for line in lines if line.startswith("| tensorflow ")]
     assert table == [
@@ -386,6 +390,28 @@ def test_roofline_table_gives_the_fraction_of_the_roof(monkeypatch, tmp_path):
         0,
         0.25,
     ]
+
+
+def test_roofline_keeps_the_higher_of_the_roofs_before_and_after_the_rows():
+    import json
+
+    module = _roofline()
+    result = {"gflops": None, "versions": "jax", "rows": [], "roofs": []}
+    gemm = {"kind": "gemm", "backend": "jax", "versions": "Keras 3, jax 0"}
+    row = {"backend": "jax", "n": 1024, "mask": "none", "kernel": "ours"}
+    row.update(implementation="ours", flops=1e9, seconds=0.01)
+    lines = [
+        {**gemm, "gflops": 150.0},
+        {**row, "pass": "forward"},
+        {**gemm, "gflops": 180.0},
+    ]
+    with contextlib.redirect_stderr(io.StringIO()):
+        for line in lines:
+            module._take(module.ROW + json.dumps(line), result)
+    assert result["roofs"] == [150.0, 180.0]
+    assert result["gflops"] == 180.0
+    (measured,) = module.finish({"jax": result})
+    assert round(measured["fraction"], 3) == round(100 / 180, 3)
 
 
 def test_roofline_reads_the_cpu_and_its_avx512_flags(tmp_path):
