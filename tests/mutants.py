@@ -719,6 +719,22 @@ MUTANTS = (
         "q.dtype)[1])\n",
     ),
     Mutant(
+        "band_block_cut_full",
+        "a band's pair of blocks cut by the end of a sequence counted full "
+        "in PyTorch's BlockMask (its padded positions unmasked)",
+        "keras_attention/ops/_native_torch.py",
+        "    whole = (first_q + size <= q_len) & (first_k + size <= k_len)\n",
+        "    whole = (first_q < q_len) & (first_k < k_len)\n",
+    ),
+    Mutant(
+        "band_block_left_side_flipped",
+        "a band's left side read the wrong way round in PyTorch's "
+        "BlockMask (a window's older blocks skipped or kept)",
+        "keras_attention/ops/_native_torch.py",
+        "        some = some & (last_k - first_q >= low)\n",
+        "        some = some & (first_k - last_q >= low)\n",
+    ),
+    Mutant(
         "sdpa_lse_off_by_constant",
         "the log-sum-exp of PyTorch's CPU flash kernel is off by a "
         "constant (a scale or a log base mistaken)",

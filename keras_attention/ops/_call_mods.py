@@ -80,6 +80,19 @@ def call_mods(call):
     return score_mod, _one(and_masks, parts)
 
 
+def only_band(call):
+    """`(left, right)` of the band that is the call's one mask, at its
+    positions (query `q` keeps keys `q - left ..= q + right`, `None` an
+    open side); `None` where the call has no mask, a mask that is not a
+    band, or positions that are tensors."""
+    masks = call.masks
+    tensors = (masks.key_mask, masks.query_mask, masks.attention_mask)
+    if any(t is not None for t in tensors):
+        return None
+    mask_mod = positional(call)
+    return None if mask_mod is None else band_limits(mask_mod)
+
+
 def _band_kind(limits):
     left, right = limits
     if right == 0:

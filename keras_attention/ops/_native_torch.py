@@ -2,10 +2,13 @@
 
 - `flex`: `torch.nn.attention.flex_attention` under `torch.compile`, its
   `BlockMask` made by `create_block_mask` (compiled too) of the call's one
-  mask mod. The mods are this package's, unchanged: PyTorch calls them on
-  0-d index tensors, which broadcast as the index tensors of
-  `ops/_layout.py` do. `ops/_torch_probe.py`'s `lowers` tells the
-  planner beforehand whether its compiler can lower them.
+  mask mod, or, where that mask is a band (causal, a window), from the
+  band's blocks by arithmetic (`band_block_mask`): `create_block_mask`
+  evaluates the mod on every pair of positions, in each call. The mods
+  are this package's, unchanged: PyTorch calls them on 0-d index
+  tensors, which broadcast as the index tensors of `ops/_layout.py` do.
+  `ops/_torch_probe.py`'s `lowers` tells the planner beforehand whether
+  its compiler can lower them.
 - `sdpa`: `torch.nn.functional.scaled_dot_product_attention`: `is_causal`
   for a causal mask from position 0 (its kernel skips the blocks above
   the diagonal), else the call's masks and mods as one dense mask, a
@@ -35,6 +38,10 @@ from keras_attention.ops._torch_probe import bound
 from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import keep
+
+# Queries and keys per block of FlexAttention's block masks (PyTorch's
+# default).
+FLEX_BLOCK = 128
 
 # Whether FlexAttention and its block masks are compiled (the kernel);
 # the tests turn it off to check the rest of the path without compiling.
@@ -76,21 +83,64 @@ def _depends(mask_mod, batch, heads, kv_heads):
 
 
 def block_mask(call, mask_mod, device):
-    """PyTorch's `BlockMask` of the call's mask mod (compiled
-    `create_block_mask`, blocks of 128), or `None` for no mask."""
+    """PyTorch's `BlockMask` of the call's mask mod, or `None` for no
+    mask: a band's by arithmetic (`band_block_mask`), any other by
+    compiled `create_block_mask` (blocks of 128)."""
     if mask_mod is None:
         return None
     batch, q_len, heads, _ = call.query.shape
     k_len, kv_heads = call.key.shape[1], call.key.shape[2]
+
+    def kept(b_, h_, q_, kv_):
+        return keep(mask_mod, b_, h_, q_, kv_)
+
+    limits = _call_mods.only_band(call)
+    if limits is not None:
+        return band_block_mask((q_len, k_len), limits, kept, device)
     b, h = _depends(mask_mod, batch, heads, kv_heads)
     return _torch_function(torch_flex.create_block_mask)(
-        lambda b_, h_, q_, kv_: keep(mask_mod, b_, h_, q_, kv_),
-        b,
-        h,
-        q_len,
-        k_len,
-        device=device,
+        kept, b, h, q_len, k_len, device=device
     )
+
+
+def band_block_mask(lengths, limits, mask_mod, device, size=FLEX_BLOCK):
+    """The `BlockMask` of the band of `limits` (query `q` keeps keys `q -
+    left ..= q + right`, `None` an open side) over `lengths` `(Tq, Tk)`,
+    as `create_block_mask` makes it: a pair of blocks is full where every
+    pair of positions in it is kept (a block cut by the end of a sequence
+    is not), partial where some are (`mask_mod` then decides), else
+    skipped."""
+    (q_len, k_len), (left, right) = lengths, limits
+    low, high = None if left is None else -left, right
+    first_q = torch.arange(0, q_len, size, device=device)[:, None]
+    first_k = torch.arange(0, k_len, size, device=device)[None]
+    last_q = torch.clamp(first_q + size - 1, max=q_len - 1)
+    last_k = torch.clamp(first_k + size - 1, max=k_len - 1)
+    whole = (first_q + size <= q_len) & (first_k + size <= k_len)
+    some, every = torch.ones_like(whole), whole
+    if low is not None:
+        some = some & (last_k - first_q >= low)
+        every = every & (first_k - last_q >= low)
+    if high is not None:
+        some = some & (first_k - last_q <= high)
+        every = every & (last_k - first_q <= high)
+    return torch_flex.BlockMask.from_kv_blocks(
+        *_ordered(some & ~every),
+        *_ordered(every),
+        BLOCK_SIZE=size,
+        mask_mod=mask_mod,
+        seq_lengths=(q_len, k_len),
+    )
+
+
+def _ordered(blocks):
+    """`(count (1, 1, nq), indices (1, 1, nq, nk))` of the blocks of each
+    row, as `create_block_mask` orders them: the row's blocks first, in
+    order, then the others."""
+    columns = torch.arange(blocks.shape[-1], device=blocks.device)
+    order = torch.argsort(torch.where(blocks, columns, columns + len(columns)))
+    count = blocks.sum(-1, dtype=torch.int32)
+    return count[None, None], order.to(torch.int32)[None, None]
 
 
 def _heads_first(x, dtype, contiguous=True):

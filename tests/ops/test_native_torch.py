@@ -198,6 +198,93 @@ def test_flex_equals_ours_for_every_mod(rand, eager):
             assert np.all(ops.convert_to_numpy(got.output)[0] == 0)
 
 
+@pytest.mark.parametrize(
+    "q_len, k_len, offset, mask_mods, full",
+    [
+        (300, 300, 0, (mods.causal(),), 1),
+        (300, 300, 0, (and_masks(mods.causal(), mods.sliding_window(64)),), 0),
+        (256, 640, 384, (mods.causal(),), 7),
+        (200, 330, 0, (mods.band(40, 150),), 0),
+        (384, 256, 0, (mods.band(0, None), mods.band(None, 200)), 0),
+    ],
+)
+def test_a_bands_block_mask_is_create_block_masks(
+    rand, torch_native, q_len, k_len, offset, mask_mods, full
+):
+    """A call whose one mask is a band (causal, a window, after a cache's
+    positions, an AND of bands) gets its `BlockMask` by arithmetic, block
+    for block the one PyTorch's `create_block_mask` makes by evaluating
+    the mod on every pair of positions: the partial and the full blocks
+    of each row, ends cut by the lengths included. `full`, the full
+    blocks counted by hand: causal over 300, block (1, 0) (block 2 is cut
+    at 300); after 384 cached keys, the 3 and 4 key blocks before each
+    query block's own."""
+    from torch.nn.attention import flex_attention as torch_flex
+
+    from keras_attention.ops import _call_mods
+    from keras_attention.ops.mask_mods import keep
+
+    q, kv = rand(1, q_len, 2, 8), rand(1, k_len, 2, 8)
+    call = engine.AttentionCall(
+        q,
+        kv,
+        kv,
+        engine.ScaledDot(0.35),
+        masks=attention_masks(mask_mods=mask_mods),
+        query_offset=offset,
+    )
+    mask_mod = _call_mods.call_mods(call)[1]
+    assert _call_mods.only_band(call) is not None
+    got = torch_native.block_mask(call, mask_mod, "cpu")
+    want = torch_flex.create_block_mask(
+        lambda b, h, q_, kv_: keep(mask_mod, b, h, q_, kv_),
+        None,
+        None,
+        q_len,
+        k_len,
+        device="cpu",
+    )
+    assert got.seq_lengths == want.seq_lengths == (q_len, k_len)
+    for name in ("kv_num_blocks", "full_kv_num_blocks"):
+        assert getattr(got, name).tolist() == getattr(want, name).tolist()
+    for name, count in (
+        ("kv_indices", "kv_num_blocks"),
+        ("full_kv_indices", "full_kv_num_blocks"),
+    ):
+        counts = getattr(want, count)[0, 0].tolist()
+        mine, theirs = getattr(got, name)[0, 0], getattr(want, name)[0, 0]
+        assert mine.shape == theirs.shape
+        for row, n in enumerate(counts):
+            assert mine[row, :n].tolist() == theirs[row, :n].tolist(), name
+    assert int(got.full_kv_num_blocks.sum()) == full
+    _equal_to_ours(call, "torch_flex", atol=5e-6)
+
+
+def test_only_a_band_at_known_positions_is_a_band(rand, rng):
+    """The other masks keep `create_block_mask`: padding, documents, an
+    OR of bands, a band at per-sequence positions."""
+    from keras_attention.ops import _call_mods
+
+    def band(masks, **fields):
+        q = rand(2, 16, 4, 8)
+        call = engine.AttentionCall(
+            q, q, q, engine.ScaledDot(0.35), masks=masks, **fields
+        )
+        return _call_mods.only_band(call)
+
+    causal = attention_masks(use_causal_mask=True)
+    assert band(causal) == (None, 0)
+    assert band(causal, query_offset=3) == (None, 3)
+    offsets = ops.convert_to_tensor(np.array([3, 4]))
+    assert band(causal, query_offset=offsets) is None
+    assert band(attention_masks(key_mask=rng.random((2, 16)) > 0.5)) is None
+    either = and_masks(mods.causal(), mods.document(SEGMENTS))
+    assert band(attention_masks(mask_mods=(either,))) is None
+    wide = keras_attention.ops.or_masks(mods.causal(), mods.band(4, 4))
+    assert band(attention_masks(mask_mods=(wide,))) is None
+    assert band(attention_masks()) is None
+
+
 def test_flex_takes_a_layer_call(rand, rng, eager):
     """Padding masks, an explicit mask, a band, a bias and the query
     offset of a cache (positions 1-5 of 6 keys); and sinks through the
