@@ -209,7 +209,7 @@ def test_flex_equals_ours_for_every_mod(rand, eager):
     ],
 )
 def test_a_bands_block_mask_is_create_block_masks(
-    rand, torch_native, q_len, k_len, offset, mask_mods, full
+    rand, eager, torch_native, q_len, k_len, offset, mask_mods, full
 ):
     """A call whose one mask is a band (causal, a window, after a cache's
     positions, an AND of bands) gets its `BlockMask` by arithmetic, block
