@@ -814,7 +814,8 @@ def header(args, info, results):
         f"{', '.join(f'{x:.2f}' for x in after)}.",
         f"Roof, the best float32 {args.gemm_size}^3 keras.ops.matmul of "
         f"{args.repeats} after a warm-up, compiled as each backend compiles, "
-        f"before the rows and after them, the higher: {roofs}.",
+        "before the rows and after them, the higher (a backend stopped "
+        f"before its second has only the first): {roofs}.",
         f"float32, B = {args.batch}, {args.heads} heads of {args.head_dim}; "
         f"each time the minimum of {args.repeats} runs after a warm-up. "
         "Useful FLOPs: 4 x head_dim per kept (query, key) pair forward; "

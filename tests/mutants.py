@@ -735,6 +735,23 @@ MUTANTS = (
         "        some = some & (first_k - last_q >= low)\n",
     ),
     Mutant(
+        "shifted_and_loses_band",
+        "a shifted AND of band mods (a window after a cache's offset) "
+        "reads no limits, so no block is skipped by arithmetic",
+        "keras_attention/ops/mods.py",
+        "        limits = band_limits(self.mod)\n",
+        '        limits = getattr(self.mod, "limits", None)\n',
+    ),
+    Mutant(
+        "only_band_ignores_tensor_masks",
+        "a band with padding or an explicit mask taken as the call's one "
+        "mask: PyTorch's BlockMask of the band alone, the padding lost",
+        "keras_attention/ops/_call_mods.py",
+        "    tensors = (masks.key_mask, masks.query_mask, "
+        "masks.attention_mask)\n",
+        "    tensors = ()\n",
+    ),
+    Mutant(
         "sdpa_lse_off_by_constant",
         "the log-sum-exp of PyTorch's CPU flash kernel is off by a "
         "constant (a scale or a log base mistaken)",

@@ -356,7 +356,7 @@ class Shifted(Mod):
 
     @property
     def limits(self):
-        limits = getattr(self.mod, "limits", None)
+        limits = band_limits(self.mod)
         offsets = (self.query_offset, self.key_offset)
         if (
             limits is None
@@ -426,6 +426,34 @@ def _look_up(positions, batch, kv_idx):
     length = ops.shape(positions)[1]
     flat = ops.reshape(positions, (-1,))
     return ops.take(flat, ops.cast(batch, "int32") * length + kv_idx)
+
+
+def merge_limits(*limits):
+    """The band `(left, right)` inside every band of `limits`.
+
+    Each of `limits` is a `(left, right)` pair (`None` on an open side) or
+    `None` (no limit); the tighter side wins.
+    """
+    left = right = None
+    for pair in limits:
+        if pair is None:
+            continue
+        if pair[0] is not None:
+            left = pair[0] if left is None else min(left, pair[0])
+        if pair[1] is not None:
+            right = pair[1] if right is None else min(right, pair[1])
+    return left, right
+
+
+def band_limits(mod):
+    """`(left, right)` of a mask mod that is a band of positions (an AND
+    of bands included), else `None`."""
+    if isinstance(mod, MaskCombination):
+        if mod.op != "and" or not mod.mask_mods:
+            return None
+        limits = [band_limits(m) for m in mod.mask_mods]
+        return None if None in limits else merge_limits(*limits)
+    return getattr(mod, "limits", None)
 
 
 def shifted(mod, query_offset=0, key_offset=0, key_positions=None):

@@ -235,7 +235,17 @@ def test_a_bands_block_mask_is_create_block_masks(
     )
     mask_mod = _call_mods.call_mods(call)[1]
     assert _call_mods.only_band(call) is not None
-    got = torch_native.block_mask(call, mask_mod, "cpu")
+    compiled = torch_native._torch_function
+    asked = []
+
+    def spy(function):
+        asked.append(function.__name__)
+        return compiled(function)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch_native, "_torch_function", spy)
+        got = torch_native.block_mask(call, mask_mod, "cpu")
+    assert asked == []  # no create_block_mask: the band's blocks by arithmetic
     want = torch_flex.create_block_mask(
         lambda b, h, q_, kv_: keep(mask_mod, b, h, q_, kv_),
         None,
@@ -261,8 +271,10 @@ def test_a_bands_block_mask_is_create_block_masks(
 
 
 def test_only_a_band_at_known_positions_is_a_band(rand, rng):
-    """The other masks keep `create_block_mask`: padding, documents, an
-    OR of bands, a band at per-sequence positions."""
+    """A band, also as an AND of band mods after a cache's offset; the
+    other masks keep `create_block_mask`: a band with padding or an
+    explicit mask, documents, an OR of bands, a band at per-sequence
+    positions."""
     from keras_attention.ops import _call_mods
 
     def band(masks, **fields):
@@ -275,6 +287,18 @@ def test_only_a_band_at_known_positions_is_a_band(rand, rng):
     causal = attention_masks(use_causal_mask=True)
     assert band(causal) == (None, 0)
     assert band(causal, query_offset=3) == (None, 3)
+    window = and_masks(mods.causal(), mods.sliding_window(64))
+    assert band(attention_masks(mask_mods=(window,)), query_offset=256) == (
+        -193,
+        256,
+    )
+    for tensor in (
+        dict(key_mask=rng.random((2, 16)) > 0.5),
+        dict(query_mask=rng.random((2, 16)) > 0.5),
+        dict(attention_mask=rng.random((2, 16, 16)) > 0.5),
+    ):
+        both = attention_masks(use_causal_mask=True, **tensor)
+        assert band(both) is None, tensor
     offsets = ops.convert_to_tensor(np.array([3, 4]))
     assert band(causal, query_offset=offsets) is None
     assert band(attention_masks(key_mask=rng.random((2, 16)) > 0.5)) is None
