@@ -14,7 +14,7 @@ from keras import ops
 from keras_attention.ops import _layout
 from keras_attention.ops import mods as mods_lib
 from keras_attention.ops.mask_mods import and_masks
-from keras_attention.ops.mods import band_limits
+from keras_attention.ops.masks import band_limits
 
 
 def at_positions(call, mod):

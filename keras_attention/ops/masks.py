@@ -19,10 +19,9 @@ from keras import ops
 from keras_attention.ops import _eager
 from keras_attention.ops import checks
 from keras_attention.ops import mods
+from keras_attention.ops.mask_mods import MaskCombination
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import keep
-from keras_attention.ops.mods import band_limits
-from keras_attention.ops.mods import merge_limits
 
 
 def and_all(*masks):
@@ -41,6 +40,34 @@ def and_all(*masks):
         mask = ops.cast(mask, "bool")
         result = mask if result is None else ops.logical_and(result, mask)
     return result
+
+
+def merge_limits(*limits):
+    """The band `(left, right)` inside every band of `limits`.
+
+    Each of `limits` is a `(left, right)` pair (`None` on an open side) or
+    `None` (no limit); the tighter side wins.
+    """
+    left = right = None
+    for pair in limits:
+        if pair is None:
+            continue
+        if pair[0] is not None:
+            left = pair[0] if left is None else min(left, pair[0])
+        if pair[1] is not None:
+            right = pair[1] if right is None else min(right, pair[1])
+    return left, right
+
+
+def band_limits(mod):
+    """`(left, right)` of a mask mod that is a band of positions (an AND
+    of bands included), else `None`."""
+    if isinstance(mod, MaskCombination):
+        if mod.op != "and" or not mod.mask_mods:
+            return None
+        limits = [band_limits(m) for m in mod.mask_mods]
+        return None if None in limits else merge_limits(*limits)
+    return getattr(mod, "limits", None)
 
 
 def position_mask(

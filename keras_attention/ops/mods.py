@@ -356,7 +356,7 @@ class Shifted(Mod):
 
     @property
     def limits(self):
-        limits = band_limits(self.mod)
+        limits = getattr(self.mod, "limits", None)
         offsets = (self.query_offset, self.key_offset)
         if (
             limits is None
@@ -428,34 +428,6 @@ def _look_up(positions, batch, kv_idx):
     return ops.take(flat, ops.cast(batch, "int32") * length + kv_idx)
 
 
-def merge_limits(*limits):
-    """The band `(left, right)` inside every band of `limits`.
-
-    Each of `limits` is a `(left, right)` pair (`None` on an open side) or
-    `None` (no limit); the tighter side wins.
-    """
-    left = right = None
-    for pair in limits:
-        if pair is None:
-            continue
-        if pair[0] is not None:
-            left = pair[0] if left is None else min(left, pair[0])
-        if pair[1] is not None:
-            right = pair[1] if right is None else min(right, pair[1])
-    return left, right
-
-
-def band_limits(mod):
-    """`(left, right)` of a mask mod that is a band of positions (an AND
-    of bands included), else `None`."""
-    if isinstance(mod, MaskCombination):
-        if mod.op != "and" or not mod.mask_mods:
-            return None
-        limits = [band_limits(m) for m in mod.mask_mods]
-        return None if None in limits else merge_limits(*limits)
-    return getattr(mod, "limits", None)
-
-
 def shifted(mod, query_offset=0, key_offset=0, key_positions=None):
     """`mod` read at positions `q_idx + query_offset`, `kv_idx +
     key_offset`: a block of a longer sequence (the ring's), or the
@@ -474,8 +446,9 @@ def shifted(mod, query_offset=0, key_offset=0, key_positions=None):
 
     Returns:
         The shifted mod (`mod` itself when both offsets are `0` and there
-        is no table). A band's `limits` shift with it when the offsets
-        are integers (and there is no table).
+        is no table; an AND or OR of mask mods, the AND or OR of each
+        shifted). A band's `limits` shift with it when the offsets are
+        integers (and there is no table).
 
     Example:
 
@@ -490,6 +463,13 @@ def shifted(mod, query_offset=0, key_offset=0, key_positions=None):
     )
     if mod is None or (zero and key_positions is None):
         return mod
+    if isinstance(mod, MaskCombination):
+        # Each mod shifted, so that an AND of bands keeps its limits.
+        parts = [
+            shifted(m, query_offset, key_offset, key_positions)
+            for m in mod.mask_mods
+        ]
+        return MaskCombination(mod.op, parts)
     return Shifted(mod, query_offset, key_offset, key_positions)
 
 

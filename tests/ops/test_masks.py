@@ -205,7 +205,7 @@ def test_flags_merge_into_one_band():
     assert masks.limits == (1, 0)
     assert ka_ops.masks.attention_masks(sliding_window=3).limits == (2, 2)
     assert ka_ops.masks.attention_masks().band is None
-    assert ka_ops.mods.merge_limits((2, None), None, (None, 1)) == (2, 1)
+    assert ka_ops.masks.merge_limits((2, None), None, (None, 1)) == (2, 1)
 
 
 def test_every_call_with_the_same_rules_shares_one_band():

@@ -146,17 +146,22 @@ def test_bad_mod_arguments_name_the_value(build, match):
 def test_a_shifted_band_keeps_its_limits_shifted_an_and_of_bands_too():
     """Queries from position 5: query `q` keeps keys `q + 5 - left ..= q
     + 5 + right`, so the band's limits are `(left - 5, right + 5)`; an
-    AND of bands is the band of its merged limits (`band_limits`)."""
+    AND of mods is shifted mod by mod, so an AND of bands keeps the band
+    of its merged limits (`masks.band_limits`)."""
+    band_limits = ka_ops.masks.band_limits
     window = ka_ops.and_masks(mods.causal(), mods.sliding_window(3))
-    assert mods.band_limits(window) == (2, 0)
+    assert band_limits(window) == (2, 0)
     assert mods.shifted(mods.causal(), 5).limits == (None, 5)
-    assert mods.shifted(window, 5).limits == (-3, 5)
+    assert band_limits(mods.shifted(window, 5)) == (-3, 5)
     q, kv = ops.arange(4)[:, None], ops.arange(12)[None]
     kept = ops.convert_to_numpy(mods.shifted(window, 5)(0, 0, q, kv))
     offsets = np.arange(12)[None] - np.arange(4)[:, None]
     np.testing.assert_array_equal(kept, (offsets >= 3) & (offsets <= 5))
     either = ka_ops.or_masks(mods.causal(), mods.sliding_window(3))
-    assert mods.shifted(either, 5).limits is None
+    assert band_limits(mods.shifted(either, 5)) is None
+    kept = ops.convert_to_numpy(mods.shifted(either, 5)(0, 0, q, kv))
+    both_sides = (offsets >= 3) & (offsets <= 7)  # the window is symmetric
+    np.testing.assert_array_equal(kept, (offsets <= 5) | both_sides)
 
 
 def test_shifted_reads_a_table_of_key_positions_and_offsets_per_sequence():
