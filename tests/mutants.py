@@ -62,7 +62,7 @@ MUTANTS = (
     Mutant(
         "masked_softmax",
         "masked_softmax ignores its mask",
-        "keras_attention/ops/attend.py",
+        "keras_attention/ops/logits.py",
         '    checks.broadcasts_to("masked_softmax", mask, logits)\n',
         '    checks.broadcasts_to("masked_softmax", mask, logits)\n'
         "    mask = None\n",
@@ -183,7 +183,7 @@ MUTANTS = (
         "lse_gradient_fused",
         "the fused kernel's backward pass drops the gradient of the "
         "log-sum-exp",
-        "keras_attention/ops/attend.py",
+        "keras_attention/ops/_fused.py",
         "row = row - ops.cast(d_lse, dtype)",
         "row = row",
     ),
@@ -257,7 +257,7 @@ MUTANTS = (
     Mutant(
         "window_off_by_one",
         "the sliding window's band limits are one key too wide",
-        "keras_attention/ops/mods.py",
+        "keras_attention/ops/masks.py",
         "return (self.window - 1, self.window - 1)",
         "return (self.window, self.window)",
     ),
@@ -540,7 +540,7 @@ MUTANTS = (
         "few_rows_head_zero",
         "a decoding step's few query rows read key/value head 0 for every "
         "query head (the fused kernel's contraction of the cache as stored)",
-        "keras_attention/ops/attend.py",
+        "keras_attention/ops/_fused.py",
         "        index[first], index[second] = head, head\n",
         "        index[first], index[second] = head, 0\n",
     ),
@@ -824,6 +824,22 @@ MUTANTS = (
         "keras_attention/ops/masks.py",
         "        mods = (self.band, *self.mask_mods)\n",
         "        mods = (self.band,)\n",
+    ),
+    Mutant(
+        "band_grid_key_offset_dropped",
+        "a band on its grid reads key `c` at `c`, not at `key_offset + c` "
+        "(a block of keys of a longer sequence)",
+        "keras_attention/ops/masks.py",
+        '        cols = cols + ops.cast(key_offset, "int32")\n',
+        "        cols = cols\n",
+    ),
+    Mutant(
+        "band_grid_one_offset_for_all",
+        "a band on its grid reads the first sequence's query offset for "
+        "every sequence (a paged cache's ragged batch)",
+        "keras_attention/ops/masks.py",
+        "            rows = query_offset[:, None] + rows[None]\n",
+        "            rows = query_offset[:1, None] + rows[None]\n",
     ),
 )
 

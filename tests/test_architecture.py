@@ -266,7 +266,9 @@ TESTED_ELSEWHERE = {
     "keras_attention.layers._latent_rope": "tests/layers/test_latent.py",
     "keras_attention.ops._native": "tests/ops/test_native_torch.py",
     "keras_attention.ops._refusals": "tests/ops/test_plan.py",
+    "keras_attention.ops.grids": "tests/ops/test_masks.py",
     "keras_attention.ops._registry": "tests/ops/test_kernels.py",
+    "keras_attention.ops._thresholds": "tests/ops/test_plan.py",
 }
 
 

@@ -13,9 +13,8 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   `causal_mask`, `sliding_window_mask`, `band_mask` the position mods on
   a grid.
 - `attend`: the attend step (logits → mask → float32 softmax → dropout →
-  weighted sum) as `attend` and `attention`, its pieces `masked_softmax`
-  and `logits_dtype`, the fused multi-head kernel `dot_product_attention`
-  and Lin et al.'s `frobenius_penalty`.
+  weighted sum) as `attend` and `attention`, the fused multi-head kernel
+  `dot_product_attention` and Lin et al.'s `frobenius_penalty`.
 - `chunked`: `chunked_attention`, the same attention in blocks with memory
   linear in the sequence length.
 - `explain`: `explain_attention`, which kernel a `flex_attention` call
@@ -29,8 +28,9 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   over the devices of a `ContextParallel` (JAX), the key/value blocks
   passed round a ring with the online softmax across devices.
 - `logits`: the fill of masked logits (`MASKED_LOGIT`, `mask_logits`),
-  `one_hot_argmax` and `inverse_cdf_sample`, written once for the layers,
-  mechanisms and decoders.
+  their `masked_softmax` (float32 for half precision), `one_hot_argmax`
+  and `inverse_cdf_sample`, written once for the layers, mechanisms and
+  decoders.
 - `flex`: `flex_attention`, attention with a programmable `score_mod` and
   `mask_mod` (dense or in blocks, grouped heads), `create_block_mask`
   (`BlockMask`: the blocks a mask empties are skipped), `and_masks`,
@@ -51,7 +51,6 @@ from keras_attention.ops.attend import (
     dot_product_attention as dot_product_attention,
 )
 from keras_attention.ops.attend import frobenius_penalty as frobenius_penalty
-from keras_attention.ops.attend import masked_softmax as masked_softmax
 from keras_attention.ops.attend import scaled_dot_product as scaled_dot_product
 from keras_attention.ops.checks import logits_dtype as logits_dtype
 from keras_attention.ops.chunked import chunked_attention as chunked_attention
@@ -60,18 +59,19 @@ from keras_attention.ops.flex import apply_mods as apply_mods
 from keras_attention.ops.flex import explain_attention as explain_attention
 from keras_attention.ops.flex import flex_attention as flex_attention
 from keras_attention.ops.gated_delta import gated_delta_rule as gated_delta_rule
+from keras_attention.ops.grids import band_mask as band_mask
+from keras_attention.ops.grids import causal_mask as causal_mask
+from keras_attention.ops.grids import combine_masks as combine_masks
+from keras_attention.ops.grids import sliding_window_mask as sliding_window_mask
 from keras_attention.ops.logits import MASKED_LOGIT as MASKED_LOGIT
 from keras_attention.ops.logits import inverse_cdf_sample as inverse_cdf_sample
 from keras_attention.ops.logits import mask_logits as mask_logits
+from keras_attention.ops.logits import masked_softmax as masked_softmax
 from keras_attention.ops.logits import one_hot_argmax as one_hot_argmax
 from keras_attention.ops.mask_mods import BlockMask as BlockMask
 from keras_attention.ops.mask_mods import and_masks as and_masks
 from keras_attention.ops.mask_mods import create_block_mask as create_block_mask
 from keras_attention.ops.mask_mods import or_masks as or_masks
-from keras_attention.ops.masks import band_mask as band_mask
-from keras_attention.ops.masks import causal_mask as causal_mask
-from keras_attention.ops.masks import combine_masks as combine_masks
-from keras_attention.ops.masks import sliding_window_mask as sliding_window_mask
 from keras_attention.ops.plan import Plan as Plan
 from keras_attention.ops.plan import plan_attention as plan_attention
 from keras_attention.ops.ring import ring_attention as ring_attention

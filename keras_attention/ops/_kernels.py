@@ -9,10 +9,8 @@ own.
 
 - `dense`: every logit at once, through the score; the weights can be
   returned, dropped out, activated, or normalised by a layer's softmax.
-- `fused`: `attend.fused_attention` (a dot product, FlashAttention's
-  backward pass, the log-sum-exp).
-- `keras_fused`: `attend.keras_fused_attention`, Keras's
-  `dot_product_attention` (on PyTorch its fused kernel; no log-sum-exp).
+- `fused` and `keras_fused`: the fused kernels of a dot product, in
+  `ops/_fused.py`.
 - `flash`: `keras.ops.dot_product_attention(..., flash_attention=True)`.
 - `blocks`: the block kernel (`ops/_kernel.py`), memory linear in the
   length, the blocks a band or a `BlockMask` empties skipped.
@@ -34,33 +32,19 @@ from keras_attention.ops._call_mods import at_positions
 from keras_attention.ops._call_mods import block_mods
 from keras_attention.ops._registry import Result
 from keras_attention.ops._registry import register
-from keras_attention.ops.attend import fused_attention
-from keras_attention.ops.attend import keras_fused_attention
-from keras_attention.ops.attend import masked_softmax
 from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.logits import kept_lse
 from keras_attention.ops.logits import masked_lse
+from keras_attention.ops.logits import masked_softmax
 from keras_attention.ops.mask_mods import PARTIAL
 from keras_attention.ops.mask_mods import and_masks
 from keras_attention.ops.mask_mods import create_block_mask
 from keras_attention.ops.ring import ring_attention
 
 
-def _tensor_mask(call, q_len, k_len):
-    """The call's masks as one tensor `(B | 1, H | 1, Tq, Tk)` (padding,
-    explicit, the band at its positions; not the mask mods), or `None`."""
-    return call.masks.dense(
-        q_len,
-        k_len,
-        heads_axis=True,
-        query_offset=call.query_offset,
-        key_positions=call.key_positions,
-    )
-
-
 def _dense_mask(call, q_len, k_len):
     """The tensor masks of the call in the grouped layout, or `None`."""
-    mask = _tensor_mask(call, q_len, k_len)
+    mask = call.tensor_mask(q_len, k_len)
     return None if mask is None else _layout.grouped(mask, call.key.shape[2])
 
 
@@ -132,32 +116,11 @@ def _softmax(call, logits, mask):
     return ops.reshape(weights, shape)
 
 
-@register("fused")
-def fused(call, plan):
-    """This package's fused kernel of the transformed query and key
-    (grouped heads folded by the kernel), the log-sum-exp where asked."""
-    q, k, scale = call.dot_product_form()
-    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
-    want_lse = call.lse or call.sinks is not None
-    out = fused_attention(q, k, call.value, mask, scale, return_lse=want_lse)
-    return Result(out[0], None, out[1]) if want_lse else Result(out)
-
-
-@register("keras_fused")
-def keras_fused(call, plan):
-    """Keras's `dot_product_attention` of the transformed query and key
-    (grouped heads folded); the planner never gives it a call that needs
-    the log-sum-exp."""
-    q, k, scale = call.dot_product_form()
-    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
-    return Result(keras_fused_attention(q, k, call.value, mask, scale))
-
-
 @register("flash")
 def flash(call, plan):
     """`keras.ops.dot_product_attention` with `flash_attention=True`."""
     q, k, scale = call.dot_product_form()
-    mask = _tensor_mask(call, ops.shape(q)[1], ops.shape(k)[1])
+    mask = call.tensor_mask(ops.shape(q)[1], ops.shape(k)[1])
     if mask is not None:
         mask = _layout.four_d(ops.cast(mask, "bool"))
     dtype = call.value.dtype

@@ -4,7 +4,7 @@ An `AttentionCall` is everything one attention call asks, built once: the
 heads in one layout, the score, the masks as one `AttentionMasks`, the
 mods, what is returned. `plan_call` asks `ops.plan.plan_attention` once
 for its kernel; `run` runs that kernel (the table of `ops/_registry.py`,
-filled by `ops/_kernels.py` and the backends' modules that
+filled by `ops/_kernels.py`, `ops/_fused.py` and the backends' modules that
 `ops/_native.py` names), which returns the
 output, the weights where asked, and the log-sum-exp of each row, and
 applies what reads the log-sum-exp: attention sinks. The multi-head
@@ -18,12 +18,14 @@ from typing import Any
 
 from keras import ops
 
+from keras_attention.ops import _fused  # noqa: F401 (registers its kernels)
 from keras_attention.ops import _kernels  # noqa: F401 (registers its kernels)
 from keras_attention.ops import _native  # noqa: F401 (names their modules)
 from keras_attention.ops import _native_plan
 from keras_attention.ops import _registry
 from keras_attention.ops import plan as plan_lib
 from keras_attention.ops._registry import Result
+from keras_attention.ops._thresholds import UNKNOWN_SHARE
 from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.masks import AttentionMasks
 
@@ -131,6 +133,18 @@ class AttentionCall:
         q, k = self.query.shape, self.key.shape
         return (q[0], q[2], q[1], k[1])
 
+    def tensor_mask(self, q_len, k_len):
+        """The masks as one tensor `(B | 1, H | 1, Tq, Tk)` (padding,
+        explicit, the band at the call's positions; not the mask mods),
+        or `None`."""
+        return self.masks.dense(
+            q_len,
+            k_len,
+            heads_axis=True,
+            query_offset=self.query_offset,
+            key_positions=self.key_positions,
+        )
+
     def dot_product_form(self, key=None):
         """The score's `(query', key', scale)` of the query and `key`
         (the call's keys by default)."""
@@ -173,7 +187,7 @@ def skipped_band(call):
 def kept_share(call, block_size=None):
     """The share of the pairs of blocks the call's masks keep, for the
     planner: a band's by arithmetic, a concrete `BlockMask`'s by count,
-    `plan.UNKNOWN_SHARE` for a mask that only the blocks would evaluate;
+    `UNKNOWN_SHARE` for a mask that only the blocks would evaluate;
     `None` for all."""
     q_len, k_len = call.shapes[2:]
     if not (isinstance(q_len, int) and isinstance(k_len, int)):
@@ -188,17 +202,17 @@ def kept_share(call, block_size=None):
     if call.block_mask is not None:
         shares.append(_kinds_share(call.block_mask.kinds))
     elif call.masks.mask_mods or call.masks.attention_mask is not None:
-        shares.append(plan_lib.UNKNOWN_SHARE)
+        shares.append(UNKNOWN_SHARE)
     return min(shares) if shares else None
 
 
 def _kinds_share(kinds):
     """The share of non-empty blocks of a `BlockMask`'s kinds, where they
-    are concrete; `plan.UNKNOWN_SHARE` where they are traced."""
+    are concrete; `UNKNOWN_SHARE` where they are traced."""
     try:
         kept = ops.convert_to_numpy(ops.any(kinds > 0, axis=(0, 1)))
     except Exception:  # a traced tensor has no value yet
-        return plan_lib.UNKNOWN_SHARE
+        return UNKNOWN_SHARE
     return float(kept.mean())
 
 

@@ -11,9 +11,10 @@ import dataclasses
 
 from keras_attention.ops import engine
 from keras_attention.ops import plan as plan_lib
+from keras_attention.ops._thresholds import AUTO_CHUNK_SIZE
 
 # The `chunk_size`s an explanation compares: automatic, dense, blocks.
-COMPARED = (None, 0, plan_lib.AUTO_CHUNK_SIZE)
+COMPARED = (None, 0, AUTO_CHUNK_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,11 @@ and fused paths take its `dense` tensor, the chunked path the same tensor
 block by block (with block offsets) and the band's limits to skip whole
 blocks, and `flex_attention` its `mask_mod`. `and_all` is the one AND of
 mask tensors.
+
+The bands themselves (`causal()`, `sliding_window(w)`, `band(left,
+right)`, re-exported by `keras_attention.ops.mods`) are defined here,
+beside their `limits` and their grid (`position_mask`): a call's dense
+mask evaluates its band by the band's own class.
 """
 
 import functools
@@ -18,10 +23,115 @@ from keras import ops
 
 from keras_attention.ops import _eager
 from keras_attention.ops import checks
-from keras_attention.ops import mods
+from keras_attention.ops._mod_base import Mod
+from keras_attention.ops._mod_base import positive_integer
+from keras_attention.ops._mod_base import register
+from keras_attention.ops._tensor_mods import boolean_mask
 from keras_attention.ops.mask_mods import MaskCombination
 from keras_attention.ops.mask_mods import and_masks
-from keras_attention.ops.mask_mods import keep
+
+
+@register
+class Causal(Mod):
+    """Mask mod: query `i` sees keys `j <= i` (`causal()`)."""
+
+    limits = (None, 0)
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        return ops.greater_equal(q_idx, kv_idx)
+
+
+def causal():
+    """Mask mod of causal attention: `q_idx >= kv_idx`.
+
+    Example:
+
+    >>> mask = keras_attention.ops.mods.causal()(
+    ...     0, 0, keras.ops.arange(3)[:, None], keras.ops.arange(3)[None]
+    ... )
+    >>> keras.ops.convert_to_numpy(mask).astype(int)
+    array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]])
+    """
+    return Causal()
+
+
+@register
+class SlidingWindow(Mod):
+    """Mask mod: `|q_idx - kv_idx| < window` (`sliding_window(window)`)."""
+
+    scalars = ("window",)
+
+    def __init__(self, window):
+        self.window = positive_integer(window, "window")
+
+    @property
+    def limits(self):
+        return (self.window - 1, self.window - 1)
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        return ops.less(ops.abs(q_idx - kv_idx), self.window)
+
+    def get_config(self):
+        return {"window": self.window}
+
+
+def sliding_window(window: int):
+    """Mask mod of a window: `|q_idx - kv_idx| < window`.
+
+    As `keras.layers.MultiHeadAttention(sliding_window=window)`; AND it
+    with `causal()` (`keras_attention.ops.and_masks`) for the `window`
+    most recent keys.
+    """
+    return SlidingWindow(window)
+
+
+@register
+class Band(Mod):
+    """Mask mod: `-left <= kv_idx - q_idx <= right` (`band(left, right)`)."""
+
+    scalars = ("left", "right")
+
+    def __init__(self, left=None, right=None):
+        for name, value in (("left", left), ("right", right)):
+            bad = value is not None and (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < 0
+            )
+            if bad:
+                raise ValueError(
+                    f"Expected `{name}` to be None or a non-negative integer. "
+                    f"Received: {name}={value!r}"
+                )
+        self.left, self.right = left, right
+        # An attribute, not a property: the planner and the kernels read
+        # it on every call. It stays the integers given (`with_scalars`
+        # turns `left` and `right` into tensors, not the limits).
+        self.limits = (left, right)
+
+    def __call__(self, batch, head, q_idx, kv_idx):
+        offset = kv_idx - q_idx
+        sides = []
+        if self.left is not None:
+            sides.append(ops.greater_equal(offset, -self.left))
+        if self.right is not None:
+            sides.append(ops.less_equal(offset, self.right))
+        if not sides:
+            return ops.greater_equal(offset, offset)
+        return sides[0] if len(sides) == 1 else ops.logical_and(*sides)
+
+    def get_config(self):
+        return {"left": self.left, "right": self.right}
+
+
+def band(left=None, right=None):
+    """Mask mod of a band: query `i` sees keys `i - left <= j <= i + right`.
+
+    `None` leaves a side open (`keras_attention.ops.band_mask`'s band).
+    """
+    return Band(left, right)
 
 
 def and_all(*masks):
@@ -71,19 +181,20 @@ def band_limits(mod):
 
 
 def position_mask(
-    mask_mod,
+    band,
     query_length,
     key_length,
     query_offset=0,
     key_offset=0,
     key_positions=None,
 ):
-    """A mask mod of positions only, evaluated on a `(Tq, Tk)` grid.
+    """A band of positions (`mods.band`, `causal()`, `sliding_window(w)`:
+    a mask mod of positions only) evaluated on a `(Tq, Tk)` grid.
 
     Query `r` of the grid is position `query_offset + r`, key `c` is
     `key_offset + c` (offsets: integers or scalar tensors, for a block of
     a longer sequence), or `key_positions[c] + key_offset` with a table
-    of the keys' positions; the mod's batch and head are `0`. With one
+    of the keys' positions; the band's batch and head are `0`. With one
     query offset per sequence (`(batch_size,)`) or a table per sequence
     (`(batch_size, Tk)`) the grid is per sequence.
 
@@ -91,116 +202,27 @@ def position_mask(
         Boolean tensor of shape `(query_length, key_length)`, or
         `(batch_size, query_length, key_length)` per sequence.
     """
-    mod = mods.shifted(mask_mod, query_offset, key_offset, key_positions)
-    rows = ops.expand_dims(ops.arange(query_length), -1)
-    cols = ops.expand_dims(ops.arange(key_length), 0)
-    if len(getattr(query_offset, "shape", ())) == 1:
-        batch_size = ops.shape(query_offset)[0]
-    elif key_positions is not None and len(key_positions.shape) == 2:
-        batch_size = ops.shape(key_positions)[0]
+    rows = ops.arange(query_length, dtype="int32")
+    if not _is_zero(query_offset):
+        query_offset = ops.cast(query_offset, "int32")
+        if len(query_offset.shape) == 1:
+            rows = query_offset[:, None] + rows[None]
+        else:
+            rows = rows + query_offset
+    if key_positions is None:
+        cols = ops.arange(key_length, dtype="int32")
     else:
-        return keep(mod, 0, 0, rows, cols)
-    batch = ops.arange(batch_size)[:, None, None]
-    return keep(mod, batch, 0, rows[None], cols[None])
+        cols = ops.cast(key_positions, "int32")
+    if not _is_zero(key_offset):
+        cols = cols + ops.cast(key_offset, "int32")
+    if len(rows.shape) == 2 and len(cols.shape) == 1:
+        cols = cols[None]
+    return band(0, 0, ops.expand_dims(rows, -1), ops.expand_dims(cols, -2))
 
 
-def causal_mask(
-    query_length: int, key_length: int, query_offset=0, key_offset=0
-):
-    """Lower-triangular boolean mask: query `i` sees keys `j <= i`.
-
-    The same convention as `keras.layers.MultiHeadAttention`: the mask mod
-    `keras_attention.ops.mods.causal()` on a grid.
-
-    Args:
-        query_length: Number of query positions `Tq`.
-        key_length: Number of key positions `Tk`.
-        query_offset: Position of the first query (an integer or a scalar
-            tensor), for a block of a longer sequence. Defaults to `0`.
-        key_offset: Position of the first key. Defaults to `0`.
-
-    Returns:
-        Boolean tensor of shape `(query_length, key_length)`.
-
-    Example:
-
-    >>> mask = keras_attention.ops.causal_mask(3, 3)
-    >>> np.asarray(mask).astype(int).tolist()
-    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
-    """
-    checks.lengths(query_length=query_length, key_length=key_length)
-    return position_mask(
-        mods.causal(), query_length, key_length, query_offset, key_offset
-    )
-
-
-def sliding_window_mask(
-    query_length: int,
-    key_length: int,
-    window: int,
-    query_offset=0,
-    key_offset=0,
-):
-    """Band mask: query `i` sees keys `j` with `|i - j| < window`.
-
-    The convention of `keras.layers.MultiHeadAttention(sliding_window=...)`:
-    the mask mod `keras_attention.ops.mods.sliding_window(window)` on a grid.
-
-    Returns:
-        Boolean tensor of shape `(query_length, key_length)`.
-
-    Example:
-
-    >>> mask = keras_attention.ops.sliding_window_mask(4, 4, window=2)
-    >>> np.asarray(mask).astype(int).tolist()
-    [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
-    """
-    checks.lengths(query_length=query_length, key_length=key_length)
-    checks.lengths(window=window)
-    return position_mask(
-        mods.sliding_window(window),
-        query_length,
-        key_length,
-        query_offset,
-        key_offset,
-    )
-
-
-def band_mask(
-    query_length: int,
-    key_length: int,
-    left=None,
-    right=None,
-    query_offset=0,
-    key_offset=0,
-):
-    """Band mask: query `i` sees keys `i - left <= j <= i + right`.
-
-    `None` leaves that side unbounded (the mask mod
-    `keras_attention.ops.mods.band(left, right)` on a grid).
-    `sliding_window_mask(w)` is `band_mask(left=w - 1, right=w - 1)`,
-    `causal_mask` is `band_mask(right=0)`; a window of `w` keys centred on
-    the query (keys `i - w // 2 <= j < i - w // 2 + w`) is `(w // 2, w - w
-    // 2 - 1)` and the `w` most recent keys are `(w - 1, 0)`.
-
-    Returns:
-        Boolean tensor of shape `(query_length, key_length)`.
-
-    Example:
-
-    >>> mask = keras_attention.ops.band_mask(4, 4, left=1, right=0)
-    >>> np.asarray(mask).astype(int).tolist()
-    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
-    """
-    checks.lengths(query_length=query_length, key_length=key_length)
-    checks.lengths(left=left, right=right)
-    return position_mask(
-        mods.band(left, right),
-        query_length,
-        key_length,
-        query_offset,
-        key_offset,
-    )
+def _is_zero(offset):
+    """Whether `offset` is the plain `0` (no op to add it)."""
+    return isinstance(offset, int) and offset == 0
 
 
 class AttentionMasks:
@@ -233,7 +255,7 @@ class AttentionMasks:
             # `dense` reads the band by its limits only.
             raise ValueError(
                 "`AttentionMasks` takes as `band` a band of positions "
-                "(`mods.band`, `mods.causal()`, `mods.sliding_window(w)`: "
+                "(`mods.band`, `mods.causal()`, `sliding_window(w)`: "
                 "a mask mod with `limits`); other mask mods go in "
                 f"`mask_mods`. Received: band={band!r}"
             )
@@ -327,16 +349,16 @@ class AttentionMasks:
 # them in its own words).
 @functools.lru_cache(maxsize=256, typed=True)
 def _interned_band(left, right):
-    return mods.band(left, right)
+    return band(left, right)
 
 
 def _band(left=None, right=None):
-    """`mods.band(left, right)`, one object per pair: a layer's calls
+    """`band(left, right)`, one object per pair: a layer's calls
     share their band (nothing of `mods` runs again for it)."""
     try:
         return _interned_band(left, right)
     except TypeError:  # unhashable: refused in the band's own words
-        return mods.band(left, right)
+        return band(left, right)
 
 
 def _expand(mask, axis):
@@ -344,7 +366,7 @@ def _expand(mask, axis):
 
 
 def _as_mod(mask):
-    return mods.boolean_mask(mask)
+    return boolean_mask(mask)
 
 
 def attention_masks(
@@ -389,9 +411,9 @@ def attention_masks(
         checks.mask_dtype(name, mask)
     rules = []
     if use_causal_mask:
-        rules.append(mods.Causal.limits)
+        rules.append(Causal.limits)
     if sliding_window is not None:
-        rules.append(mods.sliding_window(sliding_window).limits)
+        rules.append(SlidingWindow(sliding_window).limits)
     if band is not None:
         rules.append(_band(*band).limits)
     limits = merge_limits(*rules)
@@ -402,54 +424,6 @@ def attention_masks(
         attention_mask=attention_mask,
         band=merged,
         mask_mods=mask_mods,
-    )
-
-
-def combine_masks(
-    query_length,
-    key_length,
-    heads_axis: bool = False,
-    query_offset=0,
-    key_offset=0,
-    **flags,
-):
-    """Combines a layer's mask flags into one boolean mask.
-
-    `attention_masks(**flags).dense(...)`: the same mask that the chunked
-    path builds block by block and `flex_attention` evaluates as a mask
-    mod.
-
-    Args:
-        query_length: Number of query positions `Tq`.
-        key_length: Number of key positions `Tk`.
-        heads_axis: Whether the mask is for logits with a heads axis,
-            `(batch_size, num_heads, Tq, Tk)`: the result then has one too
-            (of size 1 unless `attention_mask` has one). Needed for a per-head
-            `attention_mask`.
-        query_offset: Position of the first query, for a block of a longer
-            sequence (causal masking, windows, bands). Defaults to `0`.
-        key_offset: Position of the first key. Defaults to `0`.
-        **flags: The keyword arguments of `attention_masks`: `query_mask`,
-            `value_mask`, `key_mask`, `attention_mask`, `use_causal_mask`,
-            `sliding_window`, `band`.
-
-    Returns:
-        A boolean tensor that broadcasts to `(batch_size, Tq, Tk)` (or
-        `(batch_size, num_heads, Tq, Tk)` with `heads_axis=True`), or `None`
-        when no mask applies.
-
-    Example:
-
-    >>> mask = keras_attention.ops.combine_masks(
-    ...     3, 3, value_mask=[[True, True, False]], use_causal_mask=True
-    ... )
-    >>> keras.ops.convert_to_numpy(mask).astype(int)
-    array([[[1, 0, 0],
-            [1, 1, 0],
-            [1, 1, 0]]])
-    """
-    return attention_masks(**flags).dense(
-        query_length, key_length, heads_axis, query_offset, key_offset
     )
 
 

@@ -8,6 +8,9 @@ logits. Each mod here is an object with `get_config`, so that a layer
 holding one saves and loads; a score mod that reads tensors (a learned
 table) lists them in `tensors` and rebinds with `with_tensors`, which lets
 the chunked path give them their gradients.
+
+The bands (`causal`, `sliding_window`, `band`) are `ops/masks.py`'s, the
+masks' one rule of positions, re-exported here with the other mods.
 """
 
 import math
@@ -38,62 +41,12 @@ from keras_attention.ops._tensor_mods import (
     relative_position_buckets as relative_position_buckets,
 )
 from keras_attention.ops.mask_mods import MaskCombination
-
-
-@register
-class Causal(Mod):
-    """Mask mod: query `i` sees keys `j <= i` (`causal()`)."""
-
-    limits = (None, 0)
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        return ops.greater_equal(q_idx, kv_idx)
-
-
-def causal():
-    """Mask mod of causal attention: `q_idx >= kv_idx`.
-
-    Example:
-
-    >>> mask = keras_attention.ops.mods.causal()(
-    ...     0, 0, keras.ops.arange(3)[:, None], keras.ops.arange(3)[None]
-    ... )
-    >>> keras.ops.convert_to_numpy(mask).astype(int)
-    array([[1, 0, 0],
-           [1, 1, 0],
-           [1, 1, 1]])
-    """
-    return Causal()
-
-
-@register
-class SlidingWindow(Mod):
-    """Mask mod: `|q_idx - kv_idx| < window` (`sliding_window(window)`)."""
-
-    scalars = ("window",)
-
-    def __init__(self, window):
-        self.window = positive_integer(window, "window")
-
-    @property
-    def limits(self):
-        return (self.window - 1, self.window - 1)
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        return ops.less(ops.abs(q_idx - kv_idx), self.window)
-
-    def get_config(self):
-        return {"window": self.window}
-
-
-def sliding_window(window: int):
-    """Mask mod of a window: `|q_idx - kv_idx| < window`.
-
-    As `keras.layers.MultiHeadAttention(sliding_window=window)`; AND it
-    with `causal()` (`keras_attention.ops.and_masks`) for the `window`
-    most recent keys.
-    """
-    return SlidingWindow(window)
+from keras_attention.ops.masks import Band as Band
+from keras_attention.ops.masks import Causal as Causal
+from keras_attention.ops.masks import SlidingWindow as SlidingWindow
+from keras_attention.ops.masks import band as band
+from keras_attention.ops.masks import causal as causal
+from keras_attention.ops.masks import sliding_window as sliding_window
 
 
 @register
@@ -191,53 +144,6 @@ def soft_cap(cap: float):
     """Score mod of logit soft-capping (Gemma 2): `cap · tanh(score /
     cap)`, on the scaled score."""
     return SoftCap(cap)
-
-
-@register
-class Band(Mod):
-    """Mask mod: `-left <= kv_idx - q_idx <= right` (`band(left, right)`)."""
-
-    scalars = ("left", "right")
-
-    def __init__(self, left=None, right=None):
-        for name, value in (("left", left), ("right", right)):
-            bad = value is not None and (
-                not isinstance(value, int)
-                or isinstance(value, bool)
-                or value < 0
-            )
-            if bad:
-                raise ValueError(
-                    f"Expected `{name}` to be None or a non-negative integer. "
-                    f"Received: {name}={value!r}"
-                )
-        self.left, self.right = left, right
-        # An attribute, not a property: the planner and the kernels read
-        # it on every call. It stays the integers given (`with_scalars`
-        # turns `left` and `right` into tensors, not the limits).
-        self.limits = (left, right)
-
-    def __call__(self, batch, head, q_idx, kv_idx):
-        offset = kv_idx - q_idx
-        sides = []
-        if self.left is not None:
-            sides.append(ops.greater_equal(offset, -self.left))
-        if self.right is not None:
-            sides.append(ops.less_equal(offset, self.right))
-        if not sides:
-            return ops.greater_equal(offset, offset)
-        return sides[0] if len(sides) == 1 else ops.logical_and(*sides)
-
-    def get_config(self):
-        return {"left": self.left, "right": self.right}
-
-
-def band(left=None, right=None):
-    """Mask mod of a band: query `i` sees keys `i - left <= j <= i + right`.
-
-    `None` leaves a side open (`keras_attention.ops.band_mask`'s band).
-    """
-    return Band(left, right)
 
 
 @register

@@ -117,7 +117,7 @@ def test_dense_and_blocks_take_every_mask_mod_and_bias(path, rng):
 
 def test_fused_takes_the_tensor_masks_at_their_offset(rng):
     call, (q, k, v, mask) = _call(rng)
-    got = _kernels.fused(call, plan_lib.Plan("fused"))
+    got = _registry.KERNELS["fused"](call, plan_lib.Plan("fused"))
     want = _numpy(q, k, v, mask, 0.5)
     np.testing.assert_allclose(
         ops.convert_to_numpy(got.output), want[0], atol=1e-5

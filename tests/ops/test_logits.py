@@ -1,5 +1,5 @@
-"""ops/logits.py: the masked fill and log-sum-exp, the floored `exp`, the
-one-hot arg max, inverse-CDF sampling.
+"""ops/logits.py: the masked fill, softmax and log-sum-exp, the floored
+`exp`, the one-hot arg max, inverse-CDF sampling.
 
 Each is checked by hand and against NumPy, and against the copies it
 replaced where those are still public (`seq2seq.hardmax`, HardAttention's
@@ -9,11 +9,15 @@ one-hot weights, the decoders' sampling).
 import keras
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention import seq2seq
 from tests.autodiff import gradients
+from tests.layer_basics import np_softmax
+from tests.profiles import examples
 
 
 def _np(x):
@@ -134,3 +138,79 @@ def test_exp_floored_is_exp_down_to_its_floor():
     if keras.backend.backend() == "torch":
         # PyTorch's CPU `exp` is slow below about -87: the floor is applied.
         np.testing.assert_allclose(got[4:], floor, rtol=1e-6)
+
+
+def test_masked_softmax_without_mask_is_softmax(rng):
+    x = rng.normal(size=(2, 3, 5)).astype("float32")
+    got = ops.convert_to_numpy(ka_ops.masked_softmax(x))
+    np.testing.assert_allclose(got, np_softmax(x), rtol=1e-6, atol=1e-7)
+
+
+def test_masked_softmax_hand_computed():
+    logits = np.array([[0.0, np.log(3.0), 5.0]], "float32")
+    mask = np.array([[True, True, False]])
+    got = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask))
+    np.testing.assert_allclose(got, [[0.25, 0.75, 0.0]], rtol=1e-6)
+
+
+def test_masked_softmax_over_a_middle_axis_with_a_shorter_mask(rng):
+    """A mask that broadcasts from the right, normalised over `axis=1`:
+    keys masked by their last-axis position, a slice of masked keys all
+    zero."""
+    logits = rng.normal(size=(2, 4, 3)).astype("float32")
+    mask = np.array([True, False, True])  # broadcasts as (1, 1, 3)
+    got = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask, axis=1))
+    expected = np_softmax(logits.transpose(0, 2, 1)).transpose(0, 2, 1)
+    expected[..., 1] = 0.0
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_fully_masked_row_gives_zero_weights_and_finite_gradient():
+    logits = np.ones((2, 4), "float32")
+    mask = np.array([[False] * 4, [True, False, True, False]])
+    w = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask))
+    _, (grad,) = gradients(
+        lambda x: ops.sum(
+            ops.multiply(
+                ka_ops.masked_softmax(x, mask), ops.arange(4, dtype="float32")
+            )
+        ),
+        [logits],
+    )
+    np.testing.assert_array_equal(w[0], np.zeros(4))
+    np.testing.assert_allclose(w[1], [0.5, 0, 0.5, 0])
+    assert np.all(np.isfinite(grad))
+    np.testing.assert_array_equal(grad[0], np.zeros(4))
+
+
+def test_float16_large_logits_are_exact_and_finite():
+    # Every value is exactly representable in float16.
+    values = [[60000.0, 59968.0, -60000.0], [1000.0, 999.0, -65504.0]]
+    logits = np.array(values, "float16")
+    w = ka_ops.masked_softmax(logits, np.ones((2, 3), bool))
+    assert keras.backend.standardize_dtype(w.dtype) == "float16"
+    w = ops.convert_to_numpy(w).astype("float32")
+    assert np.all(np.isfinite(w))
+    expected = np_softmax(np.array(values))
+    np.testing.assert_allclose(w, expected, atol=1e-3)
+
+
+@examples(30)
+@given(
+    batch=st.integers(1, 3),
+    length=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from(["float32", "float16"]),
+)
+def test_weights_sum_to_one_over_unmasked_keys(batch, length, seed, dtype):
+    rng = np.random.default_rng(seed)
+    logits = (rng.normal(size=(batch, 4, length)) * 20).astype(dtype)
+    mask = rng.random((batch, 4, length)) < 0.6
+    w = ops.convert_to_numpy(ka_ops.masked_softmax(logits, mask))
+    w = w.astype("float32")
+    assert np.all(np.isfinite(w))
+    assert np.all(w[~mask] == 0)
+    sums = w.sum(-1)
+    has_key = mask.any(-1)
+    np.testing.assert_allclose(sums[has_key], 1.0, atol=2e-3)
+    np.testing.assert_array_equal(sums[~has_key], 0.0)
