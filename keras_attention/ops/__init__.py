@@ -9,9 +9,11 @@ graph on any backend (TensorFlow, JAX, PyTorch).
   padding masks, query/value/key masks, explicit attention masks, causal
   masking, windows and bands into one `AttentionMasks` (a tensor for the
   dense paths, block masks and band limits for the chunked path, a mask
-  mod for `flex_attention`); `combine_masks` is its tensor, and
-  `causal_mask`, `sliding_window_mask`, `band_mask` the position mods on
-  a grid.
+  mod for `flex_attention`), and defines the bands (`mods.causal`,
+  `mods.sliding_window`, `mods.band`).
+- `grids`: masks as tensors for attention written by hand:
+  `combine_masks` (a layer's flags), and `causal_mask`,
+  `sliding_window_mask`, `band_mask` (the bands on a grid).
 - `attend`: the attend step (logits → mask → float32 softmax → dropout →
   weighted sum) as `attend` and `attention`, the fused multi-head kernel
   `dot_product_attention` and Lin et al.'s `frobenius_penalty`.

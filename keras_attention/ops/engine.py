@@ -23,9 +23,9 @@ from keras_attention.ops import _kernels  # noqa: F401 (registers its kernels)
 from keras_attention.ops import _native  # noqa: F401 (names their modules)
 from keras_attention.ops import _native_plan
 from keras_attention.ops import _registry
+from keras_attention.ops import _thresholds
 from keras_attention.ops import plan as plan_lib
 from keras_attention.ops._registry import Result
-from keras_attention.ops._thresholds import UNKNOWN_SHARE
 from keras_attention.ops.checks import logits_dtype
 from keras_attention.ops.masks import AttentionMasks
 
@@ -187,7 +187,7 @@ def skipped_band(call):
 def kept_share(call, block_size=None):
     """The share of the pairs of blocks the call's masks keep, for the
     planner: a band's by arithmetic, a concrete `BlockMask`'s by count,
-    `UNKNOWN_SHARE` for a mask that only the blocks would evaluate;
+    `_thresholds.UNKNOWN_SHARE` for a mask that only the blocks would evaluate;
     `None` for all."""
     q_len, k_len = call.shapes[2:]
     if not (isinstance(q_len, int) and isinstance(k_len, int)):
@@ -202,17 +202,17 @@ def kept_share(call, block_size=None):
     if call.block_mask is not None:
         shares.append(_kinds_share(call.block_mask.kinds))
     elif call.masks.mask_mods or call.masks.attention_mask is not None:
-        shares.append(UNKNOWN_SHARE)
+        shares.append(_thresholds.UNKNOWN_SHARE)
     return min(shares) if shares else None
 
 
 def _kinds_share(kinds):
     """The share of non-empty blocks of a `BlockMask`'s kinds, where they
-    are concrete; `UNKNOWN_SHARE` where they are traced."""
+    are concrete; `_thresholds.UNKNOWN_SHARE` where they are traced."""
     try:
         kept = ops.convert_to_numpy(ops.any(kinds > 0, axis=(0, 1)))
     except Exception:  # a traced tensor has no value yet
-        return UNKNOWN_SHARE
+        return _thresholds.UNKNOWN_SHARE
     return float(kept.mean())
 
 

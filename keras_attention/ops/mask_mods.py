@@ -16,9 +16,10 @@ from keras_attention.ops._mod_base import with_scalars
 
 def keep(mask_mod, batch, head, q_idx, kv_idx):
     """`mask_mod(batch, head, q_idx, kv_idx)` as booleans: the one place a
-    mask mod is evaluated. A result of another dtype than boolean or
-    integer (floats, which a cast would read as "kept" wherever they are
-    not 0) is a `TypeError` naming the mod."""
+    mask mod is evaluated (a call's band, this package's own, is read on
+    its grid by `masks.position_mask`). A result of another dtype than
+    boolean or integer (floats, which a cast would read as "kept" wherever
+    they are not 0) is a `TypeError` naming the mod."""
     kept = mask_mod(batch, head, q_idx, kv_idx)
     dtype = keras.backend.standardize_dtype(getattr(kept, "dtype", "bool"))
     if dtype != "bool" and "int" not in dtype:

@@ -198,10 +198,15 @@ def position_mask(
     query offset per sequence (`(batch_size,)`) or a table per sequence
     (`(batch_size, Tk)`) the grid is per sequence.
 
+    A table is `(key_length,)` or `(batch_size, key_length)`. Other mask
+    mods (which may read the batch, or return floats) are evaluated on
+    index tensors by `mask_mods.keep`.
+
     Returns:
         Boolean tensor of shape `(query_length, key_length)`, or
         `(batch_size, query_length, key_length)` per sequence.
     """
+    check_band("position_mask", band)
     rows = ops.arange(query_length, dtype="int32")
     if not _is_zero(query_offset):
         query_offset = ops.cast(query_offset, "int32")
@@ -218,6 +223,18 @@ def position_mask(
     if len(rows.shape) == 2 and len(cols.shape) == 1:
         cols = cols[None]
     return band(0, 0, ops.expand_dims(rows, -1), ops.expand_dims(cols, -2))
+
+
+def check_band(caller, band):
+    """Refuses a `band` that is not a band of positions (a mask mod with
+    `limits`), naming `caller`."""
+    if not isinstance(getattr(band, "limits", None), tuple):
+        raise ValueError(
+            f"`{caller}` takes as `band` a band of positions (`mods.band`, "
+            "`mods.causal()`, `sliding_window(w)`: a mask mod with "
+            "`limits`); other mask mods go in `mask_mods`. Received: "
+            f"band={band!r}"
+        )
 
 
 def _is_zero(offset):
@@ -249,16 +266,9 @@ class AttentionMasks:
         band=None,
         mask_mods=(),
     ):
-        if band is not None and not isinstance(
-            getattr(band, "limits", None), tuple
-        ):
+        if band is not None:
             # `dense` reads the band by its limits only.
-            raise ValueError(
-                "`AttentionMasks` takes as `band` a band of positions "
-                "(`mods.band`, `mods.causal()`, `sliding_window(w)`: "
-                "a mask mod with `limits`); other mask mods go in "
-                f"`mask_mods`. Received: band={band!r}"
-            )
+            check_band("AttentionMasks", band)
         self.query_mask = query_mask
         self.key_mask = key_mask
         self.attention_mask = attention_mask
