@@ -73,3 +73,12 @@ def gradients(fn, sources, jit: bool = True):
     else:
         raise NotImplementedError(f"No gradients on backend {backend!r}.")
     return keras.ops.convert_to_numpy(value), _to_numpy(grads, variables)
+
+
+def assert_same_gradients(fn, reference, sources, atol=2e-5, names="qkv"):
+    """`fn` and `reference` have the same gradients w.r.t. `sources`
+    (query, key and value by default), each compared to `atol`."""
+    _, got = gradients(fn, sources)
+    _, want = gradients(reference, sources)
+    for name, g, w in zip(names, got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=atol, err_msg=name)

@@ -7,7 +7,7 @@ import pytest
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from tests.autodiff import gradients
+from tests.autodiff import assert_same_gradients
 from tests.layer_basics import np_softmax
 
 
@@ -43,10 +43,7 @@ def test_the_fused_kernels_lse_and_its_gradient(rng):
         return ops.sum(out) + ops.sum(ops.sin(ops.logsumexp(masked, -1)))
 
     inputs = [q[:1], k[:1], v[:1]]
-    _, got = gradients(fused, inputs)
-    _, want = gradients(dense, inputs)
-    for name, g, w in zip("qkv", got, want, strict=True):
-        np.testing.assert_allclose(g, w, atol=2e-5, err_msg=name)
+    assert_same_gradients(fused, dense, inputs)
 
 
 @pytest.mark.parametrize("q_len, heads, kv_heads", [(1, 6, 3), (2, 4, 2)])
@@ -85,7 +82,4 @@ def test_a_decoding_steps_few_query_rows_read_each_heads_own_keys(
         out = ops.einsum("bhqk,bkhd->bqhd", weights, ops.repeat(c, groups, 2))
         return ops.sum(out**2) + ops.sum(ops.sin(ops.logsumexp(masked, -1)))
 
-    _, got = gradients(fused, [q, k, v])
-    _, want = gradients(dense, [q, k, v])
-    for name, g, w in zip("qkv", got, want, strict=True):
-        np.testing.assert_allclose(g, w, atol=2e-5, err_msg=name)
+    assert_same_gradients(fused, dense, [q, k, v])
